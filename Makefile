@@ -1,0 +1,45 @@
+# NPU Lab Portal. `make demo` runs the embedded portal; `make test` runs the whole suite.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+VAR := var
+
+.PHONY: demo test test-fast bench lint venv clean
+
+$(VENV)/.installed-runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed-runtime
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed-dev
+
+$(VAR)/secret_key:
+	mkdir -p $(VAR)
+	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+
+## demo: the embedded portal on http://127.0.0.1:8000/ (SQLite, local Redis, local JupyterLab driver)
+demo: $(VENV)/.installed-runtime $(VAR)/secret_key
+	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key $(PY) manage.py run_demo
+
+## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
+test: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest
+
+test-fast: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest -m "not browser and not slow"
+
+## bench: the allocation engine's throughput beside a naive reference in the same run
+bench: $(VENV)/.installed-dev
+	$(PY) -m bench
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VAR)/driver $(VAR)/static

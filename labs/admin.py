@@ -1,0 +1,98 @@
+from django.contrib import admin
+
+from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate, Node
+
+
+@admin.register(Institution)
+class InstitutionAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug"]
+    search_fields = ["name", "slug"]
+
+
+class CourseQuotaInline(admin.StackedInline):
+    model = CourseQuota
+    can_delete = False
+
+
+@admin.register(Course)
+class CourseAdmin(admin.ModelAdmin):
+    list_display = ["code", "title", "term", "institution"]
+    list_filter = ["institution", "term"]
+    search_fields = ["code", "title"]
+    filter_horizontal = ["templates"]
+    inlines = [CourseQuotaInline]
+
+
+@admin.register(Enrollment)
+class EnrollmentAdmin(admin.ModelAdmin):
+    list_display = ["user", "course", "role"]
+    list_filter = ["role", "course"]
+    search_fields = ["user__username", "course__code"]
+    list_select_related = ["user", "course"]
+    raw_id_fields = ["user"]
+
+
+@admin.register(CourseQuota)
+class CourseQuotaAdmin(admin.ModelAdmin):
+    list_display = ["course", "core_percent", "memory_mib", "instance_count", "sessions_per_student", "max_session_minutes"]
+    list_select_related = ["course"]
+
+
+@admin.register(LabTemplate)
+class LabTemplateAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "core_percent", "memory_mib", "scenario", "institution"]
+    list_filter = ["kind", "scenario", "institution"]
+    search_fields = ["name", "slug", "image"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+class CardInline(admin.TabularInline):
+    model = Card
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "available"]
+    inlines = [CardInline]
+
+
+@admin.register(Card)
+class CardAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "chip_type", "memory_mib", "healthy"]
+    list_filter = ["healthy", "node"]
+    list_select_related = ["node"]
+
+
+@admin.register(LabSession)
+class LabSessionAdmin(admin.ModelAdmin):
+    """Read-only: a state change made here would bypass the state machine and the ledger."""
+
+    list_display = ["id", "student", "course", "template", "state", "reason", "created_at"]
+    list_filter = ["state", "course"]
+    search_fields = ["id", "student__username", "driver_ref"]
+    list_select_related = ["student", "course", "template"]
+    exclude = ["secret"]
+    readonly_fields = [f.name for f in LabSession._meta.fields if f.name != "secret"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Allocation)
+class AllocationAdmin(admin.ModelAdmin):
+    list_display = ["session", "card", "course", "core_percent", "memory_mib", "scenario", "entity_id", "created_at", "released_at"]
+    list_filter = ["course", "scenario"]
+    list_select_related = ["session", "card__node", "course"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

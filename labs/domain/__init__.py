@@ -1,0 +1,1 @@
+"""Pure decision logic: no Django, Celery or kubernetes imports (tests/domain enforces it)."""

@@ -1,0 +1,39 @@
+"""Resource units and the vendor limits of FlexNPU (DESIGN §1).
+
+Amounts are integers with the unit in the name: ``core_percent`` is a percentage of one card's
+AI Core (a guaranteed floor), ``memory_mib`` a hard cap in MiB, always a multiple of 128.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+CORE_PERCENT_MAX = 100
+MEMORY_GRANULE_MIB = 128
+
+
+class Scenario(StrEnum):
+    DEVELOPMENT = "development"
+    INFERENCE = "inference"
+
+
+# At most this many instances share one card / one node, by scenario (CCE FlexNPU guide).
+CARD_INSTANCE_CAP = {Scenario.DEVELOPMENT: 16, Scenario.INFERENCE: 8}
+NODE_INSTANCE_CAP = {Scenario.DEVELOPMENT: 128, Scenario.INFERENCE: 64}
+
+
+def card_instance_cap(scenarios: Iterable[Scenario]) -> int:
+    """The tightest per-card cap among the scenarios present (development alone: 16)."""
+    return min((CARD_INSTANCE_CAP[s] for s in scenarios), default=CARD_INSTANCE_CAP[Scenario.DEVELOPMENT])
+
+
+def node_instance_cap(scenarios: Iterable[Scenario]) -> int:
+    return min((NODE_INSTANCE_CAP[s] for s in scenarios), default=NODE_INSTANCE_CAP[Scenario.DEVELOPMENT])
+
+
+def memory_units_128mi(memory_mib: int) -> int:
+    """``volcano.sh/flexnpu-memory.128mi`` counts 128 MiB units: 38400 MiB -> 300."""
+    if memory_mib % MEMORY_GRANULE_MIB:
+        raise ValueError(f"{memory_mib} MiB is not a multiple of {MEMORY_GRANULE_MIB} MiB")
+    return memory_mib // MEMORY_GRANULE_MIB

@@ -1,0 +1,58 @@
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Mod
+from django.db.models.lookups import Exact
+from django.utils.translation import gettext_lazy as _
+
+from labs.domain.units import MEMORY_GRANULE_MIB, Scenario
+
+
+def validate_memory_granule(value: int) -> None:
+    from django.core.exceptions import ValidationError
+
+    if value % MEMORY_GRANULE_MIB:
+        raise ValidationError(_("Memory must be a multiple of %(granule)s MiB."), params={"granule": MEMORY_GRANULE_MIB})
+
+
+class LabTemplate(models.Model):
+    """What a session runs and the FlexNPU instance it is bound to."""
+
+    class Kind(models.TextChoices):
+        JUPYTER = "jupyter", _("JupyterLab")
+        VLLM = "vllm", _("vLLM")
+
+    class ScenarioChoice(models.TextChoices):
+        DEVELOPMENT = Scenario.DEVELOPMENT.value, _("development")
+        INFERENCE = Scenario.INFERENCE.value, _("inference")
+
+    institution = models.ForeignKey("labs.Institution", on_delete=models.PROTECT, related_name="templates")
+    name = models.CharField(_("name"), max_length=100)
+    slug = models.SlugField(_("slug"))
+    description = models.CharField(_("description"), max_length=300, blank=True)
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.JUPYTER)
+    image = models.CharField(_("container image"), max_length=300)
+    command = models.JSONField(_("command"), default=list, blank=True)
+    args = models.JSONField(_("arguments"), default=list, blank=True)
+    core_percent = models.PositiveSmallIntegerField(
+        _("AI Core floor (% of one card)"), validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    memory_mib = models.PositiveIntegerField(_("NPU memory cap (MiB)"), validators=[MinValueValidator(MEMORY_GRANULE_MIB), validate_memory_granule])
+    scenario = models.CharField(_("scenario"), max_length=16, choices=ScenarioChoice.choices, default=ScenarioChoice.DEVELOPMENT)
+    idle_timeout_minutes = models.PositiveIntegerField(_("idle timeout (minutes)"), default=60)
+    max_lifetime_minutes = models.PositiveIntegerField(_("maximum lifetime (minutes)"), default=240)
+
+    class Meta:
+        ordering = ["core_percent", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["institution", "slug"], name="template_unique_slug"),
+            models.CheckConstraint(condition=Q(core_percent__gte=1, core_percent__lte=100), name="template_core_percent_range"),
+            models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="template_memory_positive"),
+            models.CheckConstraint(condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="template_memory_128mib_multiple"),
+            models.CheckConstraint(condition=Q(kind__in=["jupyter", "vllm"]), name="template_kind_valid"),
+            models.CheckConstraint(condition=Q(scenario__in=["development", "inference"]), name="template_scenario_valid"),
+            models.CheckConstraint(condition=Q(idle_timeout_minutes__gte=1, max_lifetime_minutes__gte=1), name="template_minutes_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.core_percent} %, {self.memory_mib // 1024} GiB)"

@@ -1,0 +1,36 @@
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+
+class Node(models.Model):
+    """An NPU server. ``available`` is false while its agent cannot be reached or it is drained."""
+
+    name = models.CharField(_("name"), max_length=253, unique=True)
+    available = models.BooleanField(_("available for new sessions"), default=True)
+    labels = models.JSONField(_("labels"), default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Card(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="cards")
+    index = models.PositiveSmallIntegerField(_("index"))
+    die_id = models.CharField(_("die id"), max_length=128, blank=True)
+    chip_type = models.CharField(_("chip type"), max_length=64, default="Ascend910B")
+    memory_mib = models.PositiveIntegerField(_("usable memory (MiB)"))
+    healthy = models.BooleanField(_("healthy"), default=True)
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="card_unique_index_per_node"),
+            models.CheckConstraint(condition=Q(memory_mib__gt=0), name="card_memory_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/npu{self.index}"

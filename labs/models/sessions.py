@@ -1,0 +1,112 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Mod
+from django.db.models.lookups import Exact
+from django.utils.translation import gettext_lazy as _
+
+from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
+from labs.domain.units import MEMORY_GRANULE_MIB
+
+
+class LabSession(models.Model):
+    """One student's lab, bound to one FlexNPU instance while it runs.
+
+    ``state`` only changes through ``labs.services.sessions.session_transition``; ``version``
+    grows by one with every change so that pages can drop stale websocket events.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = SessionState.QUEUED.value, _("queued")
+        ADMITTED = SessionState.ADMITTED.value, _("admitted")
+        STARTING = SessionState.STARTING.value, _("starting")
+        RUNNING = SessionState.RUNNING.value, _("running")
+        STOPPING = SessionState.STOPPING.value, _("stopping")
+        STOPPED = SessionState.STOPPED.value, _("stopped")
+        FAILED = SessionState.FAILED.value, _("failed")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    student = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="lab_sessions")
+    course = models.ForeignKey("labs.Course", on_delete=models.PROTECT, related_name="sessions")
+    template = models.ForeignKey("labs.LabTemplate", on_delete=models.PROTECT, related_name="sessions")
+    state = models.CharField(_("state"), max_length=16, choices=State.choices, default=State.QUEUED)
+    # Where a stopping session ends: stopped, or failed when it stops because something broke.
+    end_state = models.CharField(max_length=16, choices=[("stopped", _("stopped")), ("failed", _("failed"))], blank=True)
+    reason = models.CharField(_("reason"), max_length=500, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(_("launched"), auto_now_add=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    running_at = models.DateTimeField(null=True, blank=True)
+    stopping_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    access_url = models.CharField(_("access URL"), max_length=500, blank=True)
+    # The per-session secret: the Jupyter token or vLLM API key. Shown only to the student.
+    secret = models.CharField(max_length=128, editable=False)
+    # What the driver calls the instance (pod UID or local instance id): the FlexNPU entity-id.
+    driver_ref = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["state", "created_at"], name="session_state_created"),
+            models.Index(fields=["student", "state"], name="session_student_state"),
+            models.Index(fields=["course", "state"], name="session_course_state"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(state__in=[s.value for s in SessionState]), name="session_state_valid"),
+            models.CheckConstraint(
+                condition=~Q(state__in=[s.value for s in TERMINAL]) | Q(ended_at__isnull=False),
+                name="session_terminal_has_end",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.student} {self.template.slug} {self.state}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def can_stop(self) -> bool:
+        return self.state in {SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING}
+
+    @property
+    def holds_allocation(self) -> bool:
+        return self.state in HOLDS_ALLOCATION
+
+
+class Allocation(models.Model):
+    """A reservation of part of one card for one session: the ledger's unit.
+
+    Written by the allocation pass only; ``released_at`` is set exactly once, by a conditional
+    UPDATE, when the session reaches a terminal state. Unreleased rows are the capacity in use.
+    """
+
+    session = models.OneToOneField(LabSession, on_delete=models.PROTECT, related_name="allocation")
+    card = models.ForeignKey("labs.Card", on_delete=models.PROTECT, related_name="allocations")
+    course = models.ForeignKey("labs.Course", on_delete=models.PROTECT, related_name="allocations")
+    core_percent = models.PositiveSmallIntegerField()
+    memory_mib = models.PositiveIntegerField()
+    scenario = models.CharField(max_length=16)
+    entity_id = models.CharField(max_length=128, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["card"], condition=Q(released_at__isnull=True), name="allocation_live_by_card"),
+            models.Index(fields=["course"], condition=Q(released_at__isnull=True), name="allocation_live_by_course"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(core_percent__gte=1, core_percent__lte=100), name="allocation_core_percent_range"),
+            models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="allocation_memory_positive"),
+            models.CheckConstraint(condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="allocation_memory_128mib_multiple"),
+            models.CheckConstraint(condition=Q(scenario__in=["development", "inference"]), name="allocation_scenario_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.core_percent} % / {self.memory_mib} MiB on {self.card}"

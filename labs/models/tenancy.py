@@ -1,0 +1,79 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Mod
+from django.db.models.lookups import Exact
+from django.utils.translation import gettext_lazy as _
+
+
+class Institution(models.Model):
+    """The tenant: a university. Every course, template and session belongs to one."""
+
+    name = models.CharField(_("name"), max_length=200)
+    slug = models.SlugField(_("slug"), unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Course(models.Model):
+    institution = models.ForeignKey(Institution, on_delete=models.PROTECT, related_name="courses")
+    code = models.CharField(_("code"), max_length=64)
+    title = models.CharField(_("title"), max_length=200)
+    term = models.CharField(_("term"), max_length=64)
+    templates = models.ManyToManyField("labs.LabTemplate", blank=True, related_name="courses", verbose_name=_("allowed templates"))
+
+    class Meta:
+        ordering = ["code", "term"]
+        constraints = [models.UniqueConstraint(fields=["institution", "code", "term"], name="course_unique_code_per_term")]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.title} ({self.term})"
+
+
+class Enrollment(models.Model):
+    class Role(models.TextChoices):
+        STUDENT = "student", _("student")
+        INSTRUCTOR = "instructor", _("instructor")
+        ASSISTANT = "assistant", _("assistant")
+
+    STAFF_ROLES = (Role.INSTRUCTOR, Role.ASSISTANT)
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="enrollments")
+    course = models.ForeignKey(Course, on_delete=models.CASCADE, related_name="enrollments")
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices, default=Role.STUDENT)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "course"], name="enrollment_unique_user_course"),
+            models.CheckConstraint(condition=Q(role__in=["student", "instructor", "assistant"]), name="enrollment_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.course.code} as {self.role}"
+
+
+class CourseQuota(models.Model):
+    """What a course is guaranteed on the shared servers, and what each student may hold."""
+
+    course = models.OneToOneField(Course, on_delete=models.CASCADE, related_name="quota")
+    core_percent = models.PositiveIntegerField(_("guaranteed AI Core (% of one card, summed)"))
+    memory_mib = models.PositiveBigIntegerField(_("guaranteed NPU memory (MiB)"))
+    instance_count = models.PositiveIntegerField(_("guaranteed instances"))
+    sessions_per_student = models.PositiveSmallIntegerField(_("concurrent sessions per student"), default=1)
+    max_session_minutes = models.PositiveIntegerField(_("maximum session length (minutes)"), default=180)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(memory_mib__gte=0) & Q(core_percent__gte=0) & Q(instance_count__gte=0), name="quota_non_negative"),
+            models.CheckConstraint(condition=Q(sessions_per_student__gte=1), name="quota_sessions_per_student_positive"),
+            models.CheckConstraint(condition=Q(max_session_minutes__gte=1), name="quota_max_minutes_positive"),
+            # memory is reserved in 128 MiB units, so a guarantee off that grid is a typo.
+            models.CheckConstraint(condition=Exact(Mod("memory_mib", 128), 0), name="quota_memory_128mib_multiple"),
+        ]
+
+    def __str__(self) -> str:
+        return f"quota of {self.course.code}"

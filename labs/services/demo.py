@@ -1,0 +1,87 @@
+"""Demo data for the embedded default (``make demo``): idempotent, safe to run again."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
+from django.db import transaction
+
+from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
+
+DEMO_STUDENTS = 128
+DEMO_PASSWORD = "npu-lab-demo"  # printed by `make demo`; the demo is for a laptop, not a network
+CARD_MEMORY_MIB = 64 * 1024
+
+
+@transaction.atomic
+def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWORD) -> dict[str, object]:
+    """One institution; course "AI Practice" with ``students`` students and one instructor;
+    Jupyter templates small (5 %, 4 GiB) and medium (10 %, 8 GiB); one node of 8 x 910B 64 GiB."""
+    User = get_user_model()
+    institution, _ = Institution.objects.get_or_create(slug="demo-university", defaults={"name": "Demo University"})
+    course, _ = Course.objects.get_or_create(
+        institution=institution, code="AI101", term="2026 Autumn", defaults={"title": "AI Practice"}
+    )
+    CourseQuota.objects.update_or_create(
+        course=course,
+        defaults={
+            "core_percent": 800,
+            "memory_mib": 8 * CARD_MEMORY_MIB,
+            "instance_count": 128,
+            "sessions_per_student": 1,
+            "max_session_minutes": 180,
+        },
+    )
+    small, _ = LabTemplate.objects.update_or_create(
+        institution=institution,
+        slug="small",
+        defaults={
+            "name": "small",
+            "description": "JupyterLab for exercises",
+            "kind": LabTemplate.Kind.JUPYTER,
+            "image": "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest",
+            "core_percent": 5,
+            "memory_mib": 4096,
+        },
+    )
+    medium, _ = LabTemplate.objects.update_or_create(
+        institution=institution,
+        slug="medium",
+        defaults={
+            "name": "medium",
+            "description": "JupyterLab for model training",
+            "kind": LabTemplate.Kind.JUPYTER,
+            "image": "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest",
+            "core_percent": 10,
+            "memory_mib": 8192,
+        },
+    )
+    course.templates.add(small, medium)
+    node, _ = Node.objects.get_or_create(name="npu-node-1", defaults={"labels": {"accelerator": "ascend-910b"}})
+    for index in range(8):
+        Card.objects.get_or_create(
+            node=node,
+            index=index,
+            defaults={"die_id": f"demo-die-{index}", "chip_type": "Ascend910B", "memory_mib": CARD_MEMORY_MIB},
+        )
+    # One hash for every demo account: hashing 129 passwords one by one takes about a minute.
+    hashed = make_password(password)
+    instructor = _user(User, "instructor", hashed, first_name="Demo", last_name="Instructor")
+    Enrollment.objects.get_or_create(user=instructor, course=course, defaults={"role": Enrollment.Role.INSTRUCTOR})
+    usernames = [f"student{number:03d}" for number in range(1, students + 1)]
+    existing = set(User.objects.filter(username__in=usernames).values_list("username", flat=True))
+    User.objects.bulk_create(User(username=name, password=hashed) for name in usernames if name not in existing)
+    enrolled = set(Enrollment.objects.filter(course=course).values_list("user__username", flat=True))
+    Enrollment.objects.bulk_create(
+        Enrollment(user=user, course=course, role=Enrollment.Role.STUDENT)
+        for user in User.objects.filter(username__in=usernames)
+        if user.username not in enrolled
+    )
+    if not User.objects.filter(username="admin").exists():
+        User.objects.create(username="admin", email="admin@example.invalid", password=hashed, is_staff=True, is_superuser=True)
+    return {"course": course, "students": students, "password": password}
+
+
+def _user(User, username: str, hashed_password: str, **fields: str):
+    user, _ = User.objects.get_or_create(username=username, defaults={"password": hashed_password, **fields})
+    return user

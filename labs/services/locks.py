@@ -1,0 +1,21 @@
+"""The lock that makes the allocation pass the one authority at a time."""
+
+from django.db import connection
+
+# An arbitrary constant: the advisory-lock key of the allocation pass ("NPU-ALOC" in ASCII hex).
+ALLOCATION_LOCK_KEY = 0x4E50_552D_414C_4F43
+
+
+def allocation_lock() -> None:
+    """Hold the allocation lock until the current transaction ends.
+
+    PostgreSQL: a transaction-level advisory lock, so passes in other processes and on other
+    machines wait, and a crashed process releases it with its connection. SQLite: every
+    transaction already begins IMMEDIATE (see ``portal.env.env_database``), which takes the
+    database's single write lock, so there is nothing more to take.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("allocation_lock() must be called inside transaction.atomic()")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ALLOCATION_LOCK_KEY])

@@ -1,0 +1,165 @@
+"""Write paths of a lab session: launch, stop, and every state change.
+
+Each public function is one transaction. State changes are conditional UPDATEs on the current
+state (``session_transition``), so when two processes race — a worker starting a session while
+the student stops it — exactly one wins and the other sees it did not.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
+from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate
+from labs.services.events import session_changes_publish
+
+_TIMESTAMP_OF = {
+    SessionState.ADMITTED: "admitted_at",
+    SessionState.STARTING: "started_at",
+    SessionState.RUNNING: "running_at",
+    SessionState.STOPPING: "stopping_at",
+    SessionState.STOPPED: "ended_at",
+    SessionState.FAILED: "ended_at",
+}
+
+
+class LaunchRefused(ValidationError):
+    """A launch that was not accepted; nothing was created. The message says why."""
+
+
+def session_transition(
+    session_id,
+    *,
+    to: SessionState,
+    reason: str | None = None,
+    only_from: Iterable[SessionState] | None = None,
+    **fields: object,
+) -> bool:
+    """Move a session to ``to`` if the state machine allows it from its current state.
+
+    ``only_from`` narrows the allowed sources further. Other ``fields`` (``access_url``,
+    ``end_state``, ...) are written in the same UPDATE. On a terminal state the session's
+    allocation is released in the same transaction. Returns ``False`` — and changes nothing —
+    when the session is not in an allowed source state (another process got there first).
+    """
+    sources = set(sources_of(to))
+    if only_from is not None:
+        sources &= set(only_from)
+    updates: dict[str, object] = {"state": to, "version": F("version") + 1, **fields}
+    if to in _TIMESTAMP_OF:
+        updates[_TIMESTAMP_OF[to]] = timezone.now()
+    if reason is not None:
+        updates["reason"] = reason[:500]
+    with transaction.atomic():
+        updated = LabSession.objects.filter(pk=session_id, state__in=sources).update(**updates)
+        if updated != 1:
+            return False
+        if to in TERMINAL:
+            allocation_release(session_id)
+        session_changes_publish([session_id])
+    return True
+
+
+def session_note(session_id, *, reason: str, state: SessionState) -> bool:
+    """Change the human-readable reason of a session still in ``state`` (progress messages)."""
+    with transaction.atomic():
+        updated = (
+            LabSession.objects.filter(pk=session_id, state=state)
+            .exclude(reason=reason[:500])
+            .update(reason=reason[:500], version=F("version") + 1)
+        )
+        if updated:
+            session_changes_publish([session_id])
+    return bool(updated)
+
+
+def allocation_release(session_id) -> bool:
+    """Release the session's allocation. Exactly once: the UPDATE matches only an unreleased row."""
+    return bool(Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(released_at=timezone.now()))
+
+
+def session_launch(*, student, course: Course, template: LabTemplate) -> LabSession:
+    """Queue a new session for ``student`` in ``course`` running ``template``.
+
+    Raises ``LaunchRefused`` (nothing created) when the student is not enrolled, the template
+    is not offered in the course, the course has no quota, or the student already has as many
+    open sessions as the course allows. Capacity and the course guarantee are decided later,
+    by the allocation pass, which the commit triggers.
+    """
+    with transaction.atomic():
+        # Locking the enrolment row serialises two launches by the same student, so both
+        # cannot pass the concurrent-session check at once.
+        enrollment = Enrollment.objects.select_for_update().filter(user=student, course=course).first()
+        if enrollment is None:
+            raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
+        if not course.templates.filter(pk=template.pk).exists():
+            raise LaunchRefused(_("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code})
+        quota = CourseQuota.objects.filter(course=course).first()
+        if quota is None:
+            raise LaunchRefused(_("%(course)s has no NPU quota yet; ask your instructor.") % {"course": course.code})
+        open_count = LabSession.objects.filter(student=student, course=course, state__in=ACTIVE).count()
+        if open_count >= quota.sessions_per_student:
+            raise LaunchRefused(
+                _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
+                % {"open": open_count, "limit": quota.sessions_per_student, "course": course.code}
+            )
+        session = LabSession.objects.create(
+            student=student,
+            course=course,
+            template=template,
+            state=SessionState.QUEUED,
+            reason=_("waiting for the allocation pass"),
+            secret=secrets.token_urlsafe(32),
+        )
+        session_changes_publish([session.pk])
+        transaction.on_commit(_queue_allocation_pass)
+    return session
+
+
+def session_stop(*, session_id, reason: str) -> bool:
+    """Stop a session on request (student, instructor, expiry). Returns ``False`` if already ending.
+
+    A queued or admitted session owns nothing in the cluster and ends at once; a starting or
+    running one goes to ``stopping`` and a worker deletes its instance.
+    """
+    with transaction.atomic():
+        if session_transition(session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}):
+            # An admitted session freed its reservation: queued ones may now fit.
+            transaction.on_commit(_queue_allocation_pass)
+            return True
+        return session_begin_stop(session_id, reason=reason, failed=False)
+
+
+def session_begin_stop(session_id, *, reason: str, failed: bool) -> bool:
+    """Move a starting or running session to ``stopping``; a worker then deletes its instance."""
+    end_state = SessionState.FAILED if failed else SessionState.STOPPED
+    with transaction.atomic():
+        moved = session_transition(
+            session_id,
+            to=SessionState.STOPPING,
+            reason=reason,
+            only_from={SessionState.STARTING, SessionState.RUNNING},
+            end_state=end_state.value,
+        )
+        if moved:
+            transaction.on_commit(lambda: _queue("session_stop", session_id))
+    return moved
+
+
+def _queue_allocation_pass() -> None:
+    from labs import tasks
+
+    tasks.allocation_pass.delay()
+
+
+def _queue(task_name: str, session_id, **options: object) -> None:
+    from labs import tasks
+
+    getattr(tasks, task_name).apply_async(args=[str(session_id)], **options)

@@ -1,0 +1,106 @@
+"""HTML views: authenticate, validate, one service or selector call, render."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from labs.forms import LaunchForm
+from labs.models import Course, Enrollment, LabTemplate
+from labs.selectors.courses import course_for_staff, course_overview, enrollments_of_user
+from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
+from labs.services.sessions import LaunchRefused
+from labs.services.sessions import session_launch as launch_service
+from labs.services.sessions import session_stop as stop_service
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    enrollments = enrollments_of_user(user=request.user)
+    return render(
+        request,
+        "labs/home.html",
+        {
+            "student_enrollments": [e for e in enrollments if e.role == Enrollment.Role.STUDENT],
+            "staff_enrollments": [e for e in enrollments if e.role in Enrollment.STAFF_ROLES],
+            "sessions": sessions_of_student(user=request.user),
+        },
+    )
+
+
+@login_required
+@require_POST
+def session_launch(request: HttpRequest) -> HttpResponse:
+    form = LaunchForm(request.POST)
+    error = None
+    session = None
+    if not form.is_valid():
+        error = _("Choose a course and a template to launch.")
+    else:
+        course = Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).first()
+        template = LabTemplate.objects.filter(pk=form.cleaned_data["template"]).first()
+        if course is None or template is None:
+            error = _("That course or template does not exist, or you are not enrolled in it.")
+        else:
+            try:
+                session = launch_service(student=request.user, course=course, template=template)
+            except LaunchRefused as exc:
+                error = " ".join(exc.messages)
+    if _wants_json(request):
+        if error:
+            return JsonResponse({"error": error}, status=400)
+        session = session_for_user(user=request.user, session_id=session.pk)
+        return JsonResponse({"session": session_event_payload(session, for_owner=True)}, status=201)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": template.name})
+    return redirect("labs:home")
+
+
+@login_required
+@require_POST
+def session_stop(request: HttpRequest, session_id) -> HttpResponse:
+    session = session_for_user(user=request.user, session_id=session_id)
+    if session is None:
+        raise Http404(_("No such session."))
+    who = request.user.get_username()
+    reason = _("stopped by %(user)s") % {"user": who}
+    stopped = stop_service(session_id=session.pk, reason=reason)
+    if _wants_json(request):
+        if not stopped:
+            return JsonResponse({"error": _("This session is already ending.")}, status=409)
+        return JsonResponse({"ok": True})
+    if not stopped:
+        messages.info(request, _("This session is already ending."))
+    next_url = request.POST.get("next", "")
+    if next_url.startswith("/") and not next_url.startswith("//"):
+        return redirect(next_url)
+    return redirect("labs:home")
+
+
+@login_required
+@require_GET
+def session_detail(request: HttpRequest, session_id) -> HttpResponse:
+    session = session_for_user(user=request.user, session_id=session_id)
+    if session is None:
+        raise Http404(_("No such session."))
+    return JsonResponse({"session": session_event_payload(session, for_owner=session.student_id == request.user.pk)})
+
+
+@login_required
+@require_GET
+def course_detail(request: HttpRequest, course_id: int) -> HttpResponse:
+    course = course_for_staff(user=request.user, course_id=course_id)
+    if course is None:
+        raise Http404(_("No such course, or you do not teach it."))
+    return render(request, "labs/course.html", course_overview(course=course))

@@ -1,0 +1,118 @@
+"""Strict reading of settings from the environment.
+
+Every value may come from ``NAME`` or from a file named by ``NAME_FILE`` (a mounted Kubernetes
+or Docker secret), through django-environ's ``FileAwareEnv``. A value that is present but
+malformed raises ``ImproperlyConfigured`` naming the variable and what it accepts, so a typo in
+a deployment stops the portal at start-up instead of silently meaning something else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+_env = environ.FileAwareEnv()
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str) -> str | None:
+    try:
+        value = _env.str(name, default=None)
+    except OSError as exc:  # NAME_FILE points at a file that cannot be read
+        raise ImproperlyConfigured(f"{name}_FILE cannot be read: {exc}") from exc
+    return None if value is None else value.strip()
+
+
+def env_str(name: str, default: str | None = None, *, required: bool = False) -> str | None:
+    value = _raw(name)
+    if value in (None, ""):
+        if required:
+            raise ImproperlyConfigured(f"{name} is not set: set {name} or {name}_FILE.")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean: use one of 1/0, true/false, yes/no, on/off.")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    value = _raw(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
+    if minimum is not None and number < minimum or maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} is out of range [{minimum}, {maximum}].")
+    return number
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    value = _raw(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} must be at least {minimum}.")
+    return number
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = _raw(name)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_database(name: str, default: str) -> dict[str, Any]:
+    """Parse a database URL (``sqlite:///path`` or ``postgres://user:pass@host:port/db``)."""
+    url = env_str(name, default)
+    assert url is not None
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in {"sqlite", "postgres", "postgresql", "pgsql"}:
+        raise ImproperlyConfigured(
+            f"{name} has scheme {scheme!r}: use sqlite:///path/to/file.sqlite3 or postgres://user:password@host:5432/name."
+        )
+    try:
+        config = environ.Env.db_url_config(url)
+    except Exception as exc:  # django-environ raises a mix of errors on malformed URLs
+        raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from exc
+    if not config.get("NAME"):
+        raise ImproperlyConfigured(f"{name} names no database.")
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # IMMEDIATE makes every transaction take SQLite's write lock up front, so the allocation
+        # pass is serialised across processes without a separate lock; WAL lets reads go on.
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    else:
+        config.setdefault("CONN_MAX_AGE", 60)
+        config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
+def env_redis_url(name: str, default: str) -> str:
+    url = env_str(name, default)
+    assert url is not None
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"{name}={url!r} is not a Redis URL: use redis://host:6379/0.")
+    return url

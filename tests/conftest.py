@@ -1,0 +1,103 @@
+"""Shared fixtures: real PostgreSQL (pytest-django's test database) and real Redis."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def clean_redis_and_driver_state():
+    """Start from an empty test Redis database and an empty driver state directory."""
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    shutil.rmtree(settings.LAB_DRIVER["OPTIONS"]["state_dir"], ignore_errors=True)
+    yield
+
+
+@pytest.fixture
+def world(db):
+    """One 8 x 910B node and a course with 4 students, templates small (5 %/4 GiB) and medium (10 %/8 GiB)."""
+    from tests.factories import course_with_students, node_with_cards
+
+    node = node_with_cards()
+    course, templates, students, instructor = course_with_students(4)
+    return {"node": node, "course": course, "small": templates[0], "medium": templates[1], "students": students, "instructor": instructor}
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a portal process (worker, web) that must see this test's database."""
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+class ServiceProcess:
+    """A portal process (celery worker, daphne) started for one test and stopped after it."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{name}.log"
+        self.log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait()
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 15)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def start_worker(transactional_db, tmp_path):
+    """Start real Celery worker processes on the test Redis broker and database."""
+    started: list[ServiceProcess] = []
+
+    def start(name: str = "worker", concurrency: int = 2, pool: str = "prefork", **env: str) -> ServiceProcess:
+        command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO", "--pool", pool,
+                   "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h", "--without-gossip", "--without-mingle"]
+        process = ServiceProcess(name, command, child_env(**env), tmp_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def wait_for(predicate, timeout: float = 30, interval: float = 0.1, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {message}")

@@ -1,0 +1,133 @@
+"""The driver contract (see ``labs.drivers.base``), run against every driver."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from labs.drivers import ClusterDriver, DriverError, PollStatus, build_driver
+from tests.drivers.helpers import make_spec, wait_for
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = {
+    "simulator": "labs.drivers.simulator.SimulatorDriver",
+    "local": "labs.drivers.local.LocalDriver",
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def config(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
+    # The options every settings file carries; build_driver hands each driver only its own.
+    options = {"state_dir": str(tmp_path / "state"), "host": "127.0.0.1", "start_delay_seconds": 0.2}
+    return {"BACKEND": BACKENDS[request.param], "OPTIONS": options}
+
+
+@pytest.fixture
+def driver(config: dict) -> Iterator[ClusterDriver]:
+    driver = build_driver(config)
+    yield driver
+    driver.shutdown()
+    for session_id in driver.list():
+        driver.delete(session_id)
+
+
+def test_create_returns_a_ref_and_poll_reaches_running_with_an_access_url(driver: ClusterDriver) -> None:
+    spec = make_spec()
+
+    ref = driver.create(spec)
+    result = wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
+
+    assert ref
+    assert result.status == PollStatus.RUNNING, result.message
+    assert result.access_url.startswith(("http://", "https://"))
+
+
+def test_poll_is_pending_with_a_message_right_after_create(driver: ClusterDriver) -> None:
+    spec = make_spec()
+    driver.create(spec)
+
+    result = driver.poll(spec.session_id)
+
+    assert result.status == PollStatus.PENDING
+    assert result.message
+    assert not result.access_url
+
+
+def test_create_twice_returns_the_same_ref_and_makes_one_instance(driver: ClusterDriver) -> None:
+    spec = make_spec()
+
+    first = driver.create(spec)
+    second = driver.create(spec)
+
+    assert first == second
+    assert driver.list() == {spec.session_id}
+
+
+def test_each_session_gets_its_own_instance(driver: ClusterDriver) -> None:
+    one, two = make_spec(), make_spec()
+
+    assert driver.create(one) != driver.create(two)
+    assert driver.list() == {one.session_id, two.session_id}
+
+
+def test_delete_makes_the_session_gone(driver: ClusterDriver) -> None:
+    spec = make_spec()
+    driver.create(spec)
+
+    driver.delete(spec.session_id)
+
+    assert driver.poll(spec.session_id).status == PollStatus.GONE
+    assert driver.list() == set()
+
+
+def test_delete_twice_is_fine(driver: ClusterDriver) -> None:
+    spec = make_spec()
+    driver.create(spec)
+
+    driver.delete(spec.session_id)
+    driver.delete(spec.session_id)
+
+    assert driver.poll(spec.session_id).status == PollStatus.GONE
+
+
+def test_poll_of_an_unknown_session_is_gone(driver: ClusterDriver) -> None:
+    assert driver.poll(str(uuid.uuid4())).status == PollStatus.GONE
+
+
+def test_delete_of_an_unknown_session_is_fine(driver: ClusterDriver) -> None:
+    driver.delete(str(uuid.uuid4()))
+
+    assert driver.list() == set()
+
+
+@pytest.mark.parametrize("session_id", ["../../etc/passwd", "not-a-uuid", ""])
+def test_an_invalid_session_id_is_refused(driver: ClusterDriver, session_id: str) -> None:
+    with pytest.raises(DriverError):
+        driver.create(make_spec(session_id=session_id or "x"))
+    with pytest.raises(DriverError):
+        driver.poll(session_id)
+    with pytest.raises(DriverError):
+        driver.delete(session_id)
+
+
+def test_another_process_sees_and_deletes_the_instance(driver: ClusterDriver, config: dict) -> None:
+    spec = make_spec()
+    driver.create(spec)
+    script = (
+        "import json, sys\n"
+        "from labs.drivers import build_driver\n"
+        "driver = build_driver(json.loads(sys.argv[1]))\n"
+        "assert driver.list() == {sys.argv[2]}, driver.list()\n"
+        "driver.delete(sys.argv[2])\n"
+    )
+
+    subprocess.run([sys.executable, "-c", script, json.dumps(config), spec.session_id], cwd=PROJECT_ROOT, check=True, timeout=60)
+
+    assert driver.poll(spec.session_id).status == PollStatus.GONE
+    assert driver.list() == set()
