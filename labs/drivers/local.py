@@ -115,7 +115,7 @@ class LocalDriver(ClusterDriver):
         if record is None:
             return PollResult(PollStatus.GONE)
         if "exit_code" in record or not _server_alive(record):
-            return PollResult(PollStatus.FAILED, message=self._exit_message(sid, record))
+            return PollResult(PollStatus.FAILED, message=self._exit_message(record))
         if record.get("ready"):
             return PollResult(PollStatus.RUNNING, access_url=self._access_url(record))
         if not self._answers(record):
@@ -224,7 +224,7 @@ class LocalDriver(ClusterDriver):
         token = urllib.parse.quote(record["secret"], safe="")
         return f"http://{_url_host(host)}:{record['port']}/lab?token={token}"
 
-    def _exit_message(self, sid: str, record: dict[str, Any]) -> str:
+    def _exit_message(self, record: dict[str, Any]) -> str:
         code = record.get("exit_code")
         child = _children.get(record["pid"])
         if code is None and child is not None and child.ours and child.ref == record["ref"]:

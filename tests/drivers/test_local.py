@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +20,8 @@ import pytest
 from labs.drivers import DriverError, LaunchSpec, PollStatus
 from labs.drivers.local import LocalDriver
 from tests.drivers.helpers import make_spec, wait_for
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc to inspect the server process")
 
@@ -191,16 +195,28 @@ def test_a_server_that_dies_makes_poll_failed_with_the_reason(driver: LocalDrive
     assert lab.spec.secret not in result.message
 
 
-def test_a_dead_server_is_reported_failed_by_another_driver_instance(driver: LocalDriver) -> None:
+def test_a_dead_server_is_reported_failed_by_another_process(driver: LocalDriver) -> None:
     lab = start(driver)
-    other = LocalDriver(state_dir=str(driver.state.path))
+    script = (
+        "import sys\n"
+        "from labs.drivers.local import LocalDriver\n"
+        "print(LocalDriver(state_dir=sys.argv[1]).poll(sys.argv[2]).status)\n"
+    )
 
+    # Not reaped by us yet, the server stays a zombie: the other process must not take it for alive.
     os.kill(lab.record["pid"], signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while is_running(lab.record["pid"]) and time.monotonic() < deadline:
+    while is_running(lab.record["pid"]):
         time.sleep(0.05)
+    output = subprocess.run(
+        [sys.executable, "-c", script, str(driver.state.path), lab.spec.session_id],
+        cwd=PROJECT_ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
 
-    assert other.poll(lab.spec.session_id).status == PollStatus.FAILED
+    assert output.strip() == PollStatus.FAILED
 
 
 def test_shutdown_stops_every_server(driver: LocalDriver) -> None:

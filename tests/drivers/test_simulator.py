@@ -1,0 +1,124 @@
+"""The simulator's start delay and injected failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labs.drivers import DriverError, PollStatus, build_driver
+from labs.drivers.simulator import SimulatorDriver
+from tests.drivers.helpers import make_spec, wait_for
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> str:
+    return str(tmp_path / "state")
+
+
+def test_poll_says_how_long_the_start_still_takes(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=30)
+    spec = make_spec()
+    driver.create(spec)
+
+    result = driver.poll(spec.session_id)
+
+    assert result.status == PollStatus.PENDING
+    assert result.message.startswith("starting (simulated, ")
+    assert result.message.endswith(" s left)")
+    assert 29 < float(result.message.split()[2]) <= 30
+
+
+def test_the_access_url_names_the_session_and_no_secret(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    spec = make_spec()
+    driver.create(spec)
+
+    result = driver.poll(spec.session_id)
+
+    assert result.status == PollStatus.RUNNING
+    assert result.access_url == f"https://lab.simulator.invalid/{spec.session_id}/"
+    assert spec.secret not in Path(state_dir, f"{spec.session_id}.json").read_text()
+
+
+def test_an_image_in_fail_images_makes_the_instance_fail(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0, fail_images=["npu-lab/broken:1"])
+    spec = make_spec(image="npu-lab/broken:1")
+
+    ref = driver.create(spec)
+    result = driver.poll(spec.session_id)
+
+    assert ref
+    assert result.status == PollStatus.FAILED
+    assert result.message == "image pull failed: npu-lab/broken:1 (simulated)"
+
+
+def test_fail_images_may_be_a_comma_separated_string(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, fail_images="a:1, b:2")
+
+    assert driver.fail_images == {"a:1", "b:2"}
+
+
+def test_a_reject_image_makes_create_raise(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir)
+
+    with pytest.raises(DriverError, match="refused"):
+        driver.create(make_spec(image="reject:npu-lab/jupyter:1"))
+
+    assert driver.list() == set()
+
+
+def test_an_injected_failure_is_seen_by_another_driver_instance(state_dir: str) -> None:
+    web = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    worker = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    spec = make_spec()
+    web.create(spec)
+    assert web.poll(spec.session_id).status == PollStatus.RUNNING
+
+    worker.inject_failure(spec.session_id, "the NPU card fell off the bus (simulated)")
+
+    result = web.poll(spec.session_id)
+    assert result.status == PollStatus.FAILED
+    assert result.message == "the NPU card fell off the bus (simulated)"
+
+
+def test_injecting_a_failure_into_a_missing_instance_raises(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir)
+
+    with pytest.raises(DriverError):
+        driver.inject_failure(make_spec().session_id)
+
+
+def test_a_failed_instance_can_still_be_deleted(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, fail_images=["npu-lab/broken:1"])
+    spec = make_spec(image="npu-lab/broken:1")
+    driver.create(spec)
+
+    driver.delete(spec.session_id)
+
+    assert driver.poll(spec.session_id).status == PollStatus.GONE
+
+
+def test_the_simulator_runs_vllm_templates_too(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0.1)
+    spec = make_spec(kind="vllm", image="vllm/vllm-openai:latest")
+    driver.create(spec)
+
+    assert wait_for(driver, spec.session_id, PollStatus.RUNNING, timeout=5).access_url
+
+
+def test_build_driver_ignores_options_meant_for_other_drivers(state_dir: str) -> None:
+    driver = build_driver(
+        {
+            "BACKEND": "labs.drivers.simulator.SimulatorDriver",
+            "OPTIONS": {"state_dir": state_dir, "host": "127.0.0.1", "start_delay_seconds": 1.5},
+        }
+    )
+
+    assert isinstance(driver, SimulatorDriver)
+    assert driver.start_delay_seconds == 1.5
+
+
+def test_a_negative_start_delay_is_a_configuration_error(state_dir: str) -> None:
+    with pytest.raises(ValueError):
+        SimulatorDriver(state_dir=state_dir, start_delay_seconds=-1)
