@@ -123,8 +123,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A message taken by a worker that died is put back on the queue once it has been unacknowledged
+# for visibility_timeout seconds (checked every unacked_restore_interval): keep the timeout above
+# the longest task, which is bounded by the driver's own timeouts.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300, minimum=5),
+    "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_SECONDS", 10, minimum=1),
+    "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)

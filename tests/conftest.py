@@ -93,11 +93,12 @@ def start_worker(transactional_db, tmp_path):
         process.stop()
 
 
-def wait_for(predicate, timeout: float = 30, interval: float = 0.1, message: str = "condition"):
+def wait_for(predicate, timeout: float = 30, interval: float = 0.1, message="condition"):
+    """Poll ``predicate`` until truthy; ``message`` may be a callable, evaluated only on timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+    raise AssertionError(f"timed out after {timeout} s waiting for {message() if callable(message) else message}")

@@ -18,7 +18,11 @@ from portal.settings import LAB_DRIVER  # noqa: E402
 
 LAB_DRIVER = {
     "BACKEND": os.environ.get("LAB_DRIVER", "labs.drivers.simulator.SimulatorDriver"),
-    "OPTIONS": {**LAB_DRIVER["OPTIONS"], "start_delay_seconds": float(os.environ.get("LAB_SIMULATOR_DELAY_SECONDS", "0.3"))},
+    "OPTIONS": {
+        **LAB_DRIVER["OPTIONS"],
+        "start_delay_seconds": float(os.environ.get("LAB_SIMULATOR_DELAY_SECONDS", "0.3")),
+        "create_delay_seconds": float(os.environ.get("LAB_SIMULATOR_CREATE_DELAY_SECONDS", "0")),
+    },
 }
 LAB_POLL_INTERVAL_SECONDS = 0.1
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

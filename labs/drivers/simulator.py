@@ -26,11 +26,23 @@ ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
 class SimulatorDriver(ClusterDriver):
     """Simulated instances: ``PENDING`` for ``start_delay_seconds`` after ``create``, then ``RUNNING``."""
 
-    option_names = frozenset({"state_dir", "start_delay_seconds", "fail_images"})
+    option_names = frozenset({"state_dir", "start_delay_seconds", "fail_images", "create_delay_seconds"})
 
-    def __init__(self, *, state_dir: str, start_delay_seconds: float = 2.0, fail_images: Iterable[str] | str = ()) -> None:
+    def __init__(
+        self,
+        *,
+        state_dir: str,
+        start_delay_seconds: float = 2.0,
+        fail_images: Iterable[str] | str = (),
+        create_delay_seconds: float = 0.0,
+    ) -> None:
         if start_delay_seconds < 0:
             raise ValueError(f"start_delay_seconds must be >= 0, got {start_delay_seconds!r}")
+        if create_delay_seconds < 0:
+            raise ValueError(f"create_delay_seconds must be >= 0, got {create_delay_seconds!r}")
+        # A slow cluster API: create() blocks this long before recording the instance, which
+        # gives fault-injection tests a window to kill the worker mid-task.
+        self.create_delay_seconds = float(create_delay_seconds)
         if isinstance(fail_images, str):
             fail_images = [image.strip() for image in fail_images.split(",") if image.strip()]
         self.state = StateDir(state_dir)
@@ -40,6 +52,8 @@ class SimulatorDriver(ClusterDriver):
     def create(self, spec: LaunchSpec) -> str:
         if spec.image.startswith(REJECT_PREFIX):
             raise DriverError("the cluster refused the instance (simulated)")
+        if self.create_delay_seconds:
+            time.sleep(self.create_delay_seconds)
         with self.state.lock(spec.session_id) as sid:
             record = self.state.read(sid)
             if record is not None:

@@ -1,0 +1,85 @@
+"""The websocket consumer over the real Redis channel layer."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from labs.consumers import SessionUpdatesConsumer
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch, session_transition
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+def communicator(user, query=""):
+    comm = WebsocketCommunicator(SessionUpdatesConsumer.as_asgi(), f"/ws/sessions/{query}")
+    comm.scope["user"] = user
+    if query:
+        comm.scope["query_string"] = query.lstrip("?").encode()
+    return comm
+
+
+@pytest.fixture
+def async_world(transactional_db):
+    from tests.factories import course_with_students, node_with_cards
+
+    node_with_cards()
+    course, templates, students, instructor = course_with_students(2)
+    return {"course": course, "small": templates[0], "students": students, "instructor": instructor}
+
+
+async def receive_states(comm, count):
+    events = [await comm.receive_json_from(timeout=5) for _ in range(count)]
+    return [(e["session"]["state"], e["session"]["version"]) for e in events], events
+
+
+async def test_a_student_receives_each_state_change_of_their_session(async_world):
+    student = async_world["students"][0]
+    comm = communicator(student)
+    connected, _ = await comm.connect()
+    assert connected
+    session = await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
+    await sync_to_async(allocation_pass)()
+    await sync_to_async(session_transition)(session.pk, to="starting")
+    await sync_to_async(session_transition)(session.pk, to="running", access_url="http://lab/?token=t")
+    states, events = await receive_states(comm, 4)
+    assert states == [("queued", 1), ("admitted", 2), ("starting", 3), ("running", 4)]
+    assert events[-1]["session"]["access_url"] == "http://lab/?token=t"
+    await comm.disconnect()
+
+
+async def test_the_instructor_sees_course_sessions_without_the_secret_url(async_world):
+    comm = communicator(async_world["instructor"], f"?course={async_world['course'].pk}")
+    connected, _ = await comm.connect()
+    assert connected
+    session = await sync_to_async(session_launch)(
+        student=async_world["students"][1], course=async_world["course"], template=async_world["small"]
+    )
+    await sync_to_async(allocation_pass)()
+    await sync_to_async(session_transition)(session.pk, to="starting")
+    await sync_to_async(session_transition)(session.pk, to="running", access_url="http://lab/?token=secret")
+    states, events = await receive_states(comm, 4)
+    assert states[-1] == ("running", 4)
+    assert all(e["session"]["access_url"] == "" for e in events)
+    await comm.disconnect()
+
+
+async def test_a_student_does_not_receive_other_students_sessions(async_world):
+    comm = communicator(async_world["students"][0])
+    await comm.connect()
+    await sync_to_async(session_launch)(student=async_world["students"][1], course=async_world["course"], template=async_world["small"])
+    assert await comm.receive_nothing(timeout=1)
+    await comm.disconnect()
+
+
+async def test_an_anonymous_socket_is_closed(async_world):
+    comm = communicator(AnonymousUser())
+    connected, code = await comm.connect()
+    assert not connected and code == 4401
+
+
+async def test_a_student_cannot_listen_to_a_course_they_do_not_teach(async_world):
+    comm = communicator(async_world["students"][0], f"?course={async_world['course'].pk}")
+    connected, code = await comm.connect()
+    assert not connected and code == 4403

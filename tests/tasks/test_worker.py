@@ -1,0 +1,70 @@
+"""A real Celery worker process on the real Redis broker takes a session from launch to stop."""
+
+import pytest
+from django.conf import settings
+
+from labs.models import Allocation, LabSession
+from labs.services.sessions import session_launch, session_stop
+from tests.conftest import wait_for
+
+
+def state_of(session):
+    return LabSession.objects.values_list("state", flat=True).get(pk=session.pk)
+
+
+@pytest.mark.slow
+def test_a_worker_takes_a_launch_to_running_and_a_stop_to_stopped(world, start_worker):
+    worker = start_worker(LAB_SIMULATOR_DELAY_SECONDS="0.5")
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    wait_for(lambda: state_of(session) == "running", timeout=60, message=lambda: f"running; worker log:\n{worker.output()[-5000:]}")
+    session.refresh_from_db()
+    assert session.access_url and session.driver_ref
+    assert Allocation.objects.get(session=session).entity_id == session.driver_ref
+
+    session_stop(session_id=session.pk, reason="stopped by student")
+    wait_for(lambda: state_of(session) == "stopped", timeout=60, message="stopped")
+    assert Allocation.objects.get(session=session).released_at is not None
+
+
+@pytest.mark.slow
+def test_a_stop_frees_capacity_and_the_worker_admits_the_queued_session(world, start_worker):
+    world["course"].quota.instance_count = 1
+    world["course"].quota.save(update_fields=["instance_count"])
+    start_worker(LAB_SIMULATOR_DELAY_SECONDS="0.2")
+    first = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    second = session_launch(student=world["students"][1], course=world["course"], template=world["small"])
+    wait_for(lambda: state_of(first) == "running", timeout=60, message="first running")
+    second.refresh_from_db()
+    assert (second.state, second.reason) == ("queued", "course quota: 1 of 1 instances in use")
+    session_stop(session_id=first.pk, reason="done")
+    wait_for(lambda: state_of(second) == "running", timeout=60, message="second running after the first stopped")
+
+
+def test_tasks_are_acknowledged_late_and_requeued_when_a_worker_dies():
+    assert settings.CELERY_TASK_ACKS_LATE is True
+    assert settings.CELERY_TASK_REJECT_ON_WORKER_LOST is True
+    assert settings.CELERY_WORKER_PREFETCH_MULTIPLIER == 1
+
+
+@pytest.mark.slow
+def test_a_task_whose_worker_is_killed_mid_create_is_redelivered_and_finishes(world, start_worker):
+    slow = {
+        "LAB_SIMULATOR_CREATE_DELAY_SECONDS": "4",
+        "CELERY_VISIBILITY_TIMEOUT": "6",
+        "CELERY_UNACKED_RESTORE_SECONDS": "1",
+        "LAB_SIMULATOR_DELAY_SECONDS": "0.2",
+    }
+    doomed = start_worker("doomed", concurrency=1, pool="solo", **slow)
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    wait_for(lambda: state_of(session) == "starting", timeout=30, message=lambda: f"starting; log:\n{doomed.output()[-3000:]}")
+    doomed.kill()  # SIGKILL inside driver.create: the session_start message was never acknowledged
+    session.refresh_from_db()
+    assert session.state == "starting" and session.driver_ref == ""
+
+    rescuer = start_worker("rescuer", concurrency=1, pool="solo", **slow)
+    wait_for(lambda: state_of(session) == "running", timeout=60, message=lambda: f"running; log:\n{rescuer.output()[-3000:]}")
+    session.refresh_from_db()
+    from labs.drivers import get_driver
+
+    assert session.driver_ref and str(session.pk) in get_driver().list()
+    assert Allocation.objects.filter(session=session, released_at__isnull=True).count() == 1
