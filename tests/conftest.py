@@ -24,6 +24,20 @@ def clean_redis_and_driver_state():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def disconnect_child_processes(django_db_setup, django_db_blocker):
+    """Before the test database is dropped, end connections that killed child processes left."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 @pytest.fixture
 def world(db):
     """One 8 x 910B node and a course with 4 students, templates small (5 %/4 GiB) and medium (10 %/8 GiB)."""
@@ -38,6 +52,7 @@ def child_env(**extra: str) -> dict[str, str]:
     """Environment for a portal process (worker, web) that must see this test's database."""
     db = settings.DATABASES["default"]
     env = dict(os.environ)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env.update(
         DJANGO_SETTINGS_MODULE="tests.settings",
         DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",

@@ -79,6 +79,7 @@
     const isStop = form.dataset.role === "stop";
     if (!isLaunch && !isStop) return;
     event.preventDefault();
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
     const button = form.querySelector("button");
     if (button) button.disabled = true;
     try {
