@@ -72,8 +72,9 @@ class LabSessionAdmin(admin.ModelAdmin):
     list_filter = ["state", "course"]
     search_fields = ["id", "student__username", "driver_ref"]
     list_select_related = ["student", "course", "template"]
-    exclude = ["secret"]
-    readonly_fields = [f.name for f in LabSession._meta.fields if f.name != "secret"]
+    # The access URL carries the secret (``?token=``): like the secret, only the student sees it.
+    exclude = ["secret", "access_url"]
+    readonly_fields = [f.name for f in LabSession._meta.fields if f.name not in {"secret", "access_url"}]
 
     def has_add_permission(self, request) -> bool:
         return False

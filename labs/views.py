@@ -47,7 +47,13 @@ def session_launch(request: HttpRequest) -> HttpResponse:
         error = _("Choose a course and a template to launch.")
     else:
         course = Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).first()
-        template = LabTemplate.objects.filter(pk=form.cleaned_data["template"]).first()
+        # Only the course's own institution: the refusal names the template, and another
+        # tenant's template names must not be readable by guessing ids.
+        template = (
+            LabTemplate.objects.filter(pk=form.cleaned_data["template"], institution_id=course.institution_id).first()
+            if course is not None
+            else None
+        )
         if course is None or template is None:
             error = _("That course or template does not exist, or you are not enrolled in it.")
         else:

@@ -49,6 +49,21 @@ async def test_a_student_receives_each_state_change_of_their_session(async_world
     await comm.disconnect()
 
 
+@pytest.mark.slow
+async def test_an_idle_socket_still_receives_updates_after_some_seconds(async_world):
+    """channels-redis waits on blocking Redis reads; a client socket timeout must not end it."""
+    import asyncio
+
+    student = async_world["students"][0]
+    comm = communicator(student)
+    await comm.connect()
+    await asyncio.sleep(7)
+    await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
+    states, _ = await receive_states(comm, 1)
+    assert states == [("queued", 1)]
+    await comm.disconnect()
+
+
 async def test_the_instructor_sees_course_sessions_without_the_secret_url(async_world):
     comm = communicator(async_world["instructor"], f"?course={async_world['course'].pk}")
     connected, _ = await comm.connect()

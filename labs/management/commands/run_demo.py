@@ -108,7 +108,9 @@ class Command(BaseCommand):
                 self.stderr.write(f"could not stop every session: {exc}")
         for name, process in reversed(self.children):
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+                # The service's main process only: celery and daphne stop their own children
+                # in order (a signal to the whole group kills pool children mid-task).
+                process.terminate()
         deadline = time.monotonic() + 15
         for name, process in reversed(self.children):
             try:
