@@ -17,7 +17,14 @@ import time
 
 from playwright.sync_api import expect, sync_playwright
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+]
 
 
 def main() -> None:
@@ -52,8 +59,10 @@ def main() -> None:
             expect(card).to_have_attribute("data-state", "stopped", timeout=60_000)
             context.close()
         browser.close()
-    print(f"median Launch -> Running: {statistics.median(times):.2f} s over {len(times)} sessions "
-          f"(min {min(times):.2f} s, max {max(times):.2f} s)")
+    print(
+        f"median Launch -> Running: {statistics.median(times):.2f} s over {len(times)} sessions "
+        f"(min {min(times):.2f} s, max {max(times):.2f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -85,7 +85,17 @@ class LabSessionAdmin(admin.ModelAdmin):
 
 @admin.register(Allocation)
 class AllocationAdmin(admin.ModelAdmin):
-    list_display = ["session", "card", "course", "core_percent", "memory_mib", "scenario", "entity_id", "created_at", "released_at"]
+    list_display = [
+        "session",
+        "card",
+        "course",
+        "core_percent",
+        "memory_mib",
+        "scenario",
+        "entity_id",
+        "created_at",
+        "released_at",
+    ]
     list_filter = ["course", "scenario"]
     list_select_related = ["session", "card__node", "course"]
 

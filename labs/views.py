@@ -69,7 +69,9 @@ def session_launch(request: HttpRequest) -> HttpResponse:
     if error:
         messages.error(request, error)
     else:
-        messages.success(request, _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": template.name})
+        messages.success(
+            request, _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": template.name}
+        )
     return redirect("labs:home")
 
 

@@ -134,7 +134,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {
-    "allocation-pass": {"task": "labs.tasks.allocation_pass", "schedule": env_float("ALLOCATION_PASS_SECONDS", 10.0, minimum=1.0)},
+    "allocation-pass": {
+        "task": "labs.tasks.allocation_pass",
+        "schedule": env_float("ALLOCATION_PASS_SECONDS", 10.0, minimum=1.0),
+    },
     "sessions-sweep": {"task": "labs.tasks.sessions_sweep", "schedule": env_float("SESSIONS_SWEEP_SECONDS", 30.0, minimum=1.0)},
 }
 

@@ -34,7 +34,8 @@ def disconnect_child_processes(django_db_setup, django_db_blocker):
         return
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
 
 
@@ -45,7 +46,14 @@ def world(db):
 
     node = node_with_cards()
     course, templates, students, instructor = course_with_students(4)
-    return {"node": node, "course": course, "small": templates[0], "medium": templates[1], "students": students, "instructor": instructor}
+    return {
+        "node": node,
+        "course": course,
+        "small": templates[0],
+        "medium": templates[1],
+        "students": students,
+        "instructor": instructor,
+    }
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -70,7 +78,9 @@ class ServiceProcess:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self.log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def output(self) -> str:
         self.log.flush()
@@ -97,8 +107,24 @@ def start_worker(transactional_db, tmp_path):
     started: list[ServiceProcess] = []
 
     def start(name: str = "worker", concurrency: int = 2, pool: str = "prefork", **env: str) -> ServiceProcess:
-        command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO", "--pool", pool,
-                   "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h", "--without-gossip", "--without-mingle"]
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--hostname",
+            f"{name}-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ]
         process = ServiceProcess(name, command, child_env(**env), tmp_path)
         started.append(process)
         return process

@@ -82,7 +82,9 @@ def node_with_cards(name: str = "n1", cards: int = 8, memory_mib: int = CARD_MIB
     return node
 
 
-def course_with_students(students: int = 4, *, quota: dict | None = None, templates: list[LabTemplate] | None = None, code: str | None = None):
+def course_with_students(
+    students: int = 4, *, quota: dict | None = None, templates: list[LabTemplate] | None = None, code: str | None = None
+):
     """A course with a quota, ``students`` enrolled students, one instructor and the given templates."""
     institution = InstitutionFactory(slug="uni-test", name="Test University")
     course = CourseFactory(institution=institution, **({"code": code} if code else {}))
@@ -90,13 +92,16 @@ def course_with_students(students: int = 4, *, quota: dict | None = None, templa
     if templates is None:
         templates = [
             TemplateFactory(institution=institution, name="small", slug=f"small-{course.code}", core_percent=5, memory_mib=4096),
-            TemplateFactory(institution=institution, name="medium", slug=f"medium-{course.code}", core_percent=10, memory_mib=8192),
+            TemplateFactory(
+                institution=institution, name="medium", slug=f"medium-{course.code}", core_percent=10, memory_mib=8192
+            ),
         ]
     course.templates.add(*templates)
     instructor = UserFactory(username=f"teacher-{course.code.lower()}")
     EnrollmentFactory(user=instructor, course=course, role=Enrollment.Role.INSTRUCTOR)
     users = get_user_model().objects.bulk_create(
-        get_user_model()(username=f"s-{course.code.lower()}-{i:03d}", password=UserFactory.build().password) for i in range(students)
+        get_user_model()(username=f"s-{course.code.lower()}-{i:03d}", password=UserFactory.build().password)
+        for i in range(students)
     )
     Enrollment.objects.bulk_create(Enrollment(user=u, course=course, role=Enrollment.Role.STUDENT) for u in users)
     return course, templates, users, instructor

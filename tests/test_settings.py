@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,35 +23,8 @@ from labs.drivers import get_driver
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "k" * 40
 
-# Everything portal.settings reads; the test run itself sets some of them (tests/settings.py).
-SETTINGS_VARIABLES = {
-    "DEBUG",
-    "SECRET_KEY",
-    "ALLOWED_HOSTS",
-    "CSRF_TRUSTED_ORIGINS",
-    "PORTAL_VAR_DIR",
-    "DATABASE_URL",
-    "REDIS_URL",
-    "CHANNELS_PREFIX",
-    "LANGUAGE_CODE",
-    "TIME_ZONE",
-    "SECURE_COOKIES",
-    "HTTPS",
-    "CELERY_BROKER_URL",
-    "CELERY_VISIBILITY_TIMEOUT",
-    "CELERY_UNACKED_RESTORE_SECONDS",
-    "CELERY_TASK_ALWAYS_EAGER",
-    "ALLOCATION_PASS_SECONDS",
-    "SESSIONS_SWEEP_SECONDS",
-    "LAB_DRIVER",
-    "LAB_LOCAL_HOST",
-    "LAB_SIMULATOR_DELAY_SECONDS",
-    "LAB_SPAWN_TIMEOUT_SECONDS",
-    "LAB_STOP_TIMEOUT_SECONDS",
-    "LAB_POLL_INTERVAL_SECONDS",
-    "LAB_ALLOCATION_BATCH",
-    "LOG_LEVEL",
-}
+# Every variable portal.settings reads (the test run itself sets some of them, in tests/settings.py).
+SETTINGS_VARIABLES = set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', (ROOT / "portal" / "settings.py").read_text()))
 
 PRINT_SETTINGS = """
 import hashlib, json

@@ -230,15 +230,9 @@ def _quota_wait(request: LaunchRequest, course: CourseLimits, held: CourseUsage,
     if held.instances + 1 > course.instances:
         return f"course quota: {held.instances} of {course.instances} instances in use"
     if held.core_percent + request.core_percent > course.core_percent:
-        return (
-            f"course quota: {held.core_percent} of {course.core_percent} % core in use; "
-            f"needs {request.core_percent} % more"
-        )
+        return f"course quota: {held.core_percent} of {course.core_percent} % core in use; needs {request.core_percent} % more"
     if held.memory_mib + request.memory_mib > course.memory_mib:
-        return (
-            f"course quota: {held.memory_mib} of {course.memory_mib} MiB in use; "
-            f"needs {request.memory_mib} MiB more"
-        )
+        return f"course quota: {held.memory_mib} of {course.memory_mib} MiB in use; needs {request.memory_mib} MiB more"
     return None
 
 
@@ -285,6 +279,4 @@ def _capacity_reason(nodes: list[_Node], request: LaunchRequest) -> str:
             f"card memory: needs {request.memory_mib} MiB; the most free on a healthy card is {free_mib} MiB "
             f"(node {node.name}, card {card.index})"
         )
-    return (
-        f"capacity: no single card has both {request.core_percent} % core and {request.memory_mib} MiB free"
-    )
+    return f"capacity: no single card has both {request.core_percent} % core and {request.memory_mib} MiB free"

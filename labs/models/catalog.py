@@ -37,7 +37,9 @@ class LabTemplate(models.Model):
     core_percent = models.PositiveSmallIntegerField(
         _("AI Core floor (% of one card)"), validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
-    memory_mib = models.PositiveIntegerField(_("NPU memory cap (MiB)"), validators=[MinValueValidator(MEMORY_GRANULE_MIB), validate_memory_granule])
+    memory_mib = models.PositiveIntegerField(
+        _("NPU memory cap (MiB)"), validators=[MinValueValidator(MEMORY_GRANULE_MIB), validate_memory_granule]
+    )
     scenario = models.CharField(_("scenario"), max_length=16, choices=ScenarioChoice.choices, default=ScenarioChoice.DEVELOPMENT)
     idle_timeout_minutes = models.PositiveIntegerField(_("idle timeout (minutes)"), default=60)
     max_lifetime_minutes = models.PositiveIntegerField(_("maximum lifetime (minutes)"), default=240)
@@ -48,10 +50,14 @@ class LabTemplate(models.Model):
             models.UniqueConstraint(fields=["institution", "slug"], name="template_unique_slug"),
             models.CheckConstraint(condition=Q(core_percent__gte=1, core_percent__lte=100), name="template_core_percent_range"),
             models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="template_memory_positive"),
-            models.CheckConstraint(condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="template_memory_128mib_multiple"),
+            models.CheckConstraint(
+                condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="template_memory_128mib_multiple"
+            ),
             models.CheckConstraint(condition=Q(kind__in=["jupyter", "vllm"]), name="template_kind_valid"),
             models.CheckConstraint(condition=Q(scenario__in=["development", "inference"]), name="template_scenario_valid"),
-            models.CheckConstraint(condition=Q(idle_timeout_minutes__gte=1, max_lifetime_minutes__gte=1), name="template_minutes_positive"),
+            models.CheckConstraint(
+                condition=Q(idle_timeout_minutes__gte=1, max_lifetime_minutes__gte=1), name="template_minutes_positive"
+            ),
         ]
 
     def __str__(self) -> str:

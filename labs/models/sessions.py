@@ -104,7 +104,9 @@ class Allocation(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(core_percent__gte=1, core_percent__lte=100), name="allocation_core_percent_range"),
             models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="allocation_memory_positive"),
-            models.CheckConstraint(condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="allocation_memory_128mib_multiple"),
+            models.CheckConstraint(
+                condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="allocation_memory_128mib_multiple"
+            ),
             models.CheckConstraint(condition=Q(scenario__in=["development", "inference"]), name="allocation_scenario_valid"),
         ]
 

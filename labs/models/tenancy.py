@@ -24,7 +24,9 @@ class Course(models.Model):
     code = models.CharField(_("code"), max_length=64)
     title = models.CharField(_("title"), max_length=200)
     term = models.CharField(_("term"), max_length=64)
-    templates = models.ManyToManyField("labs.LabTemplate", blank=True, related_name="courses", verbose_name=_("allowed templates"))
+    templates = models.ManyToManyField(
+        "labs.LabTemplate", blank=True, related_name="courses", verbose_name=_("allowed templates")
+    )
 
     class Meta:
         ordering = ["code", "term"]
@@ -68,7 +70,9 @@ class CourseQuota(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(memory_mib__gte=0) & Q(core_percent__gte=0) & Q(instance_count__gte=0), name="quota_non_negative"),
+            models.CheckConstraint(
+                condition=Q(memory_mib__gte=0) & Q(core_percent__gte=0) & Q(instance_count__gte=0), name="quota_non_negative"
+            ),
             models.CheckConstraint(condition=Q(sessions_per_student__gte=1), name="quota_sessions_per_student_positive"),
             models.CheckConstraint(condition=Q(max_session_minutes__gte=1), name="quota_max_minutes_positive"),
             # memory is reserved in 128 MiB units, so a guarantee off that grid is a typo.

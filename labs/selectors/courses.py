@@ -64,4 +64,6 @@ def course_overview(*, course: Course) -> dict:
 
 
 def is_course_staff(*, user, course_id: int) -> bool:
-    return user.is_superuser or Enrollment.objects.filter(user=user, course_id=course_id, role__in=Enrollment.STAFF_ROLES).exists()
+    return (
+        user.is_superuser or Enrollment.objects.filter(user=user, course_id=course_id, role__in=Enrollment.STAFF_ROLES).exists()
+    )

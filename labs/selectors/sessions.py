@@ -33,9 +33,7 @@ def session_for_user(*, user, session_id) -> LabSession | None:
     """The session if ``user`` owns it or teaches its course; ``None`` otherwise."""
     staff_courses = Enrollment.objects.filter(user=user, role__in=Enrollment.STAFF_ROLES).values("course_id")
     return (
-        _with_relations(LabSession.objects.filter(pk=session_id))
-        .filter(Q(student=user) | Q(course_id__in=staff_courses))
-        .first()
+        _with_relations(LabSession.objects.filter(pk=session_id)).filter(Q(student=user) | Q(course_id__in=staff_courses)).first()
     )
 
 

@@ -59,7 +59,9 @@ def _launch_spec(session: LabSession) -> LaunchSpec:
 
 def session_start_instance(session_id) -> Next:
     """admitted -> starting, then ask the driver for the instance (once)."""
-    session_transition(session_id, to=SessionState.STARTING, reason=_("requesting an NPU instance"), only_from={SessionState.ADMITTED})
+    session_transition(
+        session_id, to=SessionState.STARTING, reason=_("requesting an NPU instance"), only_from={SessionState.ADMITTED}
+    )
     session = (
         LabSession.objects.select_related("template", "course", "student", "allocation__card__node").filter(pk=session_id).first()
     )
@@ -151,7 +153,9 @@ def sessions_sweep() -> dict[str, int]:
             if session_stop(session_id=session.pk, reason=_("reached the %(minutes)d-minute limit") % {"minutes": minutes}):
                 counts["expired"] += 1
 
-    for session_id in LabSession.objects.filter(state=SessionState.ADMITTED, admitted_at__lt=now - grace).values_list("pk", flat=True):
+    for session_id in LabSession.objects.filter(state=SessionState.ADMITTED, admitted_at__lt=now - grace).values_list(
+        "pk", flat=True
+    ):
         tasks.session_start.delay(str(session_id))
         counts["restarted"] += 1
     # A live poll chain re-queues itself, so only a session past its spawn timeout can have
@@ -179,7 +183,9 @@ def sessions_sweep() -> dict[str, int]:
 def sessions_shutdown(*, reason: str) -> int:
     """Stop every open session and wait for nothing: used when the embedded portal exits."""
     ended = 0
-    for session_id in LabSession.objects.exclude(state__in=[SessionState.STOPPED, SessionState.FAILED]).values_list("pk", flat=True):
+    for session_id in LabSession.objects.exclude(state__in=[SessionState.STOPPED, SessionState.FAILED]).values_list(
+        "pk", flat=True
+    ):
         if session_stop(session_id=session_id, reason=reason):
             ended += 1
         session_stop_instance(session_id)

@@ -100,7 +100,9 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
         if enrollment is None:
             raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
         if not course.templates.filter(pk=template.pk).exists():
-            raise LaunchRefused(_("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code})
+            raise LaunchRefused(
+                _("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code}
+            )
         quota = CourseQuota.objects.filter(course=course).first()
         if quota is None:
             raise LaunchRefused(_("%(course)s has no NPU quota yet; ask your instructor.") % {"course": course.code})
@@ -130,7 +132,9 @@ def session_stop(*, session_id, reason: str) -> bool:
     running one goes to ``stopping`` and a worker deletes its instance.
     """
     with transaction.atomic():
-        if session_transition(session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}):
+        if session_transition(
+            session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}
+        ):
             # An admitted session freed its reservation: queued ones may now fit.
             transaction.on_commit(_queue_allocation_pass)
             return True

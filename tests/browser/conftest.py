@@ -12,7 +12,14 @@ import pytest
 from tests.conftest import ServiceProcess, child_env
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:
@@ -26,7 +33,10 @@ def portal_server(transactional_db, tmp_path):
     """daphne serving portal.asgi on a free port, on this test's database; yields its base URL."""
     port = free_port()
     server = ServiceProcess(
-        "web", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"], child_env(), tmp_path
+        "web",
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+        child_env(),
+        tmp_path,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -46,7 +46,9 @@ def test_a_student_launches_sees_running_live_and_stops(world, portal_server, st
     assert Allocation.objects.get(session=session).released_at is not None
 
 
-def test_a_queued_student_sees_why_and_starts_live_when_the_instructor_stops_another(world, portal_server, start_worker, browser_page):
+def test_a_queued_student_sees_why_and_starts_live_when_the_instructor_stops_another(
+    world, portal_server, start_worker, browser_page
+):
     from labs.services.sessions import session_launch
 
     world["course"].quota.instance_count = 1

@@ -83,7 +83,9 @@ async def test_the_instructor_sees_course_sessions_without_the_secret_url(async_
 async def test_a_student_does_not_receive_other_students_sessions(async_world):
     comm = communicator(async_world["students"][0])
     await comm.connect()
-    await sync_to_async(session_launch)(student=async_world["students"][1], course=async_world["course"], template=async_world["small"])
+    await sync_to_async(session_launch)(
+        student=async_world["students"][1], course=async_world["course"], template=async_world["small"]
+    )
     assert await comm.receive_nothing(timeout=1)
     await comm.disconnect()
 

@@ -28,8 +28,13 @@ def server(name="n1", cards=8, memory_mib=CARD_MIB, instances=None, healthy=None
     return NodeCapacity(
         name,
         tuple(
-            CardCapacity(card_id=hash((name, i)) & 0xFFFFFF, index=i, memory_mib=memory_mib, healthy=healthy.get(i, True),
-                         instances=tuple(instances.get(i, ())))
+            CardCapacity(
+                card_id=hash((name, i)) & 0xFFFFFF,
+                index=i,
+                memory_mib=memory_mib,
+                healthy=healthy.get(i, True),
+                instances=tuple(instances.get(i, ())),
+            )
             for i in range(cards)
         ),
     )

@@ -1,6 +1,14 @@
 import pytest
 
-from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, TRANSITIONS, InvalidTransition, SessionState, check_transition, sources_of
+from labs.domain.states import (
+    HOLDS_ALLOCATION,
+    TERMINAL,
+    TRANSITIONS,
+    InvalidTransition,
+    SessionState,
+    check_transition,
+    sources_of,
+)
 
 
 def test_the_happy_path_is_allowed_step_by_step():

@@ -23,7 +23,12 @@ PROCESSES = 4
         # small (5 %, 4 GiB): the course guarantee of 100 instances binds before the server's 128.
         (0, {"instance_count": 100}, 100, "course quota: 100 of 100 instances in use"),
         # medium (10 %, 8 GiB): card memory binds at 8 per card, 64 on the server.
-        (1, {"instance_count": 128, "memory_mib": 16 * CARD_MIB}, 64, "card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB (node n1, card 0)"),
+        (
+            1,
+            {"instance_count": 128, "memory_mib": 16 * CARD_MIB},
+            64,
+            "card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB (node n1, card 0)",
+        ),
     ],
     ids=["quota-binds", "capacity-binds"],
 )
@@ -37,7 +42,15 @@ def test_128_simultaneous_launches_place_exactly_what_capacity_and_quota_allow(
     chunks = [students[i::PROCESSES] for i in range(PROCESSES)]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.services.launcher", str(start_at), str(course.pk), str(template.pk), *[str(u.pk) for u in chunk]],
+            [
+                sys.executable,
+                "-m",
+                "tests.services.launcher",
+                str(start_at),
+                str(course.pk),
+                str(template.pk),
+                *[str(u.pk) for u in chunk],
+            ],
             cwd=ROOT,
             env=child_env(),
             stderr=subprocess.PIPE,
@@ -56,8 +69,10 @@ def test_128_simultaneous_launches_place_exactly_what_capacity_and_quota_allow(
     assert queued.count() == 128 - expected_placed
     assert set(queued.values_list("reason", flat=True)) == {expected_reason}
 
-    per_card = Allocation.objects.filter(released_at__isnull=True).values("card").annotate(
-        core=Sum("core_percent"), memory=Sum("memory_mib"), n=Count("id")
+    per_card = (
+        Allocation.objects.filter(released_at__isnull=True)
+        .values("card")
+        .annotate(core=Sum("core_percent"), memory=Sum("memory_mib"), n=Count("id"))
     )
     for row in per_card:
         assert row["core"] <= 100 and row["memory"] <= CARD_MIB and row["n"] <= 16, row

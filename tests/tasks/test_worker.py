@@ -16,7 +16,9 @@ def state_of(session):
 def test_a_worker_takes_a_launch_to_running_and_a_stop_to_stopped(world, start_worker):
     worker = start_worker(LAB_SIMULATOR_DELAY_SECONDS="0.5")
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
-    wait_for(lambda: state_of(session) == "running", timeout=60, message=lambda: f"running; worker log:\n{worker.output()[-5000:]}")
+    wait_for(
+        lambda: state_of(session) == "running", timeout=60, message=lambda: f"running; worker log:\n{worker.output()[-5000:]}"
+    )
     session.refresh_from_db()
     assert session.access_url and session.driver_ref
     assert Allocation.objects.get(session=session).entity_id == session.driver_ref

@@ -43,7 +43,9 @@ class Command(BaseCommand):
             celery = [python, "-m", "celery", "-A", "portal"]
             self._start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"])
             self._start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", "demo@%h"])
-            self._start("beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")])
+            self._start(
+                "beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")]
+            )
             self.stdout.write(
                 self.style.SUCCESS(f"\nNPU Lab Portal is running at http://{host}:{port}/\n")
                 + f"  student:    student001 .. student128 / {DEMO_PASSWORD}\n"
@@ -75,11 +77,25 @@ class Command(BaseCommand):
             raise CommandError("Redis does not answer at REDIS_URL and it is not local, so the demo cannot start it.")
         server = shutil.which("redis-server")
         if server is None:
-            raise CommandError("Redis does not answer at REDIS_URL and redis-server is not installed (apt-get install redis-server).")
+            raise CommandError(
+                "Redis does not answer at REDIS_URL and redis-server is not installed (apt-get install redis-server)."
+            )
         self.stdout.write(f"starting redis-server on port {parts.port or 6379}")
         self._start(
             "redis",
-            [server, "--bind", "127.0.0.1", "--port", str(parts.port or 6379), "--save", "", "--appendonly", "no", "--dir", str(settings.VAR_DIR)],
+            [
+                server,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(parts.port or 6379),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(settings.VAR_DIR),
+            ],
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -106,7 +122,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"stopped {ended} session(s)")
             except Exception as exc:  # keep going: the services must still be stopped
                 self.stderr.write(f"could not stop every session: {exc}")
-        for name, process in reversed(self.children):
+        for _name, process in reversed(self.children):
             if process.poll() is None:
                 # The service's main process only: celery and daphne stop their own children
                 # in order (a signal to the whole group kills pool children mid-task).
