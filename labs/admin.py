@@ -97,7 +97,7 @@ class AllocationAdmin(admin.ModelAdmin):
         "released_at",
     ]
     list_filter = ["course", "scenario"]
-    list_select_related = ["session", "card__node", "course"]
+    list_select_related = ["session__student", "session__template", "card__node", "course"]
 
     def has_add_permission(self, request) -> bool:
         return False
