@@ -155,6 +155,18 @@ LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
 LAB_POLL_INTERVAL_SECONDS = env_float("LAB_POLL_INTERVAL_SECONDS", 1.0, minimum=0.05)
 LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)
+# Placement policies of the allocation engine (labs.domain.placement), as Volcano's
+# flexnpuaffinity scheduleMode at node and card level; weights of HAMi-style utilisation scores.
+LAB_PLACEMENT = {
+    "node_policy": env_str("LAB_NODE_POLICY", "binpack"),
+    "card_policy": env_str("LAB_CARD_POLICY", "binpack"),
+    "weights": {
+        "instances": env_int("LAB_SCORE_WEIGHT_INSTANCES", 1, minimum=0),
+        "core": env_int("LAB_SCORE_WEIGHT_CORE", 1, minimum=0),
+        "memory": env_int("LAB_SCORE_WEIGHT_MEMORY", 1, minimum=0),
+    },
+    "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
+}
 
 LOGGING = {
     "version": 1,

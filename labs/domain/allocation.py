@@ -1,106 +1,58 @@
-"""Admission and placement of a batch of queued launch requests.
+"""Admission and placement of a batch of launch requests: what one allocation pass decides.
 
-``allocate`` is what one allocation pass decides: for each request, in queue order, either a
-placement on one card, a wait (with the reason in words), or a refusal (it can never be
-satisfied as configured). The capacity snapshot and usage are inputs; nothing here reads a
-clock, a database or the network, so the same inputs always give the same decisions.
+``allocate`` takes a capacity snapshot (``NodeCapacity``, with the instances already on every
+card), the course quotas, how many sessions each student holds, the batch in queue order and
+the time, and returns one decision per request:
 
-Invariants the result never breaks (DESIGN §3), counting what the snapshot already holds:
-per card, Σ core floors ≤ 100, Σ memory caps ≤ card memory, instances ≤ the tightest scenario
-cap on the card (16 development / 8 inference); per node, instances ≤ 128 / 64.
-Admission: a course never goes over its guaranteed core percent, memory or instance count, and
-a student never over their concurrent-session limit.
+- ``Placed`` — admitted on these card(s); ``borrowed`` when it rides on the cohort's idle quota;
+- ``Waiting`` — not now, with the reason in words, and a ``ReclaimPlan`` when the course is
+  within its guarantee and only other courses' borrowed sessions stand in the way;
+- ``Refused`` — can never be admitted as configured (larger than any card, than the course's
+  ceiling, a template the course does not allow, ...).
 
-The placement policy here is a simple binpack (most-used card that fits first); the full engine
-with policies, borrowing and reclaim replaces it behind the same function.
+Order: requests that fit their course's guarantee are decided first, in queue order; requests
+that need to borrow come after them, in queue order — admission inside a guarantee always beats
+borrowing. A decision for one request never stops the rest of the batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from labs.domain.units import (
-    CORE_PERCENT_MAX,
-    MEMORY_GRANULE_MIB,
-    Scenario,
-    card_instance_cap,
-    node_instance_cap,
+from labs.domain.placement import (
+    DEFAULT_CONFIG,
+    Cluster,
+    Instance,
+    LaunchRequest,
+    NodeCapacity,
+    PlacementConfig,
+    ReclaimPlan,
+    SharePolicy,
 )
+from labs.domain.quota import CourseQuota, QuotaLedger, Resources
+from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB
 
 
-@dataclass(frozen=True)
-class Instance:
-    """An instance already on a card: its guaranteed floor, memory cap and scenario."""
-
-    core_percent: int
-    memory_mib: int
-    scenario: Scenario
-
-
-@dataclass(frozen=True)
-class CardCapacity:
-    card_id: int
-    index: int
-    memory_mib: int
-    healthy: bool = True
-    instances: tuple[Instance, ...] = ()
-
-
-@dataclass(frozen=True)
-class NodeCapacity:
-    name: str
-    cards: tuple[CardCapacity, ...]
-    available: bool = True
-
-
-@dataclass(frozen=True)
-class LaunchRequest:
+class Placed(NamedTuple):
     key: str
-    course_id: int
-    student_id: int
-    core_percent: int
-    memory_mib: int
-    scenario: Scenario
-
-
-@dataclass(frozen=True)
-class CourseLimits:
-    """A course's guarantee and its per-student limit."""
-
-    core_percent: int
-    memory_mib: int
-    instances: int
-    sessions_per_student: int
-
-
-@dataclass(frozen=True)
-class CourseUsage:
-    core_percent: int = 0
-    memory_mib: int = 0
-    instances: int = 0
-
-
-@dataclass(frozen=True)
-class Placed:
-    key: str
-    card_id: int
     node: str
-    card_index: int
+    card_ids: tuple[int, ...]
+    card_indices: tuple[int, ...]
+    borrowed: bool = False
+
+    @property
+    def card_id(self) -> int:
+        return self.card_ids[0]
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """Not admitted now; may be later. ``reason`` is shown to the student."""
-
+class Waiting(NamedTuple):
     key: str
     reason: str
+    reclaim: ReclaimPlan | None = None
 
 
-@dataclass(frozen=True)
-class Refused:
-    """Can never be admitted as configured (the template is larger than any card or the guarantee)."""
-
+class Refused(NamedTuple):
     key: str
     reason: str
 
@@ -108,175 +60,189 @@ class Refused:
 Decision = Placed | Waiting | Refused
 
 
-@dataclass
-class _Card:
-    card_id: int
-    node: str
-    index: int
-    memory_mib: int
-    healthy: bool
-    core_used: int = 0
-    memory_used: int = 0
-    scenarios: list[Scenario] = field(default_factory=list)
-
-    @property
-    def count(self) -> int:
-        return len(self.scenarios)
-
-    def fits(self, request: LaunchRequest) -> bool:
-        return (
-            self.core_used + request.core_percent <= CORE_PERCENT_MAX
-            and self.memory_used + request.memory_mib <= self.memory_mib
-            and self.count + 1 <= card_instance_cap([*self.scenarios, request.scenario])
-        )
-
-
-@dataclass
-class _Node:
-    name: str
-    available: bool
-    cards: list[_Card]
-    scenarios: list[Scenario] = field(default_factory=list)
-
-    def has_room(self, scenario: Scenario) -> bool:
-        return len(self.scenarios) + 1 <= node_instance_cap([*self.scenarios, scenario])
+def request_resources(request: LaunchRequest) -> Resources:
+    """What a request charges against its course's quota."""
+    cards = max(1, request.cards)
+    if cards > 1:
+        return Resources(CORE_PERCENT_MAX * cards, request.memory_mib * cards, 1)
+    return Resources(request.core_percent, request.memory_mib, 1)
 
 
 def allocate(
     nodes: Iterable[NodeCapacity],
     requests: Sequence[LaunchRequest],
-    limits: Mapping[int, CourseLimits],
-    course_usage: Mapping[int, CourseUsage],
+    quotas: Mapping[int, CourseQuota],
     student_active: Mapping[tuple[int, int], int],
+    *,
+    now: float,
+    config: PlacementConfig = DEFAULT_CONFIG,
 ) -> list[Decision]:
-    """Decide every request in order; one that cannot be placed does not stop the rest.
-
-    ``course_usage`` is what each course's unreleased allocations hold; ``student_active``
-    maps (course_id, student_id) to the sessions that student already holds an allocation
-    for in that course. Returns one decision per request, in request order.
-    """
-    working = [_build_node(node) for node in nodes]
-    usage = {course_id: CourseUsage(u.core_percent, u.memory_mib, u.instances) for course_id, u in course_usage.items()}
-    active = dict(student_active)
-    largest_card_mib = max((c.memory_mib for n in working for c in n.cards), default=0)
-    decisions: list[Decision] = []
-
-    for request in requests:
-        refusal = _never_fits(request, limits.get(request.course_id), largest_card_mib)
-        if refusal:
-            decisions.append(Refused(request.key, refusal))
-            continue
-        course = limits[request.course_id]
-        held = usage.get(request.course_id, CourseUsage())
-        student_key = (request.course_id, request.student_id)
-        wait = _quota_wait(request, course, held, active.get(student_key, 0))
-        if wait:
-            decisions.append(Waiting(request.key, wait))
-            continue
-        chosen = _binpack(working, request)
-        if chosen is None:
-            decisions.append(Waiting(request.key, _capacity_reason(working, request)))
-            continue
-        node, card = chosen
-        card.core_used += request.core_percent
-        card.memory_used += request.memory_mib
-        card.scenarios.append(request.scenario)
-        node.scenarios.append(request.scenario)
-        usage[request.course_id] = CourseUsage(
-            held.core_percent + request.core_percent, held.memory_mib + request.memory_mib, held.instances + 1
-        )
-        active[student_key] = active.get(student_key, 0) + 1
-        decisions.append(Placed(request.key, card.card_id, node.name, card.index))
-    return decisions
+    """Decide every request of the batch; see the module docstring. ``now`` is in seconds."""
+    cluster = Cluster(nodes, config)
+    return Allocator(cluster, quotas, student_active, now=now).decide(requests)
 
 
-def _build_node(node: NodeCapacity) -> _Node:
-    cards = []
-    scenarios: list[Scenario] = []
-    for card in node.cards:
-        working = _Card(card.card_id, node.name, card.index, card.memory_mib, card.healthy)
-        for instance in card.instances:
-            working.core_used += instance.core_percent
-            working.memory_used += instance.memory_mib
-            working.scenarios.append(instance.scenario)
-        scenarios.extend(working.scenarios)
-        cards.append(working)
-    return _Node(node.name, node.available, cards, scenarios)
+class Allocator:
+    """One pass's admission state over a ``Cluster``; ``decide`` may be called repeatedly."""
 
+    def __init__(
+        self, cluster: Cluster, quotas: Mapping[int, CourseQuota], student_active: Mapping[tuple[int, int], int], *, now: float
+    ) -> None:
+        self.cluster = cluster
+        self.quotas = quotas
+        usage = {course: Resources(*amounts) for course, amounts in cluster.usage_by_course().items()}
+        self.ledger = QuotaLedger(quotas, usage)
+        self.active = dict(student_active)
+        self.now = now
+        self._borrowed_now: set[str] | None = None
+        self._by_shape: dict[tuple, tuple[str | None, Resources]] = {}
 
-def _never_fits(request: LaunchRequest, course: CourseLimits | None, largest_card_mib: int) -> str | None:
-    if not 1 <= request.core_percent <= CORE_PERCENT_MAX:
-        return f"core: {request.core_percent} % is outside 1..{CORE_PERCENT_MAX} %"
-    if request.memory_mib <= 0 or request.memory_mib % MEMORY_GRANULE_MIB:
-        return f"memory: {request.memory_mib} MiB is not a positive multiple of {MEMORY_GRANULE_MIB} MiB"
-    if course is None:
-        return "course quota: the course has no quota; ask the instructor to set one"
-    if request.core_percent > course.core_percent:
-        return f"course quota: needs {request.core_percent} % core; the course's guarantee is {course.core_percent} %"
-    if request.memory_mib > course.memory_mib:
-        return f"course quota: needs {request.memory_mib} MiB; the course's guarantee is {course.memory_mib} MiB"
-    if course.instances < 1:
-        return "course quota: the course's guarantee allows no instances"
-    if request.memory_mib > largest_card_mib:
-        if largest_card_mib == 0:
-            return "capacity: the cluster has no NPU cards"
-        return f"card memory: needs {request.memory_mib} MiB; the largest card has {largest_card_mib} MiB"
-    return None
-
-
-def _quota_wait(request: LaunchRequest, course: CourseLimits, held: CourseUsage, student_sessions: int) -> str | None:
-    if student_sessions + 1 > course.sessions_per_student:
-        return f"student limit: {student_sessions} of {course.sessions_per_student} concurrent sessions in use"
-    if held.instances + 1 > course.instances:
-        return f"course quota: {held.instances} of {course.instances} instances in use"
-    if held.core_percent + request.core_percent > course.core_percent:
-        return f"course quota: {held.core_percent} of {course.core_percent} % core in use; needs {request.core_percent} % more"
-    if held.memory_mib + request.memory_mib > course.memory_mib:
-        return f"course quota: {held.memory_mib} of {course.memory_mib} MiB in use; needs {request.memory_mib} MiB more"
-    return None
-
-
-def _binpack(nodes: list[_Node], request: LaunchRequest) -> tuple[_Node, _Card] | None:
-    """The fitting card with the most core, then memory, then instances in use; ties by order."""
-    best: tuple[_Node, _Card] | None = None
-    best_score: tuple[int, int, int] | None = None
-    for node in nodes:
-        if not node.available or not node.has_room(request.scenario):
-            continue
-        for card in node.cards:
-            if not card.healthy or not card.fits(request):
+    def decide(self, requests: Sequence[LaunchRequest]) -> list[Decision]:
+        decisions: list[Decision | None] = [None] * len(requests)
+        borrowers: list[tuple[int, LaunchRequest, Resources]] = []
+        check = self.ledger.check
+        for position, request in enumerate(requests):
+            # Whether a request can ever fit, and what it charges, depend on its course and
+            # shape, not on who asks: worked out once per batch and shape.
+            shape = (
+                request.course_id,
+                request.core_percent,
+                request.memory_mib,
+                request.cards,
+                request.share_policy,
+                request.template_id,
+            )
+            known = self._by_shape.get(shape)
+            if known is None:
+                known = self._by_shape[shape] = (self._never_fits(request), request_resources(request))
+            refusal, need = known
+            if refusal:
+                decisions[position] = Refused(request.key, refusal)
                 continue
-            score = (card.core_used, card.memory_used, card.count)
-            if best_score is None or score > best_score:
-                best, best_score = (node, card), score
-    return best
+            wait = self._student_wait(request)
+            if wait:
+                decisions[position] = Waiting(request.key, wait)
+                continue
+            admission = check(request.course_id, need)
+            if admission.borrowing:
+                borrowers.append((position, request, need))
+            elif admission.admitted:
+                decisions[position] = self._place(request, need, borrowed=False)
+            else:
+                decisions[position] = Waiting(request.key, admission.reason)
+        for position, request, need in borrowers:
+            wait = self._student_wait(request)
+            admission = check(request.course_id, need)
+            if wait:
+                decisions[position] = Waiting(request.key, wait)
+            elif not admission.admitted:
+                decisions[position] = Waiting(request.key, admission.reason)
+            else:
+                decisions[position] = self._place(request, need, borrowed=admission.borrowing)
+        return decisions  # type: ignore[return-value]  # every position was filled above
 
+    def release(self, key: str) -> bool:
+        """Remove a placed instance (a stop) and give back its quota."""
+        placed = self.cluster.instance_of(key)
+        if placed is None:
+            return False
+        instance, cards_n = placed
+        self.cluster.release(key)
+        if instance.course_id is not None and instance.course_id in self.ledger.quotas:
+            amount = (
+                Resources(CORE_PERCENT_MAX * cards_n, instance.memory_mib * cards_n, 1)
+                if cards_n > 1
+                else Resources(instance.core_percent, instance.memory_mib, 1)
+            )
+            self.ledger.refund(instance.course_id, amount)
+        self._borrowed_now = None
+        return True
 
-def _capacity_reason(nodes: list[_Node], request: LaunchRequest) -> str:
-    """Name the binding constraint, with numbers, for a request no card can take now."""
-    usable = [(n, c) for n in nodes if n.available for c in n.cards if c.healthy]
-    if not usable:
-        return "capacity: no healthy NPU card is available"
-    full_nodes = [n.name for n in nodes if n.available and not n.has_room(request.scenario)]
-    open_cards = [(n, c) for n, c in usable if n.has_room(request.scenario)]
-    if not open_cards:
-        cap = node_instance_cap([request.scenario])
-        return f"node instances: every available node holds its maximum of {cap} instances ({', '.join(full_nodes)})"
-    roomy = [(n, c) for n, c in open_cards if c.count + 1 <= card_instance_cap([*c.scenarios, request.scenario])]
-    if not roomy:
-        return f"card instances: every healthy card holds its maximum of {card_instance_cap([request.scenario])} instances"
-    node, card = max(roomy, key=lambda nc: (CORE_PERCENT_MAX - nc[1].core_used, -nc[1].index))
-    free_core = CORE_PERCENT_MAX - card.core_used
-    if free_core < request.core_percent:
-        return (
-            f"card core: needs {request.core_percent} %; the most free on a healthy card is {free_core} % "
-            f"(node {node.name}, card {card.index})"
-        )
-    node, card = max(roomy, key=lambda nc: (nc[1].memory_mib - nc[1].memory_used, -nc[1].index))
-    free_mib = card.memory_mib - card.memory_used
-    if free_mib < request.memory_mib:
-        return (
-            f"card memory: needs {request.memory_mib} MiB; the most free on a healthy card is {free_mib} MiB "
-            f"(node {node.name}, card {card.index})"
-        )
-    return f"capacity: no single card has both {request.core_percent} % core and {request.memory_mib} MiB free"
+    def _place(self, request: LaunchRequest, need: Resources, *, borrowed: bool) -> Decision:
+        choice = self.cluster.choose(request)
+        if choice is None:
+            reason = self.cluster.explain(request)
+            plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable)
+            if plan is not None:
+                reason = f"{reason}; {len(plan.victims)} borrowed session(s) of other courses can be reclaimed to make room"
+            return Waiting(request.key, reason, plan)
+        self.cluster.commit(request, choice, started_at=self.now)
+        self.ledger.charge(request.course_id, need)
+        student = (request.course_id, request.student_id)
+        self.active[student] = self.active.get(student, 0) + 1
+        self._borrowed_now = None
+        cards = choice.cards
+        if len(cards) == 1:
+            card = cards[0]
+            return Placed(request.key, choice.node.name, (card.card_id,), (card.index,), borrowed)
+        return Placed(request.key, choice.node.name, tuple(c.card_id for c in cards), tuple(c.index for c in cards), borrowed)
+
+    def _never_fits(self, request: LaunchRequest) -> str | None:
+        cards = max(1, request.cards)
+        best_effort = request.share_policy == SharePolicy.BEST_EFFORT
+        if cards > 1:
+            if request.core_percent != CORE_PERCENT_MAX * cards:
+                return f"whole cards: {cards} cards need core {CORE_PERCENT_MAX * cards} %, not {request.core_percent} %"
+            if cards > self.cluster.most_cards_per_node:
+                return f"whole cards: needs {cards} cards on one node; the largest node has {self.cluster.most_cards_per_node}"
+        elif best_effort and request.core_percent != 0:
+            return "core: a best-effort instance has no floor; its core percent must be 0"
+        elif not best_effort and not 1 <= request.core_percent <= CORE_PERCENT_MAX:
+            return f"core: {request.core_percent} % is outside 1..{CORE_PERCENT_MAX} %"
+        if request.memory_mib <= 0 or request.memory_mib % MEMORY_GRANULE_MIB:
+            return f"memory: {request.memory_mib} MiB is not a positive multiple of {MEMORY_GRANULE_MIB} MiB"
+        quota = self.quotas.get(request.course_id)
+        if quota is None:
+            return "course quota: the course has no quota; ask the instructor to set one"
+        if quota.allowed_templates is not None and request.template_id not in quota.allowed_templates:
+            return "template: the course does not offer this template"
+        need = request_resources(request)
+        ceiling = quota.ceiling()
+        if ceiling is not None and not need.fits_in(ceiling):
+            if ceiling.instances < 1:
+                return "course quota: the course's guarantee allows no instances"
+            if need.core_percent > ceiling.core_percent:
+                return f"course quota: needs {need.core_percent} % core; the course can hold at most {ceiling.core_percent} %"
+            return f"course quota: needs {need.memory_mib} MiB; the course can hold at most {ceiling.memory_mib} MiB"
+        if request.memory_mib > self.cluster.largest_card_mib:
+            if not self.cluster.largest_card_mib:
+                return "capacity: the cluster has no NPU cards"
+            return f"card memory: needs {request.memory_mib} MiB; the largest card has {self.cluster.largest_card_mib} MiB"
+        return None
+
+    def _student_wait(self, request: LaunchRequest) -> str | None:
+        limit = self.quotas[request.course_id].sessions_per_student
+        held = self.active.get((request.course_id, request.student_id), 0)
+        if held >= limit:
+            return f"student limit: {held} of {limit} concurrent sessions in use"
+        return None
+
+    def _reclaimable(self, key: str, instance: Instance) -> bool:
+        if instance.course_id is None or self.now - instance.started_at < self.cluster.config.min_runtime_seconds:
+            return False
+        return key in self.borrowed_now()
+
+    def borrowed_now(self) -> set[str]:
+        """Instances outside their course's guarantee right now.
+
+        Each course's instances are counted oldest first against its guarantee; one that would
+        not fit in what is left of it is borrowed. So a borrowed instance becomes guaranteed
+        when older ones of its course end, and an instance inside its course's guarantee is
+        never a reclaim victim.
+        """
+        if self._borrowed_now is None:
+            by_course: dict[int, list[tuple[float, str, Instance, int]]] = {}
+            for key, instance, _card in self.cluster.instances():
+                if instance.course_id in self.quotas:
+                    by_course.setdefault(instance.course_id, []).append((instance.started_at, key, instance, 1))
+            borrowed: set[str] = set()
+            for course_id, members in by_course.items():
+                left = self.quotas[course_id].guarantee
+                for _, key, instance, _n in sorted(members, key=lambda m: (m[0], m[1])):
+                    need = Resources(instance.core_percent, instance.memory_mib, 1)
+                    if need.fits_in(left):
+                        left = left - need
+                    else:
+                        borrowed.add(key)
+            self._borrowed_now = borrowed
+        return self._borrowed_now

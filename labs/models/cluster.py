@@ -9,9 +9,12 @@ class Node(models.Model):
     name = models.CharField(_("name"), max_length=253, unique=True)
     available = models.BooleanField(_("available for new sessions"), default=True)
     labels = models.JSONField(_("labels"), default=dict, blank=True)
+    # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
+    memory_granule_mib = models.PositiveIntegerField(_("memory step (MiB)"), default=128)
 
     class Meta:
         ordering = ["name"]
+        constraints = [models.CheckConstraint(condition=Q(memory_granule_mib__in=[128, 1024]), name="node_memory_granule_known")]
 
     def __str__(self) -> str:
         return self.name

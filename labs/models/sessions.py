@@ -58,7 +58,7 @@ class LabSession(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(state__in=[s.value for s in SessionState]), name="session_state_valid"),
             models.CheckConstraint(
-                condition=~Q(state__in=[s.value for s in TERMINAL]) | Q(ended_at__isnull=False),
+                condition=~Q(state__in=[SessionState.STOPPED.value, SessionState.FAILED.value]) | Q(ended_at__isnull=False),
                 name="session_terminal_has_end",
             ),
         ]
@@ -93,6 +93,8 @@ class Allocation(models.Model):
     memory_mib = models.PositiveIntegerField()
     scenario = models.CharField(max_length=16)
     entity_id = models.CharField(max_length=128, blank=True)
+    # Admitted on the cohort's idle quota beyond the course's guarantee: may be reclaimed.
+    borrowed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 

@@ -67,6 +67,18 @@ class CourseQuota(models.Model):
     instance_count = models.PositiveIntegerField(_("guaranteed instances"))
     sessions_per_student = models.PositiveSmallIntegerField(_("concurrent sessions per student"), default=1)
     max_session_minutes = models.PositiveIntegerField(_("maximum session length (minutes)"), default=180)
+    # Borrowing and lending inside a cohort (Kueue's ClusterQueue): a course with no cohort
+    # holds exactly its guarantee. An empty borrowing limit is unlimited; an empty lending
+    # limit lends all of the course's idle guarantee.
+    cohort = models.CharField(
+        _("cohort"), max_length=64, blank=True, help_text=_("Courses in one cohort lend each other idle quota.")
+    )
+    borrow_core_percent = models.PositiveIntegerField(_("may borrow AI Core (%)"), null=True, blank=True)
+    borrow_memory_mib = models.PositiveBigIntegerField(_("may borrow memory (MiB)"), null=True, blank=True)
+    borrow_instances = models.PositiveIntegerField(_("may borrow instances"), null=True, blank=True)
+    lend_core_percent = models.PositiveIntegerField(_("lends at most AI Core (%)"), null=True, blank=True)
+    lend_memory_mib = models.PositiveBigIntegerField(_("lends at most memory (MiB)"), null=True, blank=True)
+    lend_instances = models.PositiveIntegerField(_("lends at most instances"), null=True, blank=True)
 
     class Meta:
         constraints = [

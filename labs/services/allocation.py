@@ -7,27 +7,58 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from labs.domain.allocation import (
-    CardCapacity,
-    CourseLimits,
-    CourseUsage,
-    Instance,
-    LaunchRequest,
-    NodeCapacity,
-    Placed,
-    Refused,
-    Waiting,
-    allocate,
-)
+from labs.domain.allocation import Placed, Refused, Waiting, allocate
+from labs.domain.placement import CardCapacity, Instance, LaunchRequest, NodeCapacity, PlacementConfig, Policy, ScoreWeights
+from labs.domain.quota import CourseQuota as QuotaRule
+from labs.domain.quota import Resources
 from labs.domain.states import HOLDS_ALLOCATION, SessionState
 from labs.domain.units import Scenario
-from labs.models import Allocation, Card, CourseQuota, LabSession, Node
+from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node
 from labs.services.events import session_changes_publish
 from labs.services.locks import allocation_lock
 from labs.services.sessions import session_transition
+
+
+def placement_config() -> PlacementConfig:
+    """``settings.LAB_PLACEMENT`` as the engine's configuration (validated at start-up)."""
+    return _placement_config_from(settings.LAB_PLACEMENT)
+
+
+def _placement_config_from(options: dict) -> PlacementConfig:
+    from django.core.exceptions import ImproperlyConfigured
+
+    known = {"node_policy", "card_policy", "weights", "min_runtime_seconds"}
+    unknown = set(options) - known
+    if unknown:
+        raise ImproperlyConfigured(f"LAB_PLACEMENT has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    try:
+        weights = options.get("weights", {})
+        return PlacementConfig(
+            node_policy=Policy(options.get("node_policy", "binpack")),
+            card_policy=Policy(options.get("card_policy", "binpack")),
+            weights=ScoreWeights(**weights),
+            min_runtime_seconds=float(options.get("min_runtime_seconds", 600)),
+        )
+    except (ValueError, TypeError) as exc:
+        raise ImproperlyConfigured(f"LAB_PLACEMENT is invalid: {exc} (policies are binpack or spread)") from exc
+
+
+def _limit(*values: int | None) -> Resources | None:
+    return None if any(v is None for v in values) else Resources(*values)  # type: ignore[arg-type]
+
+
+def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int]) -> QuotaRule:
+    return QuotaRule(
+        guarantee=Resources(quota.core_percent, quota.memory_mib, quota.instance_count),
+        cohort=quota.cohort or None,
+        borrowing_limit=_limit(quota.borrow_core_percent, quota.borrow_memory_mib, quota.borrow_instances),
+        lending_limit=_limit(quota.lend_core_percent, quota.lend_memory_mib, quota.lend_instances),
+        sessions_per_student=quota.sessions_per_student,
+        allowed_templates=allowed_templates,
+    )
 
 
 @dataclass
@@ -40,18 +71,37 @@ class PassResult:
 def capacity_snapshot() -> list[NodeCapacity]:
     """Every node and card with the instances the ledger has on it (unreleased allocations)."""
     instances: dict[int, list[Instance]] = defaultdict(list)
-    for card_id, core, memory, scenario in Allocation.objects.filter(released_at__isnull=True).values_list(
-        "card_id", "core_percent", "memory_mib", "scenario"
-    ):
-        instances[card_id].append(Instance(core, memory, Scenario(scenario)))
+    live = Allocation.objects.filter(released_at__isnull=True).values_list(
+        "card_id", "core_percent", "memory_mib", "scenario", "session_id", "course_id", "created_at"
+    )
+    for card_id, core, memory, scenario, session_id, course_id, created_at in live:
+        instances[card_id].append(Instance(core, memory, Scenario(scenario), str(session_id), course_id, created_at.timestamp()))
     cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
     for card in Card.objects.order_by("node_id", "index"):
         cards_by_node[card.node_id].append(
-            CardCapacity(card.pk, card.index, card.memory_mib, card.healthy, tuple(instances.get(card.pk, ())))
+            CardCapacity(
+                card.pk, card.index, card.memory_mib, card.healthy, tuple(instances.get(card.pk, ())), card.die_id, card.chip_type
+            )
         )
     return [
-        NodeCapacity(node.name, tuple(cards_by_node.get(node.pk, ())), node.available) for node in Node.objects.order_by("name")
+        NodeCapacity(node.name, tuple(cards_by_node.get(node.pk, ())), node.available, node.labels or {}, node.memory_granule_mib)
+        for node in Node.objects.order_by("name")
     ]
+
+
+def course_rules(course_ids: set[int] | None = None) -> dict[int, QuotaRule]:
+    """The quota rules of the given courses and of every course in the same cohorts."""
+    quotas = CourseQuota.objects.all()
+    if course_ids is not None:
+        cohorts = set(CourseQuota.objects.filter(course_id__in=course_ids).exclude(cohort="").values_list("cohort", flat=True))
+        quotas = quotas.filter(Q(course_id__in=course_ids) | Q(cohort__in=cohorts))
+    quotas = list(quotas)
+    allowed: dict[int, set[int]] = defaultdict(set)
+    for course_id, template_id in Course.templates.through.objects.filter(
+        course_id__in=[q.course_id for q in quotas]
+    ).values_list("course_id", "labtemplate_id"):
+        allowed[course_id].add(template_id)
+    return {q.course_id: quota_rule(q, frozenset(allowed[q.course_id])) for q in quotas}
 
 
 def allocation_pass(*, batch: int | None = None) -> PassResult:
@@ -77,16 +127,6 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         if not queued:
             return result
         course_ids = {s.course_id for s in queued}
-        limits = {
-            q.course_id: CourseLimits(q.core_percent, q.memory_mib, q.instance_count, q.sessions_per_student)
-            for q in CourseQuota.objects.filter(course_id__in=course_ids)
-        }
-        usage = {
-            row["course_id"]: CourseUsage(row["core"], row["memory"], row["instances"])
-            for row in Allocation.objects.filter(course_id__in=course_ids, released_at__isnull=True)
-            .values("course_id")
-            .annotate(core=Sum("core_percent"), memory=Sum("memory_mib"), instances=Count("id"))
-        }
         student_active = {
             (row["course_id"], row["student_id"]): row["n"]
             for row in LabSession.objects.filter(course_id__in=course_ids, state__in=HOLDS_ALLOCATION)
@@ -101,11 +141,19 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 core_percent=s.template.core_percent,
                 memory_mib=s.template.memory_mib,
                 scenario=Scenario(s.template.scenario),
+                template_id=s.template_id,
             )
             for s in queued
         ]
         by_key = {str(s.pk): s for s in queued}
-        decisions = allocate(capacity_snapshot(), requests, limits, usage, student_active)
+        decisions = allocate(
+            capacity_snapshot(),
+            requests,
+            course_rules(course_ids),
+            student_active,
+            now=timezone.now().timestamp(),
+            config=placement_config(),
+        )
 
         placed = [d for d in decisions if isinstance(d, Placed)]
         if placed:
@@ -117,6 +165,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                     core_percent=by_key[d.key].template.core_percent,
                     memory_mib=by_key[d.key].template.memory_mib,
                     scenario=by_key[d.key].template.scenario,
+                    borrowed=d.borrowed,
                 )
                 for d in placed
             )

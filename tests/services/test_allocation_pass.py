@@ -97,3 +97,48 @@ def test_an_invalid_transition_changes_nothing(world):
     assert session_transition(session.pk, to="running") is False
     session.refresh_from_db()
     assert session.state == "queued" and session.version == 1
+
+
+def test_a_course_in_a_cohort_borrows_idle_quota_and_the_allocation_is_marked(db):
+    node_with_cards()
+    course, templates, students, _ = course_with_students(3, quota={"instance_count": 1, "cohort": "ai-dept"})
+    lender, *_ = course_with_students(0, quota={"instance_count": 4, "cohort": "ai-dept"}, code="LEND")
+    for s in students:
+        session_launch(student=s, course=course, template=templates[0])
+    allocation_pass()
+    allocations = Allocation.objects.filter(course=course).order_by("created_at", "session__created_at")
+    assert allocations.count() == 3
+    assert sorted(a.borrowed for a in allocations) == [False, True, True]
+    assert lender.quota.instance_count == 4
+
+
+def test_a_course_outside_any_cohort_never_borrows(db):
+    node_with_cards()
+    course, templates, students, _ = course_with_students(2, quota={"instance_count": 1})
+    course_with_students(0, quota={"instance_count": 4, "cohort": "ai-dept"}, code="LEND")
+    for s in students:
+        session_launch(student=s, course=course, template=templates[0])
+    allocation_pass()
+    assert LabSession.objects.filter(course=course, state="queued").get().reason == "course quota: 1 of 1 instances in use"
+
+
+def test_the_pass_follows_the_configured_spread_policy(db, settings):
+    settings.LAB_PLACEMENT = {**settings.LAB_PLACEMENT, "card_policy": "spread"}
+    node_with_cards()
+    course, templates, students, _ = course_with_students(4)
+    for s in students:
+        session_launch(student=s, course=course, template=templates[0])
+    allocation_pass()
+    assert sorted(Allocation.objects.values_list("card__index", flat=True)) == [0, 1, 2, 3]
+
+
+def test_a_bad_placement_setting_is_refused_clearly():
+    import pytest
+    from django.core.exceptions import ImproperlyConfigured
+
+    from labs.services.allocation import _placement_config_from
+
+    with pytest.raises(ImproperlyConfigured, match="LAB_PLACEMENT is invalid: 'tightest' is not a valid Policy"):
+        _placement_config_from({"node_policy": "tightest"})
+    with pytest.raises(ImproperlyConfigured, match="unknown keys \\['colour'\\]"):
+        _placement_config_from({"colour": "red"})

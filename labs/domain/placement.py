@@ -1,0 +1,695 @@
+"""Placement of FlexNPU instances on cards: the capacity model, policies, scores, explanations.
+
+``Cluster`` is the working state of one allocation pass (or of a benchmark stream): built from a
+capacity snapshot, it chooses a card for a request, records placements and releases, explains
+a miss in words, reports fragmentation and plans reclaims. Nothing here reads a clock or any
+I/O; the caller passes times in.
+
+Invariants ``commit`` never breaks (DESIGN §1, §3): per card Σ core floors ≤ 100, Σ memory ≤
+usable memory, instances ≤ the tightest scenario cap present (16 development, 8 inference);
+per node ≤ 128 instances, or 64 once an inference instance is there. Unhealthy cards and
+unavailable nodes are never chosen. A request of ``cards`` > 1 takes that many whole, empty
+cards on one node (core 100 each).
+
+Policies, chosen separately for nodes and cards (as Volcano's ``flexnpuaffinity`` and HAMi's
+node/device policies): ``binpack`` puts the instance where utilisation is highest, ``spread``
+where it is lowest. Utilisation is HAMi's weighted sum of instance count, core and memory
+ratios, in integers. Under binpack at both levels a node where the request fits on a partly
+used card ranks above any node where it would open an empty card. Ties go to the lower node
+order, then the lower card index.
+
+Two ways to find the node, with the same answer (tests compare them): a scan of every node
+(small clusters, label selectors, pinned cards, and the reference in ``bench/``) and, for large
+clusters, an index per request shape — a sorted list of the nodes the shape fits on, kept up to
+date as placements and releases change a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from sortedcontainers import SortedList
+
+from labs.domain.units import (
+    CARD_INSTANCE_CAP,
+    CORE_PERCENT_MAX,
+    MEMORY_GRANULE_MIB,
+    NODE_INSTANCE_CAP,
+    Scenario,
+)
+
+_DEV_CARD_CAP = CARD_INSTANCE_CAP[Scenario.DEVELOPMENT]
+_INF_CARD_CAP = CARD_INSTANCE_CAP[Scenario.INFERENCE]
+_DEV_NODE_CAP = NODE_INSTANCE_CAP[Scenario.DEVELOPMENT]
+_INF_NODE_CAP = NODE_INSTANCE_CAP[Scenario.INFERENCE]
+
+
+class Policy(StrEnum):
+    BINPACK = "binpack"
+    SPREAD = "spread"
+
+
+class SharePolicy(StrEnum):
+    """How an instance shares compute (openFuyao's names); only best-effort has no floor."""
+
+    FIXED_SHARE = "fixed-share"
+    ELASTIC = "elastic"
+    BEST_EFFORT = "best-effort"
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    """Weights of instance-count, core and memory utilisation in a node's or card's score."""
+
+    instances: int = 1
+    core: int = 1
+    memory: int = 1
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    node_policy: Policy = Policy.BINPACK
+    card_policy: Policy = Policy.BINPACK
+    weights: ScoreWeights = ScoreWeights()
+    # A borrowed session younger than this is never chosen for reclaim.
+    min_runtime_seconds: float = 600.0
+    # Clusters with more nodes than this use the per-shape index instead of a scan.
+    index_min_nodes: int = 16
+
+
+DEFAULT_CONFIG = PlacementConfig()
+
+
+class Instance(NamedTuple):
+    """An instance on a card. ``key`` names it (session id or FlexNPU entity-id)."""
+
+    core_percent: int
+    memory_mib: int
+    scenario: Scenario
+    key: str = ""
+    course_id: int | None = None
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class CardCapacity:
+    card_id: int
+    index: int
+    memory_mib: int
+    healthy: bool = True
+    instances: tuple[Instance, ...] = ()
+    die_id: str = ""
+    chip_type: str = ""
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    name: str
+    cards: tuple[CardCapacity, ...]
+    available: bool = True
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
+    memory_granule_mib: int = MEMORY_GRANULE_MIB
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """One instance to place. ``cards`` > 1 asks for whole cards (core_percent = 100 x cards)."""
+
+    key: str
+    course_id: int
+    student_id: int
+    core_percent: int
+    memory_mib: int
+    scenario: Scenario = Scenario.DEVELOPMENT
+    cards: int = 1
+    share_policy: SharePolicy = SharePolicy.ELASTIC
+    node_selector: tuple[tuple[str, str], ...] = ()
+    die_id: str = ""
+    node_policy: Policy | None = None
+    card_policy: Policy | None = None
+    template_id: int | None = None
+
+
+Shape = tuple[int, int, bool, int]  # core per card, memory per card, inference, cards
+
+
+class Choice(NamedTuple):
+    node: _Node
+    cards: tuple[_Card, ...]
+    shape: Shape
+
+
+class StrandedCard(NamedTuple):
+    node: str
+    card_index: int
+    free_core_percent: int
+    free_memory_mib: int
+    why: str
+
+
+@dataclass(frozen=True)
+class FragmentationReport:
+    """Capacity on cards that can take no more instances: free, but usable by nobody."""
+
+    stranded_core_percent: int
+    stranded_memory_mib: int
+    cards: tuple[StrandedCard, ...]
+
+
+@dataclass(frozen=True)
+class ReclaimPlan:
+    """Borrowed sessions of other courses whose removal makes room on one card, newest first."""
+
+    victims: tuple[str, ...]
+    node: str
+    card_index: int
+
+
+class _Card:
+    __slots__ = (
+        "card_id",
+        "node",
+        "index",
+        "die_id",
+        "memory_mib",
+        "healthy",
+        "core_used",
+        "memory_used",
+        "count",
+        "inference",
+        "score",
+    )
+
+    def __init__(self, card: CardCapacity, node: _Node) -> None:
+        self.card_id = card.card_id
+        self.node = node
+        self.index = card.index
+        self.die_id = card.die_id
+        self.memory_mib = card.memory_mib
+        self.healthy = card.healthy
+        self.core_used = 0
+        self.memory_used = 0
+        self.count = 0
+        self.inference = 0
+        self.score = 0  # Cluster.card_score, kept current by Cluster._rescore
+
+    def fits(self, core: int, memory: int, inference: bool) -> bool:
+        return (
+            self.healthy
+            and self.core_used + core <= CORE_PERCENT_MAX
+            and self.memory_used + memory <= self.memory_mib
+            and self.count < (_INF_CARD_CAP if inference or self.inference else _DEV_CARD_CAP)
+        )
+
+
+class _Node:
+    __slots__ = (
+        "name",
+        "order",
+        "available",
+        "labels",
+        "granule",
+        "cards",
+        "count",
+        "inference",
+        "core_used",
+        "memory_used",
+        "memory_total",
+    )
+
+    def __init__(self, node: NodeCapacity, order: int) -> None:
+        self.name = node.name
+        self.order = order
+        self.available = node.available
+        self.labels = dict(node.labels)
+        self.granule = node.memory_granule_mib
+        self.cards = [_Card(c, self) for c in sorted(node.cards, key=lambda c: c.index)]
+        self.count = 0
+        self.inference = 0
+        self.core_used = 0
+        self.memory_used = 0
+        self.memory_total = sum(c.memory_mib for c in self.cards) or 1
+
+    def has_room(self, inference: bool) -> bool:
+        return self.count < (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
+
+
+class _Placement(NamedTuple):
+    instance: Instance
+    cards: tuple[_Card, ...]
+    whole: bool  # whole cards: all of each card's core and memory
+
+
+class Cluster:
+    """The mutable capacity state of one pass. See the module docstring."""
+
+    def __init__(self, nodes: Iterable[NodeCapacity], config: PlacementConfig = DEFAULT_CONFIG) -> None:
+        sources = list(nodes)
+        self.config = config
+        self.nodes = [_Node(n, order) for order, n in enumerate(sources)]
+        self._placements: dict[str, _Placement] = {}
+        self._indexes: dict[tuple[Shape, Policy, Policy], _ShapeIndex] = {}
+        self._use_index = len(self.nodes) > config.index_min_nodes
+        self._single = self.nodes[0] if len(self.nodes) == 1 else None
+        self.largest_card_mib = max((c.memory_mib for n in self.nodes for c in n.cards), default=0)
+        self.most_cards_per_node = max((len(n.cards) for n in self.nodes), default=0)
+        for source, node in zip(sources, self.nodes, strict=True):
+            for card_source, card in zip(sorted(source.cards, key=lambda c: c.index), node.cards, strict=True):
+                for instance in card_source.instances:
+                    # Instances the snapshot cannot name (residuals) still take their capacity.
+                    key = instance.key or f"~{len(self._placements)}"
+                    placement = _Placement(instance, (card,), False)
+                    self._apply(placement, +1)
+                    self._placements[key] = placement
+
+    # --- scores -------------------------------------------------------------------------------
+
+    def card_score(self, card: _Card) -> int:
+        w = self.config.weights
+        cap = _INF_CARD_CAP if card.inference else _DEV_CARD_CAP
+        return (
+            w.instances * card.count * 10_000 // cap
+            + w.core * card.core_used * 100
+            + w.memory * card.memory_used * 10_000 // (card.memory_mib or 1)
+        )
+
+    def node_score(self, node: _Node) -> int:
+        w = self.config.weights
+        cards = len(node.cards) or 1
+        cap = (_INF_CARD_CAP if node.inference else _DEV_CARD_CAP) * cards
+        return (
+            w.instances * node.count * 10_000 // cap
+            + w.core * node.core_used * 100 // cards
+            + w.memory * node.memory_used * 10_000 // node.memory_total
+        )
+
+    # --- choosing -----------------------------------------------------------------------------
+
+    def choose(self, request: LaunchRequest) -> Choice | None:
+        """The node and card(s) the policies pick for ``request``, or ``None``; changes nothing."""
+        node_policy = request.node_policy or self.config.node_policy
+        card_policy = request.card_policy or self.config.card_policy
+        shape = _shape(request)
+        if self._single is not None and not request.node_selector:
+            # One server (the embedded default): no node to compare, so no node score to compute.
+            only = self._single
+            if not only.available or shape[1] % only.granule or not only.has_room(shape[2]):
+                return None
+            return self._choose_cards(only, request, card_policy, shape)
+        if self._use_index and not request.node_selector and not request.die_id:
+            index = self._index_for(shape, node_policy, card_policy)
+            node = index.best()
+            return None if node is None else self._choose_cards(node, request, card_policy, shape)
+        return self.choose_by_scan(request, node_policy, card_policy, shape)
+
+    def choose_by_scan(
+        self,
+        request: LaunchRequest,
+        node_policy: Policy | None = None,
+        card_policy: Policy | None = None,
+        shape: Shape | None = None,
+    ) -> Choice | None:
+        """The reference: look at every node. Same answer as the index, slower."""
+        node_policy = node_policy or request.node_policy or self.config.node_policy
+        card_policy = card_policy or request.card_policy or self.config.card_policy
+        shape = shape or _shape(request)
+        best_key = None
+        best_node = None
+        for node in self.nodes:
+            if request.node_selector and not _matches(node, request.node_selector):
+                continue
+            key = self._node_key(node, shape, node_policy, card_policy, request.die_id)
+            if key is not None and (best_key is None or key < best_key):
+                best_key, best_node = key, node
+        return None if best_node is None else self._choose_cards(best_node, request, card_policy, shape)
+
+    def _node_key(self, node: _Node, shape: Shape, node_policy: Policy, card_policy: Policy, die_id: str = "") -> tuple | None:
+        """Sort key of ``node`` for ``shape`` (smaller is better), or ``None`` when it does not fit."""
+        core, memory, inference, cards = shape
+        if not node.available or memory % node.granule or not node.has_room(inference):
+            return None
+        partly_used = False
+        if cards > 1:
+            if sum(1 for c in node.cards if c.healthy and c.count == 0 and c.memory_mib >= memory) < cards:
+                return None
+        else:
+            fits = False
+            for card in node.cards:
+                if (not die_id or card.die_id == die_id) and card.fits(core, memory, inference):
+                    fits = True
+                    if card.count:
+                        partly_used = True
+                        break
+            if not fits:
+                return None
+        score = self.node_score(node)
+        if node_policy == Policy.BINPACK:
+            tier = 0 if partly_used or card_policy != Policy.BINPACK else 1
+            return (tier, -score, node.order)
+        return (score, node.order)
+
+    def _choose_cards(self, node: _Node, request: LaunchRequest, card_policy: Policy, shape: Shape) -> Choice | None:
+        core, memory, inference, cards = shape
+        if cards > 1:
+            free = [c for c in node.cards if c.healthy and c.count == 0 and c.memory_mib >= memory]
+            return Choice(node, tuple(free[:cards]), shape) if len(free) >= cards else None
+        # The hot loop of every placement: ``_Card.fits`` written out inline.
+        die_id = request.die_id
+        sign = -1 if card_policy == Policy.BINPACK else 1
+        best = None
+        best_key = 0
+        for card in node.cards:  # in index order, so the first of equal keys has the lower index
+            if not card.healthy or (die_id and card.die_id != die_id):
+                continue
+            if card.core_used + core > CORE_PERCENT_MAX or card.memory_used + memory > card.memory_mib:
+                continue
+            card_inference = card.inference
+            if card.count >= (_INF_CARD_CAP if inference or card_inference else _DEV_CARD_CAP):
+                continue
+            key = sign * card.score
+            if best is None or key < best_key:
+                best, best_key = card, key
+        return None if best is None else Choice(node, (best,), shape)
+
+    def _index_for(self, shape: Shape, node_policy: Policy, card_policy: Policy) -> _ShapeIndex:
+        key = (shape, node_policy, card_policy)
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = _ShapeIndex(self, shape, node_policy, card_policy)
+        return index
+
+    # --- changing -----------------------------------------------------------------------------
+
+    def commit(self, request: LaunchRequest, choice: Choice, *, started_at: float = 0.0) -> None:
+        """Record ``request`` on the chosen card(s)."""
+        core, memory, inference, cards = choice.shape
+        instance = Instance(core, memory, request.scenario, request.key, request.course_id, started_at)
+        placement = _Placement(instance, choice.cards, cards > 1)
+        if cards == 1:  # the common case, spelled out: this runs for every placement
+            card = choice.cards[0]
+            node = choice.node
+            card.core_used += core
+            card.memory_used += memory
+            card.count += 1
+            node.core_used += core
+            node.memory_used += memory
+            node.count += 1
+            if inference:
+                card.inference += 1
+                node.inference += 1
+            card.score = self.card_score(card)
+        else:
+            self._apply(placement, +1)
+        self._placements[request.key] = placement
+        if self._indexes:
+            self._refresh(choice.node)
+
+    def release(self, key: str) -> bool:
+        """Remove an instance; ``False`` if there is none by that key."""
+        placement = self._placements.pop(key, None)
+        if placement is None:
+            return False
+        self._apply(placement, -1)
+        self._refresh(placement.cards[0].node)
+        return True
+
+    def _apply(self, placement: _Placement, sign: int) -> None:
+        instance = placement.instance
+        inference = instance.scenario == Scenario.INFERENCE
+        for card in placement.cards:
+            core = CORE_PERCENT_MAX if placement.whole else instance.core_percent
+            memory = card.memory_mib if placement.whole else instance.memory_mib
+            card.core_used += sign * core
+            card.memory_used += sign * memory
+            card.count += sign
+            if inference:
+                card.inference += sign
+            card.score = self.card_score(card)
+            node = card.node
+            node.core_used += sign * core
+            node.memory_used += sign * memory
+            node.count += sign
+            if inference:
+                node.inference += sign
+
+    def _refresh(self, node: _Node) -> None:
+        if not self._indexes:
+            return
+        for index in self._indexes.values():
+            index.refresh(node)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def instance_of(self, key: str) -> tuple[Instance, int] | None:
+        """The instance placed under ``key`` and how many cards it holds."""
+        placement = self._placements.get(key)
+        return None if placement is None else (placement.instance, len(placement.cards))
+
+    def placement_of(self, key: str) -> tuple[Instance, tuple[tuple[str, int], ...]] | None:
+        placement = self._placements.get(key)
+        if placement is None:
+            return None
+        return placement.instance, tuple((c.node.name, c.index) for c in placement.cards)
+
+    def instances(self) -> Iterable[tuple[str, Instance, _Card]]:
+        for key, placement in self._placements.items():
+            yield key, placement.instance, placement.cards[0]
+
+    def usage_by_course(self) -> dict[int, tuple[int, int, int]]:
+        """(core percent, memory MiB, instances) per course, over every placed instance."""
+        usage: dict[int, tuple[int, int, int]] = {}
+        for placement in self._placements.values():
+            instance = placement.instance
+            if instance.course_id is None:
+                continue
+            core, memory, count = usage.get(instance.course_id, (0, 0, 0))
+            if placement.whole:  # charged as requested: 100 % and the asked memory per card
+                core += CORE_PERCENT_MAX * len(placement.cards)
+                memory += instance.memory_mib * len(placement.cards)
+            else:
+                core += instance.core_percent
+                memory += instance.memory_mib
+            usage[instance.course_id] = (core, memory, count + 1)
+        return usage
+
+    def snapshot(self) -> list[NodeCapacity]:
+        """The current state as a capacity snapshot (whole-card placements as full instances)."""
+        on_card: dict[int, list[Instance]] = {}
+        for placement in self._placements.values():
+            for card in placement.cards:
+                instance = placement.instance
+                if placement.whole:
+                    instance = Instance(CORE_PERCENT_MAX, card.memory_mib, instance.scenario, instance.key, instance.course_id)
+                on_card.setdefault(id(card), []).append(instance)
+        return [
+            NodeCapacity(
+                n.name,
+                tuple(
+                    CardCapacity(c.card_id, c.index, c.memory_mib, c.healthy, tuple(on_card.get(id(c), ())), c.die_id)
+                    for c in n.cards
+                ),
+                n.available,
+                dict(n.labels),
+                n.granule,
+            )
+            for n in self.nodes
+        ]
+
+    def check_invariants(self) -> None:
+        """Raise ``AssertionError`` if any card or node is over a limit (used by tests and benches)."""
+        for node in self.nodes:
+            assert node.count <= (_INF_NODE_CAP if node.inference else _DEV_NODE_CAP), node.name
+            for card in node.cards:
+                assert card.core_used <= CORE_PERCENT_MAX, (node.name, card.index)
+                assert card.memory_used <= card.memory_mib, (node.name, card.index)
+                assert card.count <= (_INF_CARD_CAP if card.inference else _DEV_CARD_CAP), (node.name, card.index)
+
+    def fragmentation(self) -> FragmentationReport:
+        stranded = []
+        for node in self.nodes:
+            if not node.available:
+                continue
+            for card in node.cards:
+                if not card.healthy:
+                    continue
+                free_core = CORE_PERCENT_MAX - card.core_used
+                free_mib = card.memory_mib - card.memory_used
+                if not free_core and not free_mib:
+                    continue
+                cap = _INF_CARD_CAP if card.inference else _DEV_CARD_CAP
+                if card.count >= cap:
+                    why = f"holds its maximum of {cap} instances"
+                elif free_mib < node.granule:
+                    why = f"has {free_mib} MiB free, less than one {node.granule} MiB step"
+                elif not node.has_room(False):
+                    why = "its node holds its maximum of instances"
+                else:
+                    continue
+                stranded.append(StrandedCard(node.name, card.index, free_core, free_mib, why))
+        return FragmentationReport(
+            sum(s.free_core_percent for s in stranded), sum(s.free_memory_mib for s in stranded), tuple(stranded)
+        )
+
+    # --- explaining ---------------------------------------------------------------------------
+
+    def explain(self, request: LaunchRequest) -> str:
+        """Why ``choose`` found nothing: the binding constraint, with numbers."""
+        core, memory, inference, cards = _shape(request)
+        nodes = [n for n in self.nodes if n.available]
+        if request.node_selector:
+            nodes = [n for n in nodes if _matches(n, request.node_selector)]
+            if not nodes:
+                wanted = ", ".join(f"{k}={v}" for k, v in request.node_selector)
+                return f"node selector: no available node has the labels {wanted}"
+        if request.die_id:
+            pinned = [(n, c) for n in nodes for c in n.cards if c.die_id == request.die_id]
+            if not pinned:
+                return f"pinned card: no available node has a card with die id {request.die_id}"
+            node, card = pinned[0]
+            if not card.healthy:
+                return f"pinned card: the card with die id {request.die_id} (node {node.name}, card {card.index}) is unhealthy"
+        granular = [n for n in nodes if memory % n.granule == 0]
+        if nodes and not granular:
+            step = min(n.granule for n in nodes)
+            return f"memory granularity: {memory} MiB is not a multiple of the {step} MiB the nodes allocate in"
+        usable = [(n, c) for n in granular for c in n.cards if c.healthy and (not request.die_id or c.die_id == request.die_id)]
+        if not usable:
+            return "capacity: no healthy NPU card is available"
+        open_nodes = [n for n in granular if n.has_room(inference)]
+        if not open_nodes:
+            cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
+            return f"node instances: every available node holds its maximum of {cap} instances ({_names(granular)})"
+        if cards > 1:
+            node, free = max(
+                ((n, sum(1 for c in n.cards if c.healthy and c.count == 0 and c.memory_mib >= memory)) for n in open_nodes),
+                key=lambda nf: (nf[1], -nf[0].order),
+            )
+            return f"whole cards: needs {cards} free cards on one node; the most on a node is {free} (node {node.name})"
+        candidates = [(n, c) for n, c in usable if n.has_room(inference)]
+        roomy = [(n, c) for n, c in candidates if c.count < (_INF_CARD_CAP if inference or c.inference else _DEV_CARD_CAP)]
+        if not roomy:
+            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
+            return f"card instances: every healthy card holds its maximum of {cap} instances"
+        node, card = max(roomy, key=lambda nc: (CORE_PERCENT_MAX - nc[1].core_used, -nc[0].order, -nc[1].index))
+        free_core = CORE_PERCENT_MAX - card.core_used
+        if free_core < core:
+            return (
+                f"card core: needs {core} %; the most free on a healthy card is {free_core} % "
+                f"(node {node.name}, card {card.index})"
+            )
+        node, card = max(roomy, key=lambda nc: (nc[1].memory_mib - nc[1].memory_used, -nc[0].order, -nc[1].index))
+        free_mib = card.memory_mib - card.memory_used
+        if free_mib < memory:
+            return (
+                f"card memory: needs {memory} MiB; the most free on a healthy card is {free_mib} MiB "
+                f"(node {node.name}, card {card.index})"
+            )
+        return f"capacity: no single card has both {core} % core and {memory} MiB free"
+
+    # --- reclaiming ---------------------------------------------------------------------------
+
+    def reclaim_plan(self, request: LaunchRequest, eligible: Callable[[str, Instance], bool]) -> ReclaimPlan | None:
+        """The fewest ``eligible`` instances on one card whose removal lets ``request`` fit there.
+
+        Victims are taken newest first on each card; among cards the one needing the fewest
+        wins, ties by node order then card index. ``None`` when no card can be freed enough.
+        Whole-card requests are not planned for here.
+        """
+        core, memory, inference, cards = _shape(request)
+        if cards > 1:
+            return None
+        by_card: dict[int, list[tuple[float, str, Instance]]] = {}
+        for key, instance, card in self.instances():
+            if eligible(key, instance):
+                by_card.setdefault(id(card), []).append((instance.started_at, key, instance))
+        best: tuple[int, int, int] | None = None
+        plan: ReclaimPlan | None = None
+        for node in self.nodes:
+            if not node.available or memory % node.granule:
+                continue
+            if request.node_selector and not _matches(node, request.node_selector):
+                continue
+            for card in node.cards:
+                if not card.healthy or (request.die_id and card.die_id != request.die_id):
+                    continue
+                victims = sorted(by_card.get(id(card), ()), key=lambda v: (-v[0], v[1]))
+                core_used, memory_used, count, inf = card.core_used, card.memory_used, card.count, card.inference
+                node_count, node_inf = node.count, node.inference
+                chosen: list[str] = []
+                for _, key, victim in [(None, None, None), *victims]:
+                    if victim is not None:
+                        chosen.append(key)
+                        core_used -= victim.core_percent
+                        memory_used -= victim.memory_mib
+                        count -= 1
+                        node_count -= 1
+                        if victim.scenario == Scenario.INFERENCE:
+                            inf -= 1
+                            node_inf -= 1
+                    card_cap = _INF_CARD_CAP if inference or inf else _DEV_CARD_CAP
+                    node_cap = _INF_NODE_CAP if inference or node_inf else _DEV_NODE_CAP
+                    if (
+                        core_used + core <= CORE_PERCENT_MAX
+                        and memory_used + memory <= card.memory_mib
+                        and count < card_cap
+                        and node_count < node_cap
+                    ):
+                        rank = (len(chosen), node.order, card.index)
+                        if chosen and (best is None or rank < best):
+                            best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index)
+                        break
+        return plan
+
+
+class _ShapeIndex:
+    """The nodes one request shape fits on, sorted best first for one pair of policies."""
+
+    __slots__ = ("cluster", "shape", "node_policy", "card_policy", "sorted", "keys")
+
+    def __init__(self, cluster: Cluster, shape: Shape, node_policy: Policy, card_policy: Policy) -> None:
+        self.cluster = cluster
+        self.shape = shape
+        self.node_policy = node_policy
+        self.card_policy = card_policy
+        self.keys: dict[int, tuple] = {}
+        entries = []
+        for node in cluster.nodes:
+            key = cluster._node_key(node, shape, node_policy, card_policy)
+            if key is not None:
+                self.keys[node.order] = key
+                entries.append(key)
+        self.sorted = SortedList(entries)
+
+    def best(self) -> _Node | None:
+        if not self.sorted:
+            return None
+        return self.cluster.nodes[self.sorted[0][-1]]
+
+    def refresh(self, node: _Node) -> None:
+        old = self.keys.pop(node.order, None)
+        if old is not None:
+            self.sorted.remove(old)
+        key = self.cluster._node_key(node, self.shape, self.node_policy, self.card_policy)
+        if key is not None:
+            self.keys[node.order] = key
+            self.sorted.add(key)
+
+
+def _shape(request: LaunchRequest) -> Shape:
+    cards = max(1, request.cards)
+    if cards > 1:
+        return (CORE_PERCENT_MAX, request.memory_mib, request.scenario == Scenario.INFERENCE, cards)
+    return (request.core_percent, request.memory_mib, request.scenario == Scenario.INFERENCE, 1)
+
+
+def _matches(node: _Node, selector: tuple[tuple[str, str], ...]) -> bool:
+    return all(node.labels.get(k) == v for k, v in selector)
+
+
+def _names(nodes: list[_Node]) -> str:
+    names = [n.name for n in nodes[:5]]
+    return ", ".join(names) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
