@@ -18,13 +18,14 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 
 venv: $(VENV)/.installed-dev
 
-$(VAR)/secret_key:
+$(VAR)/secret_key $(VAR)/agent_token:
 	mkdir -p $(VAR)
 	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
 ## demo: the embedded portal on http://127.0.0.1:8000/ (SQLite, local Redis, local JupyterLab driver)
-demo: $(VENV)/.installed-runtime $(VAR)/secret_key
-	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key $(PY) manage.py run_demo
+demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token
+	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key LAB_AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token \
+	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token $(PY) manage.py run_demo
 
 ## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
 test: $(VENV)/.installed-dev

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate, Node
+from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate, Node, RepairEvent
 
 
 @admin.register(Institution)
@@ -106,4 +106,20 @@ class AllocationAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RepairEvent)
+class RepairEventAdmin(admin.ModelAdmin):
+    """What the reconciler found and did; read-only, it is a record."""
+
+    list_display = ["created_at", "kind", "node", "session", "entity_id", "message"]
+    list_filter = ["kind", "node"]
+    search_fields = ["entity_id", "message", "session__id"]
+    list_select_related = ["node", "session"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False

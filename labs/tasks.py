@@ -10,7 +10,7 @@ from celery import shared_task
 from django.conf import settings
 
 from labs.drivers import DriverError
-from labs.services import allocation, lifecycle
+from labs.services import allocation, lifecycle, reconcile
 
 
 @shared_task(name="labs.tasks.allocation_pass")
@@ -39,3 +39,16 @@ def session_stop(self, session_id: str) -> None:
 @shared_task(name="labs.tasks.sessions_sweep")
 def sessions_sweep() -> dict[str, int]:
     return lifecycle.sessions_sweep()
+
+
+@shared_task(name="labs.tasks.reconcile")
+def reconcile_task() -> dict[str, int]:
+    report = reconcile.reconcile()
+    return {
+        "bound": report.bound,
+        "orphans_deleted": report.orphans_deleted,
+        "sessions_failed": report.sessions_failed,
+        "residuals_unregistered": report.residuals_unregistered,
+        "nodes_unreachable": len(report.nodes_unreachable),
+        "breaches": report.breaches,
+    }

@@ -139,6 +139,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("ALLOCATION_PASS_SECONDS", 10.0, minimum=1.0),
     },
     "sessions-sweep": {"task": "labs.tasks.sessions_sweep", "schedule": env_float("SESSIONS_SWEEP_SECONDS", 30.0, minimum=1.0)},
+    "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
 }
 
 # --- Labs ---------------------------------------------------------------------------------------
@@ -167,6 +168,23 @@ LAB_PLACEMENT = {
     },
     "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
 }
+
+# --- Node agents and the reconciler ---------------------------------------------------------------
+# The bearer token the portal sends to every node agent (python -m labs.agent); mount it as a secret.
+LAB_AGENT_TOKEN = env_str("LAB_AGENT_TOKEN", "")
+LAB_AGENT_TIMEOUT_SECONDS = env_float("LAB_AGENT_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# With the local and simulator drivers nothing on the node registers instances (on Kubernetes the
+# FlexNPU device plugin does): the portal registers each session's instance with the agent itself.
+LAB_AGENT_REGISTERS_INSTANCES = env_bool("LAB_AGENT_REGISTERS_INSTANCES", True)
+# An instance the ledger does not know is unregistered only after it has been seen this long.
+LAB_RESIDUAL_GRACE_SECONDS = env_int("LAB_RESIDUAL_GRACE_SECONDS", 300, minimum=0)
+# Guarantee monitor: an instance that demanded at least its floor but got less than the floor minus
+# this tolerance (percent of the card; the openFuyao bound is 10) in every sample of the window.
+LAB_GUARANTEE_WINDOW_SECONDS = env_int("LAB_GUARANTEE_WINDOW_SECONDS", 300, minimum=1)
+LAB_GUARANTEE_TOLERANCE_PERCENT = env_int("LAB_GUARANTEE_TOLERANCE_PERCENT", 10, minimum=0, maximum=100)
+LAB_GUARANTEE_MIN_SAMPLES = env_int("LAB_GUARANTEE_MIN_SAMPLES", 3, minimum=1)
+# Bearer token a Prometheus scrape of /metrics must send; empty leaves the endpoint open.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 LOGGING = {
     "version": 1,

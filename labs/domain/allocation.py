@@ -23,7 +23,6 @@ from typing import NamedTuple
 from labs.domain.placement import (
     DEFAULT_CONFIG,
     Cluster,
-    Instance,
     LaunchRequest,
     NodeCapacity,
     PlacementConfig,
@@ -162,7 +161,7 @@ class Allocator:
         choice = self.cluster.choose(request)
         if choice is None:
             reason = self.cluster.explain(request)
-            plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable)
+            plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable(request.course_id))
             if plan is not None:
                 reason = f"{reason}; {len(plan.victims)} borrowed session(s) of other courses can be reclaimed to make room"
             return Waiting(request.key, reason, plan)
@@ -217,10 +216,16 @@ class Allocator:
             return f"student limit: {held} of {limit} concurrent sessions in use"
         return None
 
-    def _reclaimable(self, key: str, instance: Instance) -> bool:
-        if instance.course_id is None or self.now - instance.started_at < self.cluster.config.min_runtime_seconds:
-            return False
-        return key in self.borrowed_now()
+    def _reclaimable(self, course_id: int) -> list[str]:
+        """Borrowed instances of other courses that have run for at least the minimum runtime."""
+        oldest_allowed = self.now - self.cluster.config.min_runtime_seconds
+        return [
+            key
+            for key in self.borrowed_now()
+            if (instance := self.cluster.instance_of(key)) is not None
+            and instance[0].course_id != course_id
+            and instance[0].started_at <= oldest_allowed
+        ]
 
     def borrowed_now(self) -> set[str]:
         """Instances outside their course's guarantee right now.
@@ -228,17 +233,16 @@ class Allocator:
         Each course's instances are counted oldest first against its guarantee; one that would
         not fit in what is left of it is borrowed. So a borrowed instance becomes guaranteed
         when older ones of its course end, and an instance inside its course's guarantee is
-        never a reclaim victim.
+        never a reclaim victim. Only courses over their guarantee are looked at.
         """
         if self._borrowed_now is None:
-            by_course: dict[int, list[tuple[float, str, Instance, int]]] = {}
-            for key, instance, _card in self.cluster.instances():
-                if instance.course_id in self.quotas:
-                    by_course.setdefault(instance.course_id, []).append((instance.started_at, key, instance, 1))
             borrowed: set[str] = set()
-            for course_id, members in by_course.items():
-                left = self.quotas[course_id].guarantee
-                for _, key, instance, _n in sorted(members, key=lambda m: (m[0], m[1])):
+            for course_id, quota in self.quotas.items():
+                if self.ledger.usage[course_id].fits_in(quota.guarantee):
+                    continue
+                left = quota.guarantee
+                members = sorted(self.cluster.course_instances(course_id), key=lambda m: (m[1].started_at, m[0]))
+                for key, instance in members:
                     need = Resources(instance.core_percent, instance.memory_mib, 1)
                     if need.fits_in(left):
                         left = left - need

@@ -26,7 +26,7 @@ date as placements and releases change a node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -219,6 +219,8 @@ class _Node:
         "core_used",
         "memory_used",
         "memory_total",
+        "summary",
+        "healthy_cards",
     )
 
     def __init__(self, node: NodeCapacity, order: int) -> None:
@@ -233,6 +235,27 @@ class _Node:
         self.core_used = 0
         self.memory_used = 0
         self.memory_total = sum(c.memory_mib for c in self.cards) or 1
+        self.healthy_cards = sum(1 for c in self.cards if c.healthy)  # health is fixed for a pass
+        # For explanations: per scenario cap (16, 8), the card with the most free core and the
+        # one with the most free memory among healthy cards below that cap (first of equals).
+        self.summary: dict[int, tuple[_Card | None, _Card | None]] = {}
+
+    def summarise(self) -> None:
+        summary = {}
+        for cap in (_DEV_CARD_CAP, _INF_CARD_CAP):
+            most_core = most_mib = -1
+            core_card = mib_card = None
+            for card in self.cards:
+                if not card.healthy or card.count >= (_INF_CARD_CAP if card.inference else cap):
+                    continue
+                free_core = CORE_PERCENT_MAX - card.core_used
+                free_mib = card.memory_mib - card.memory_used
+                if free_core > most_core:
+                    most_core, core_card = free_core, card
+                if free_mib > most_mib:
+                    most_mib, mib_card = free_mib, card
+            summary[cap] = (core_card, mib_card)
+        self.summary = summary
 
     def has_room(self, inference: bool) -> bool:
         return self.count < (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
@@ -255,6 +278,14 @@ class Cluster:
         self._indexes: dict[tuple[Shape, Policy, Policy], _ShapeIndex] = {}
         self._use_index = len(self.nodes) > config.index_min_nodes
         self._single = self.nodes[0] if len(self.nodes) == 1 else None
+        # Changes with every placement and release; keys the explanation cache.
+        self._version = 0
+        self._explained: dict[tuple, tuple[int, str]] = {}
+        self._by_course: dict[int, set[str]] = {}
+        self._single_granule = len({n.granule for n in self.nodes}) <= 1
+        # Availability and health are fixed for the life of a Cluster (one pass).
+        self._healthy_available = any(n.available and n.healthy_cards for n in self.nodes)
+        self._explain_lists: dict[bool, tuple] | None = None  # built on the first miss
         self.largest_card_mib = max((c.memory_mib for n in self.nodes for c in n.cards), default=0)
         self.most_cards_per_node = max((len(n.cards) for n in self.nodes), default=0)
         for source, node in zip(sources, self.nodes, strict=True):
@@ -265,6 +296,10 @@ class Cluster:
                     placement = _Placement(instance, (card,), False)
                     self._apply(placement, +1)
                     self._placements[key] = placement
+                    if instance.course_id is not None:
+                        self._by_course.setdefault(instance.course_id, set()).add(key)
+        for node in self.nodes:
+            node.summarise()
 
     # --- scores -------------------------------------------------------------------------------
 
@@ -327,8 +362,14 @@ class Cluster:
                 best_key, best_node = key, node
         return None if best_node is None else self._choose_cards(best_node, request, card_policy, shape)
 
-    def _node_key(self, node: _Node, shape: Shape, node_policy: Policy, card_policy: Policy, die_id: str = "") -> tuple | None:
-        """Sort key of ``node`` for ``shape`` (smaller is better), or ``None`` when it does not fit."""
+    def _node_key(
+        self, node: _Node, shape: Shape, node_policy: Policy, card_policy: Policy, die_id: str = "", score: int | None = None
+    ) -> tuple | None:
+        """Sort key of ``node`` for ``shape`` (smaller is better), or ``None`` when it does not fit.
+
+        Runs once per index for every node a placement or release changes: ``_Card.fits`` is
+        written out inline, and ``score`` may be passed in when the caller already has it.
+        """
         core, memory, inference, cards = shape
         if not node.available or memory % node.granule or not node.has_room(inference):
             return None
@@ -338,15 +379,23 @@ class Cluster:
                 return None
         else:
             fits = False
+            core_limit = CORE_PERCENT_MAX - core
             for card in node.cards:
-                if (not die_id or card.die_id == die_id) and card.fits(core, memory, inference):
+                if (
+                    card.healthy
+                    and card.core_used <= core_limit
+                    and card.memory_used + memory <= card.memory_mib
+                    and card.count < (_INF_CARD_CAP if inference or card.inference else _DEV_CARD_CAP)
+                    and (not die_id or card.die_id == die_id)
+                ):
                     fits = True
                     if card.count:
                         partly_used = True
                         break
             if not fits:
                 return None
-        score = self.node_score(node)
+        if score is None:
+            score = self.node_score(node)
         if node_policy == Policy.BINPACK:
             tier = 0 if partly_used or card_policy != Policy.BINPACK else 1
             return (tier, -score, node.order)
@@ -405,6 +454,11 @@ class Cluster:
         else:
             self._apply(placement, +1)
         self._placements[request.key] = placement
+        self._version += 1
+        if request.course_id is not None:
+            self._by_course.setdefault(request.course_id, set()).add(request.key)
+        choice.node.summarise()
+        self._explain_refresh(choice.node)
         if self._indexes:
             self._refresh(choice.node)
 
@@ -413,7 +467,12 @@ class Cluster:
         placement = self._placements.pop(key, None)
         if placement is None:
             return False
+        self._version += 1
+        if placement.instance.course_id is not None:
+            self._by_course.get(placement.instance.course_id, set()).discard(key)
         self._apply(placement, -1)
+        placement.cards[0].node.summarise()
+        self._explain_refresh(placement.cards[0].node)
         self._refresh(placement.cards[0].node)
         return True
 
@@ -437,10 +496,10 @@ class Cluster:
                 node.inference += sign
 
     def _refresh(self, node: _Node) -> None:
-        if not self._indexes:
-            return
+        # Indexes re-sort a changed node only when next asked: binpack changes one node many
+        # times in a row, and a rarely launched shape should not pay for every placement.
         for index in self._indexes.values():
-            index.refresh(node)
+            index.dirty.add(node.order)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -454,6 +513,10 @@ class Cluster:
         if placement is None:
             return None
         return placement.instance, tuple((c.node.name, c.index) for c in placement.cards)
+
+    def course_instances(self, course_id: int) -> Iterable[tuple[str, Instance]]:
+        for key in self._by_course.get(course_id, ()):
+            yield key, self._placements[key].instance
 
     def instances(self) -> Iterable[tuple[str, Instance, _Card]]:
         for key, placement in self._placements.items():
@@ -537,8 +600,30 @@ class Cluster:
     # --- explaining ---------------------------------------------------------------------------
 
     def explain(self, request: LaunchRequest) -> str:
-        """Why ``choose`` found nothing: the binding constraint, with numbers."""
+        """Why ``choose`` found nothing: the binding constraint, with numbers.
+
+        Remembered per request shape until the next placement or release: when a full cluster
+        meets a queue of a thousand launches, one scan explains them all.
+        """
+        key = (_shape(request), request.node_selector, request.die_id)
+        cached = self._explained.get(key)
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        reason = self._explain(request)
+        self._explained[key] = (self._version, reason)
+        return reason
+
+    def _explain(self, request: LaunchRequest) -> str:
         core, memory, inference, cards = _shape(request)
+        if (
+            cards == 1
+            and not request.node_selector
+            and not request.die_id
+            and self._single_granule
+            and self._healthy_available
+            and memory % self.nodes[0].granule == 0
+        ):
+            return self._explain_from_summaries(core, memory, inference)
         nodes = [n for n in self.nodes if n.available]
         if request.node_selector:
             nodes = [n for n in nodes if _matches(n, request.node_selector)]
@@ -556,8 +641,11 @@ class Cluster:
         if nodes and not granular:
             step = min(n.granule for n in nodes)
             return f"memory granularity: {memory} MiB is not a multiple of the {step} MiB the nodes allocate in"
-        usable = [(n, c) for n in granular for c in n.cards if c.healthy and (not request.die_id or c.die_id == request.die_id)]
-        if not usable:
+        if request.die_id:
+            has_usable = any(c.healthy and c.die_id == request.die_id for n in granular for c in n.cards)
+        else:
+            has_usable = any(n.healthy_cards for n in granular)
+        if not has_usable:
             return "capacity: no healthy NPU card is available"
         open_nodes = [n for n in granular if n.has_room(inference)]
         if not open_nodes:
@@ -569,86 +657,179 @@ class Cluster:
                 key=lambda nf: (nf[1], -nf[0].order),
             )
             return f"whole cards: needs {cards} free cards on one node; the most on a node is {free} (node {node.name})"
-        candidates = [(n, c) for n, c in usable if n.has_room(inference)]
-        roomy = [(n, c) for n, c in candidates if c.count < (_INF_CARD_CAP if inference or c.inference else _DEV_CARD_CAP)]
-        if not roomy:
+        # One pass, in node then card order, keeping the first of equal maxima; without a pinned
+        # card each node's summary already holds its own first maxima.
+        most_core = most_mib = -1
+        core_at = mib_at = None
+        if not request.die_id:
+            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
+            for node in open_nodes:
+                core_card, mib_card = node.summary[cap]
+                if core_card is not None and CORE_PERCENT_MAX - core_card.core_used > most_core:
+                    most_core, core_at = CORE_PERCENT_MAX - core_card.core_used, (node, core_card)
+                if mib_card is not None and mib_card.memory_mib - mib_card.memory_used > most_mib:
+                    most_mib, mib_at = mib_card.memory_mib - mib_card.memory_used, (node, mib_card)
+        for node in open_nodes if request.die_id else ():
+            for card in node.cards:
+                if not card.healthy or (request.die_id and card.die_id != request.die_id):
+                    continue
+                if card.count >= (_INF_CARD_CAP if inference or card.inference else _DEV_CARD_CAP):
+                    continue
+                free_core = CORE_PERCENT_MAX - card.core_used
+                free_mib = card.memory_mib - card.memory_used
+                if free_core > most_core:
+                    most_core, core_at = free_core, (node, card)
+                if free_mib > most_mib:
+                    most_mib, mib_at = free_mib, (node, card)
+        if core_at is None or mib_at is None:
             cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
             return f"card instances: every healthy card holds its maximum of {cap} instances"
-        node, card = max(roomy, key=lambda nc: (CORE_PERCENT_MAX - nc[1].core_used, -nc[0].order, -nc[1].index))
-        free_core = CORE_PERCENT_MAX - card.core_used
-        if free_core < core:
+        if most_core < core:
+            node, card = core_at
             return (
-                f"card core: needs {core} %; the most free on a healthy card is {free_core} % "
+                f"card core: needs {core} %; the most free on a healthy card is {most_core} % "
                 f"(node {node.name}, card {card.index})"
             )
-        node, card = max(roomy, key=lambda nc: (nc[1].memory_mib - nc[1].memory_used, -nc[0].order, -nc[1].index))
-        free_mib = card.memory_mib - card.memory_used
-        if free_mib < memory:
+        if most_mib < memory:
+            node, card = mib_at
             return (
-                f"card memory: needs {memory} MiB; the most free on a healthy card is {free_mib} MiB "
+                f"card memory: needs {memory} MiB; the most free on a healthy card is {most_mib} MiB "
                 f"(node {node.name}, card {card.index})"
             )
         return f"capacity: no single card has both {core} % core and {memory} MiB free"
 
+    def _explain_from_summaries(self, core: int, memory: int, inference: bool) -> str:
+        """The common case of ``_explain`` from sorted node summaries instead of a scan.
+
+        Same answers as the scan (a test compares them): the open nodes' best cards are kept in
+        sorted lists, updated with every placement and release, so explaining a miss on a
+        thousand-node cluster costs a lookup rather than a pass over every card.
+        """
+        if self._explain_lists is None:
+            self._explain_lists = {False: (SortedList(), SortedList(), {}), True: (SortedList(), SortedList(), {})}
+            self._explain_open = {False: 0, True: 0}
+            self._explain_entries: dict[int, dict[bool, tuple]] = {}
+            for node in self.nodes:
+                self._explain_refresh(node)
+        by_core, by_mib, _ = self._explain_lists[inference]
+        if not self._explain_open[inference]:
+            cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
+            available = [n for n in self.nodes if n.available]
+            return f"node instances: every available node holds its maximum of {cap} instances ({_names(available)})"
+        if not by_core:
+            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
+            return f"card instances: every healthy card holds its maximum of {cap} instances"
+        most_core, order, position = by_core[0]
+        most_core = -most_core
+        if most_core < core:
+            node = self.nodes[order]
+            return (
+                f"card core: needs {core} %; the most free on a healthy card is {most_core} % "
+                f"(node {node.name}, card {node.cards[position].index})"
+            )
+        most_mib, order, position = by_mib[0]
+        most_mib = -most_mib
+        if most_mib < memory:
+            node = self.nodes[order]
+            return (
+                f"card memory: needs {memory} MiB; the most free on a healthy card is {most_mib} MiB "
+                f"(node {node.name}, card {node.cards[position].index})"
+            )
+        return f"capacity: no single card has both {core} % core and {memory} MiB free"
+
+    def _explain_refresh(self, node: _Node) -> None:
+        if self._explain_lists is None:
+            return
+        old = self._explain_entries.get(node.order, {})
+        new = {}
+        for inference in (False, True):
+            by_core, by_mib, _ = self._explain_lists[inference]
+            is_open = node.available and node.has_room(inference)
+            core_card, mib_card = node.summary[_INF_CARD_CAP if inference else _DEV_CARD_CAP]
+            core_key = mib_key = None
+            if is_open and core_card is not None:
+                core_key = (core_card.core_used - CORE_PERCENT_MAX, node.order, node.cards.index(core_card))
+                mib_key = (mib_card.memory_used - mib_card.memory_mib, node.order, node.cards.index(mib_card))
+            previous = old.get(inference, (None, None, False))
+            if previous[0] != core_key:
+                if previous[0] is not None:
+                    by_core.remove(previous[0])
+                if core_key is not None:
+                    by_core.add(core_key)
+            if previous[1] != mib_key:
+                if previous[1] is not None:
+                    by_mib.remove(previous[1])
+                if mib_key is not None:
+                    by_mib.add(mib_key)
+            self._explain_open[inference] += int(is_open) - int(previous[2])
+            new[inference] = (core_key, mib_key, is_open)
+        self._explain_entries[node.order] = new
+
     # --- reclaiming ---------------------------------------------------------------------------
 
-    def reclaim_plan(self, request: LaunchRequest, eligible: Callable[[str, Instance], bool]) -> ReclaimPlan | None:
+    def reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
         """The fewest ``eligible`` instances on one card whose removal lets ``request`` fit there.
 
-        Victims are taken newest first on each card; among cards the one needing the fewest
-        wins, ties by node order then card index. ``None`` when no card can be freed enough.
+        ``candidates`` are the keys that may be taken (borrowed, old enough). Victims are taken
+        newest first on each card; among cards the one needing the fewest wins, ties by node
+        order then card index. ``None`` when no card can be freed enough.
         Whole-card requests are not planned for here.
         """
         core, memory, inference, cards = _shape(request)
         if cards > 1:
             return None
         by_card: dict[int, list[tuple[float, str, Instance]]] = {}
-        for key, instance, card in self.instances():
-            if eligible(key, instance):
-                by_card.setdefault(id(card), []).append((instance.started_at, key, instance))
+        cards_with_victims: dict[int, _Card] = {}
+        for key in candidates:
+            placement = self._placements.get(key)
+            if placement is None or placement.whole:
+                continue
+            card = placement.cards[0]
+            by_card.setdefault(id(card), []).append((placement.instance.started_at, key, placement.instance))
+            cards_with_victims[id(card)] = card
         best: tuple[int, int, int] | None = None
         plan: ReclaimPlan | None = None
-        for node in self.nodes:
+        for card in sorted(cards_with_victims.values(), key=lambda c: (c.node.order, c.index)):
+            node = card.node
             if not node.available or memory % node.granule:
                 continue
             if request.node_selector and not _matches(node, request.node_selector):
                 continue
-            for card in node.cards:
-                if not card.healthy or (request.die_id and card.die_id != request.die_id):
-                    continue
-                victims = sorted(by_card.get(id(card), ()), key=lambda v: (-v[0], v[1]))
-                core_used, memory_used, count, inf = card.core_used, card.memory_used, card.count, card.inference
-                node_count, node_inf = node.count, node.inference
-                chosen: list[str] = []
-                for _, key, victim in [(None, None, None), *victims]:
-                    if victim is not None:
-                        chosen.append(key)
-                        core_used -= victim.core_percent
-                        memory_used -= victim.memory_mib
-                        count -= 1
-                        node_count -= 1
-                        if victim.scenario == Scenario.INFERENCE:
-                            inf -= 1
-                            node_inf -= 1
-                    card_cap = _INF_CARD_CAP if inference or inf else _DEV_CARD_CAP
-                    node_cap = _INF_NODE_CAP if inference or node_inf else _DEV_NODE_CAP
-                    if (
-                        core_used + core <= CORE_PERCENT_MAX
-                        and memory_used + memory <= card.memory_mib
-                        and count < card_cap
-                        and node_count < node_cap
-                    ):
-                        rank = (len(chosen), node.order, card.index)
-                        if chosen and (best is None or rank < best):
-                            best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index)
-                        break
+            if not card.healthy or (request.die_id and card.die_id != request.die_id):
+                continue
+            victims = sorted(by_card[id(card)], key=lambda v: (-v[0], v[1]))
+            core_used, memory_used, count, inf = card.core_used, card.memory_used, card.count, card.inference
+            node_count, node_inf = node.count, node.inference
+            chosen: list[str] = []
+            for _, key, victim in [(None, None, None), *victims]:
+                if victim is not None:
+                    chosen.append(key)
+                    core_used -= victim.core_percent
+                    memory_used -= victim.memory_mib
+                    count -= 1
+                    node_count -= 1
+                    if victim.scenario == Scenario.INFERENCE:
+                        inf -= 1
+                        node_inf -= 1
+                card_cap = _INF_CARD_CAP if inference or inf else _DEV_CARD_CAP
+                node_cap = _INF_NODE_CAP if inference or node_inf else _DEV_NODE_CAP
+                if (
+                    core_used + core <= CORE_PERCENT_MAX
+                    and memory_used + memory <= card.memory_mib
+                    and count < card_cap
+                    and node_count < node_cap
+                ):
+                    rank = (len(chosen), node.order, card.index)
+                    if chosen and (best is None or rank < best):
+                        best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index)
+                    break
         return plan
 
 
 class _ShapeIndex:
     """The nodes one request shape fits on, sorted best first for one pair of policies."""
 
-    __slots__ = ("cluster", "shape", "node_policy", "card_policy", "sorted", "keys")
+    __slots__ = ("cluster", "shape", "node_policy", "card_policy", "sorted", "keys", "dirty")
 
     def __init__(self, cluster: Cluster, shape: Shape, node_policy: Policy, card_policy: Policy) -> None:
         self.cluster = cluster
@@ -656,6 +837,7 @@ class _ShapeIndex:
         self.node_policy = node_policy
         self.card_policy = card_policy
         self.keys: dict[int, tuple] = {}
+        self.dirty: set[int] = set()
         entries = []
         for node in cluster.nodes:
             key = cluster._node_key(node, shape, node_policy, card_policy)
@@ -665,15 +847,23 @@ class _ShapeIndex:
         self.sorted = SortedList(entries)
 
     def best(self) -> _Node | None:
+        if self.dirty:
+            nodes = self.cluster.nodes
+            for order in self.dirty:
+                self.refresh(nodes[order], self.cluster.node_score(nodes[order]))
+            self.dirty.clear()
         if not self.sorted:
             return None
         return self.cluster.nodes[self.sorted[0][-1]]
 
-    def refresh(self, node: _Node) -> None:
-        old = self.keys.pop(node.order, None)
+    def refresh(self, node: _Node, score: int) -> None:
+        key = self.cluster._node_key(node, self.shape, self.node_policy, self.card_policy, score=score)
+        old = self.keys.get(node.order)
+        if key == old:
+            return
         if old is not None:
             self.sorted.remove(old)
-        key = self.cluster._node_key(node, self.shape, self.node_policy, self.card_policy)
+            del self.keys[node.order]
         if key is not None:
             self.keys[node.order] = key
             self.sorted.add(key)

@@ -11,6 +11,8 @@ from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabT
 DEMO_STUDENTS = 128
 DEMO_PASSWORD = "npu-lab-demo"  # printed by `make demo`; the demo is for a laptop, not a network
 CARD_MEMORY_MIB = 64 * 1024
+DEMO_NODE = "npu-node-1"
+DEMO_AGENT_PORT = 9410
 
 
 @transaction.atomic
@@ -57,7 +59,10 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
         },
     )
     course.templates.add(small, medium)
-    node, _ = Node.objects.get_or_create(name="npu-node-1", defaults={"labels": {"accelerator": "ascend-910b"}})
+    node, _ = Node.objects.update_or_create(
+        name=DEMO_NODE,
+        defaults={"labels": {"accelerator": "ascend-910b"}, "agent_url": f"http://127.0.0.1:{DEMO_AGENT_PORT}"},
+    )
     for index in range(8):
         Card.objects.get_or_create(
             node=node,

@@ -21,6 +21,7 @@ from labs.domain.states import SessionState
 from labs.drivers import DriverError, LaunchSpec, PollStatus, get_driver
 from labs.drivers.base import CardBinding
 from labs.models import Allocation, LabSession
+from labs.services.agents import instance_register, instance_unregister
 from labs.services.sessions import session_begin_stop, session_note, session_stop, session_transition
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ def session_start_instance(session_id) -> Next:
         # existed, so remove it here rather than leave it running.
         driver.delete(str(session_id))
         return Next.DONE
+    session.driver_ref = ref
+    instance_register(session)
     return Next.POLL
 
 
@@ -114,10 +117,14 @@ def session_poll_instance(session_id) -> Next:
 
 def session_stop_instance(session_id) -> Next:
     """stopping -> stopped/failed once the driver has deleted the instance."""
-    session = LabSession.objects.filter(pk=session_id).only("state", "end_state").first()
+    session = LabSession.objects.filter(pk=session_id).select_related("allocation__card__node").first()
     if session is None or session.state != SessionState.STOPPING:
         return Next.DONE
     get_driver().delete(str(session_id))  # DriverError propagates: the task retries
+    allocation = getattr(session, "allocation", None)
+    if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and session.driver_ref:
+        # Unreachable agent: the reconciler unregisters the residual instance later.
+        instance_unregister(allocation.card.node, session.driver_ref)
     end_state = SessionState(session.end_state or SessionState.STOPPED)
     with transaction.atomic():
         if session_transition(session_id, to=end_state, only_from={SessionState.STOPPING}):

@@ -460,3 +460,27 @@ def test_explanations_never_claim_a_full_cluster_that_is_not():
         check_reason_names_a_real_constraint(
             cluster, req("r"), "card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB (node a, card 0)"
         )
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_explanations_from_sorted_summaries_match_the_full_scan(seed):
+    rng = random.Random(seed)
+    cluster = Cluster(random_cluster(rng, rng.randint(1, 30)))
+    live = []
+    for step in range(400):
+        if live and rng.random() < 0.25:
+            cluster.release(live.pop(rng.randrange(len(live))))
+            continue
+        core, memory, scenario = rng.choice(TEMPLATES)
+        request = LaunchRequest(f"s{step}", 1, step, core, memory, scenario)
+        choice = cluster.choose(request)
+        if choice is None:
+            fast = cluster._explain(request)
+            cluster._single_granule = False
+            slow = cluster._explain(request)
+            cluster._single_granule = True
+            assert fast == slow
+        else:
+            cluster.commit(request, choice)
+            live.append(request.key)

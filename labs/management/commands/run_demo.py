@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from labs.drivers import get_driver
-from labs.services.demo import DEMO_PASSWORD, demo_data_load
+from labs.services.demo import DEMO_AGENT_PORT, DEMO_NODE, DEMO_PASSWORD, demo_data_load
 from labs.services.lifecycle import sessions_shutdown
 
 
@@ -41,6 +41,12 @@ class Command(BaseCommand):
             call_command("collectstatic", interactive=False, verbosity=0)
             python = sys.executable
             celery = [python, "-m", "celery", "-A", "portal"]
+            # One simulated node agent for the demo node: the portal registers each session's
+            # instance with it and the reconciler diffs it against the ledger.
+            self._start(
+                "agent",
+                [python, "-m", "labs.agent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)],
+            )
             self._start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"])
             self._start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", "demo@%h"])
             self._start(
@@ -51,7 +57,8 @@ class Command(BaseCommand):
                 + f"  student:    student001 .. student128 / {DEMO_PASSWORD}\n"
                 + f"  instructor: instructor / {DEMO_PASSWORD}\n"
                 + f"  admin:      admin / {DEMO_PASSWORD}   (http://{host}:{port}/admin/)\n"
-                + f"  cluster driver: {settings.LAB_DRIVER['BACKEND']}\n"
+                + f"  cluster driver: {settings.LAB_DRIVER['BACKEND']}; node agent (simulated) on port {DEMO_AGENT_PORT}\n"
+                + "  reconciler events: .venv/bin/python manage.py repairs\n"
                 + "Press Ctrl-C to stop everything.\n"
             )
             while not self.stopping:

@@ -1,0 +1,210 @@
+"""What the portal uses to call a node agent (standard library only).
+
+``AgentClient(base_url, token, timeout=5)``:
+
+- ``health() -> HealthReport`` (no token needed by the agent, but sent anyway);
+- ``inventory() -> list[CardReport]``; ``instances() -> list[InstanceReport]``;
+- ``unregister(entity_id) -> bool``: ``True`` when removed (204), ``False`` when the node has no
+  such instance (404) — so calling it again is harmless;
+- ``register(entity_id, card_index, core_percent, memory_mib, scenario="development",
+  policy="elastic") -> InstanceReport`` and ``set_demand(entity_id, demand_percent,
+  memory_used_mib=None) -> InstanceReport``: simulated agents only.
+
+Errors, all ``AgentError``: ``AgentUnavailable`` when the agent cannot answer properly — network
+error, timeout, a 5xx (502: the agent could not read its node), a redirect, malformed JSON;
+``AgentAuthError`` on 401/403 (a wrong token: configuration, not a passing failure);
+``AgentRequestError`` (also a ``ValueError``) when the agent refused the request (400, 404, 405,
+409), with ``status`` and the agent's message.
+
+The client neither follows redirects nor uses proxies from the environment, so the bearer
+token only ever goes to ``base_url``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, fields
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+
+class AgentError(Exception):
+    """Any failure talking to an agent."""
+
+
+class AgentUnavailable(AgentError):
+    """The agent did not answer properly (down, slow, 5xx, malformed answer)."""
+
+
+class AgentAuthError(AgentError):
+    """The agent refused the token."""
+
+
+class AgentRequestError(AgentError, ValueError):
+    """The agent refused the request; ``status`` is the HTTP status, ``str(exc)`` its message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    ok: bool
+    node: str
+    driver: str
+
+
+@dataclass(frozen=True)
+class CardReport:
+    index: int
+    die_id: str
+    chip_type: str
+    memory_total_mib: int
+    memory_used_mib: int
+    aicore_percent: int
+    healthy: bool
+
+
+@dataclass(frozen=True)
+class InstanceReport:
+    entity_id: str
+    flexnpu_id: str
+    card_index: int
+    core_percent: int
+    memory_mib: int
+    memory_used_mib: int
+    aicore_percent: int
+    demand_percent: int | None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+class AgentClient:
+    """A node agent at ``base_url`` (``http://host:9410``), called with ``token``; see the module docstring."""
+
+    def __init__(self, base_url: str, token: str, timeout: float = 5) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"an agent URL looks like http://host:9410, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+    def __repr__(self) -> str:
+        return f"AgentClient({self.base_url!r})"
+
+    def health(self) -> HealthReport:
+        return _build(HealthReport, self._call("GET", "/healthz")[1])
+
+    def inventory(self) -> list[CardReport]:
+        return [_build(CardReport, card) for card in _list(self._call("GET", "/v1/inventory")[1], "cards")]
+
+    def instances(self) -> list[InstanceReport]:
+        return [_build(InstanceReport, i) for i in _list(self._call("GET", "/v1/instances")[1], "instances")]
+
+    def unregister(self, entity_id: str) -> bool:
+        status, _ = self._call("DELETE", f"/v1/instances/{quote(entity_id, safe='')}", allow=(404,))
+        return status == 204
+
+    def register(
+        self,
+        entity_id: str,
+        card_index: int,
+        core_percent: int,
+        memory_mib: int,
+        scenario: str = "development",
+        policy: str = "elastic",
+    ) -> InstanceReport:
+        body = {
+            "entity_id": entity_id,
+            "card_index": card_index,
+            "core_percent": core_percent,
+            "memory_mib": memory_mib,
+            "scenario": scenario,
+            "policy": policy,
+        }
+        return _build(InstanceReport, self._call("POST", "/v1/instances", body)[1])
+
+    def set_demand(self, entity_id: str, demand_percent: int, memory_used_mib: int | None = None) -> InstanceReport:
+        body: dict[str, int] = {"demand_percent": demand_percent}
+        if memory_used_mib is not None:
+            body["memory_used_mib"] = memory_used_mib
+        return _build(InstanceReport, self._call("POST", f"/v1/instances/{quote(entity_id, safe='')}/demand", body)[1])
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, allow: tuple[int, ...] = ()) -> tuple[int, Any]:
+        """(status, decoded JSON or None) for a 2xx or an ``allow``-ed status; raises otherwise."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        where = f"{method} {self.base_url}{path}"
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, _read_quietly(exc)
+        except (OSError, http.client.HTTPException) as exc:  # URLError and timeouts are OSErrors
+            reason = getattr(exc, "reason", exc)
+            raise AgentUnavailable(f"{where}: {reason}") from None
+        if status in (401, 403):
+            raise AgentAuthError(f"{where}: the agent refused the token ({status})")
+        if status >= 500 or 300 <= status < 400:
+            raise AgentUnavailable(f"{where}: {status} {_message(raw)}")
+        if status >= 400 and status not in allow:
+            raise AgentRequestError(status, _message(raw))
+        if status == 204 or status in allow:
+            return status, None
+        try:
+            return status, json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise AgentUnavailable(f"{where}: the answer is not JSON") from None
+
+
+def _read_quietly(response: urllib.error.HTTPError) -> bytes:
+    try:
+        return response.read()
+    except (OSError, http.client.HTTPException):
+        return b""
+    finally:
+        response.close()
+
+
+def _message(raw: bytes) -> str:
+    """The agent's ``{"error": ...}`` message, or the start of whatever came back."""
+    try:
+        message = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        message = None
+    return message if isinstance(message, str) else raw[:200].decode("utf-8", "replace")
+
+
+def _list(payload: Any, key: str) -> list[Any]:
+    items = payload.get(key) if isinstance(payload, dict) else None
+    if not isinstance(items, list):
+        raise AgentUnavailable(f"malformed answer from the agent: no {key!r} list")
+    return items
+
+
+def _build(cls: type, payload: Any) -> Any:
+    """``cls`` from a JSON object, every field present with the right type, or ``AgentUnavailable``."""
+    if not isinstance(payload, dict):
+        raise AgentUnavailable(f"malformed answer from the agent: expected a {cls.__name__} object")
+    values = {}
+    for field in fields(cls):
+        value = payload.get(field.name)
+        expected = {"int": int, "str": str, "bool": bool, "int | None": (int, type(None))}[str(field.type)]
+        wrong_bool = isinstance(value, bool) and expected is not bool
+        if field.name not in payload or not isinstance(value, expected) or wrong_bool:
+            raise AgentUnavailable(f"malformed answer from the agent: {cls.__name__}.{field.name} is {value!r}")
+        values[field.name] = value
+    return cls(**values)

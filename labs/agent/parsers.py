@@ -1,0 +1,386 @@
+"""Parsers for the text the vendor CLIs print: ``flexnpu-smi info`` and ``npu-smi info``.
+
+A parser returns the whole table or raises ``ParseError`` (line number and a short reason): on
+empty output, output cut short, binary junk or a table whose columns are not the ones expected.
+It never returns part of a table — the agent decides unregisters from this output, and an
+instance missing from a half-read table must not look like one that is gone.
+
+``flexnpu-smi info`` — FORMAT BUILT FROM THE VENDOR DOCUMENTATION, NOT FROM A CAPTURED OUTPUT.
+The CCE FlexNPU user guide documents ``flexnpu-smi info`` (it lists every FlexNPU instance on the
+node with its entity-id, the pod UID) and ``flexnpu-smi unregister -u <flexnpu ID>``, but shows
+the output only as a screenshot. The layout below uses the guide's terms and npu-smi's table
+style; check it on a real node before trusting the flexnpu-smi driver::
+
+    flexnpu-smi info > out.txt
+    python -m labs.agent.parsers flexnpu-smi out.txt
+
+which prints what it parsed, or the exact parse error (the line and why). Expected layout, one
+row per FlexNPU instance::
+
+    +-----+--------------------------------------+------------+-----------+------------------+------------------+----------------+
+    | NPU | Entity-ID                            | FlexNPU-ID | AICore(%) | Memory-Usage(MB) | Memory-Limit(MB) | AICore-Util(%) |
+    +=====+======================================+============+===========+==================+==================+================+
+    | 0   | 0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10 | 3          | 25        | 2048             | 8192             | 12             |
+    +-----+--------------------------------------+------------+-----------+------------------+------------------+----------------+
+
+- the header row names the columns; their order may vary, other columns are ignored, names are
+  compared without case and punctuation (``Entity-ID`` = ``EntityID``); ``MB`` is read as MiB,
+  as npu-smi's ``65536`` MB for a 64 GiB card is;
+- ``NPU`` is the physical card; ``Entity-ID`` the pod UID; ``FlexNPU-ID`` what ``unregister -u``
+  takes (both are kept); ``AICore(%)`` the floor; ``Memory-Limit(MB)`` the memory cap;
+  ``Memory-Usage(MB)`` and ``AICore-Util(%)`` what the instance uses now;
+- ``+---+`` rule lines and ``|`` separators are optional: without ``|`` the columns are split on
+  whitespace. A ``|``-table must end with a rule line; lines before the header (a banner) are
+  skipped; a single cell ``No ... found`` stands for no instances; an instance on several cards
+  (``flexnpu-num`` > 1) has one row per card, with the same Entity-ID.
+
+``npu-smi info`` — the well-known Ascend layout: two header lines (``NPU Name | Health | Power(W)
+Temp(C) Hugepages-Usage(page)`` and ``Chip | Bus-Id | AICore(%) Memory-Usage(MB) HBM-Usage(MB)``),
+two lines per NPU, then the process table, which must be present (output that stops before it
+was cut short). HBM usage is the card memory (Memory-Usage on cards without HBM). One chip per
+NPU, as on the 910B.
+
+Both parsers take ``str`` or ``bytes`` (bytes must be UTF-8) and require the output to end with
+a newline: a CLI that finished printing always does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+class ParseError(ValueError):
+    """The output is not what the parser expects; ``line`` is 1-based."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class FlexnpuInstance:
+    """One row of ``flexnpu-smi info``: a FlexNPU instance on one card."""
+
+    npu_id: int
+    entity_id: str
+    flexnpu_id: str
+    core_percent: int
+    memory_limit_mib: int
+    memory_used_mib: int
+    aicore_percent: int
+
+
+@dataclass(frozen=True)
+class NpuCard:
+    """One NPU of ``npu-smi info``."""
+
+    npu_id: int
+    name: str
+    chip_id: int
+    bus_id: str
+    health: str
+    aicore_percent: int
+    memory_used_mib: int
+    memory_total_mib: int
+
+    @property
+    def healthy(self) -> bool:
+        return self.health == "OK"
+
+
+# Normalized header name -> FlexnpuInstance field.
+FLEXNPU_COLUMNS = {
+    "npu": "npu_id",
+    "entityid": "entity_id",
+    "flexnpuid": "flexnpu_id",
+    "aicore": "core_percent",
+    "memorylimitmb": "memory_limit_mib",
+    "memorylimitmib": "memory_limit_mib",
+    "memoryusagemb": "memory_used_mib",
+    "memoryusagemib": "memory_used_mib",
+    "aicoreutil": "aicore_percent",
+}
+FLEXNPU_LABELS = {
+    "npu_id": "NPU",
+    "entity_id": "Entity-ID",
+    "flexnpu_id": "FlexNPU-ID",
+    "core_percent": "AICore(%)",
+    "memory_limit_mib": "Memory-Limit(MB)",
+    "memory_used_mib": "Memory-Usage(MB)",
+    "aicore_percent": "AICore-Util(%)",
+}
+IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
+USED_OF_TOTAL = re.compile(r"([0-9]{1,9})\s*/\s*([0-9]{1,9})")
+NO_INSTANCES = re.compile(r"no\b.*\bfound\.?", re.IGNORECASE)
+
+
+def parse_flexnpu_smi_info(output: str | bytes) -> list[FlexnpuInstance]:
+    """Every FlexNPU instance ``flexnpu-smi info`` lists, in output order (see the module docstring)."""
+    lines = _lines(output)
+    header_at = next((n for n, line in enumerate(lines) if "entityid" in _normalized_cells(line)), None)
+    if header_at is None:
+        raise ParseError(1, f"no header row naming an Entity-ID column in {len(lines)} line(s)")
+    piped = lines[header_at].lstrip().startswith("|")
+    fields = _flexnpu_header(header_at + 1, _cells(lines[header_at], header_at + 1, piped))
+
+    instances: list[FlexnpuInstance] = []
+    seen: dict[str, int] = {}
+    no_instances_row = None
+    for number, line in enumerate(lines[header_at + 1 :], start=header_at + 2):
+        if not line.strip() or _is_rule(line):
+            continue
+        if NO_INSTANCES.fullmatch(line.strip().strip("|").strip()):
+            no_instances_row = number
+            continue
+        if piped and not line.lstrip().startswith("|"):
+            raise ParseError(number, f"expected a table row starting with '|', got {_clip(line)!r}")
+        cells = _cells(line, number, piped)
+        if len(cells) != len(fields):
+            raise ParseError(number, f"row has {len(cells)} column(s), the header has {len(fields)} (truncated?)")
+        instance = _flexnpu_row(number, fields, cells)
+        for key, what in ((instance.flexnpu_id, "FlexNPU-ID"), (f"{instance.entity_id} on NPU {instance.npu_id}", "Entity-ID")):
+            if key in seen:
+                raise ParseError(number, f"{what} {key} is already listed on line {seen[key]}")
+            seen[key] = number
+        instances.append(instance)
+    if piped and not _is_rule(_last_nonblank(lines)):
+        raise ParseError(len(lines), "the table is not closed by a rule line (truncated?)")
+    if no_instances_row is not None and instances:
+        raise ParseError(no_instances_row, "a 'No ... found' row beside instance rows")
+    return instances
+
+
+def parse_npu_smi_info(output: str | bytes) -> list[NpuCard]:
+    """Every NPU ``npu-smi info`` lists, in output order (see the module docstring)."""
+    lines = _lines(output)
+    first_at = next((n for n, line in enumerate(lines) if _piped_tokens(line)[:1] == [["NPU", "Name"]]), None)
+    if first_at is None:
+        raise ParseError(1, f"no npu-smi header row ('| NPU Name | Health | ...') in {len(lines)} line(s)")
+    second_at = _next_content(lines, first_at + 1)
+    if second_at is None:
+        raise ParseError(len(lines), "output ends after the first header row (truncated?)")
+    first = _npu_header(first_at + 1, _piped_tokens(lines[first_at]), required=("NPU", "Name", "Health"))
+    second = _npu_header(second_at + 1, _piped_tokens(lines[second_at]), required=("Chip", "Bus-Id", "AICore(%)"))
+    if "HBM-Usage(MB)" not in _flat(second) and "Memory-Usage(MB)" not in _flat(second):
+        raise ParseError(second_at + 1, "header names neither HBM-Usage(MB) nor Memory-Usage(MB)")
+
+    cards: list[NpuCard] = []
+    seen: dict[int, int] = {}
+    pending: tuple[int, dict[str, str]] | None = None
+    for number, line in enumerate(lines[second_at + 1 :], start=second_at + 2):
+        if not line.strip():
+            continue
+        if _is_rule(line):
+            if pending is not None:
+                raise ParseError(number, f"NPU row on line {pending[0]} has no chip row")
+            continue
+        if not line.lstrip().startswith("|"):
+            raise ParseError(number, f"expected a table row starting with '|', got {_clip(line)!r}")
+        if any("process" in cell.lower() for cell in _cells(line, number, piped=True)):
+            if pending is not None:
+                raise ParseError(number, f"NPU row on line {pending[0]} has no chip row")
+            if not cards:
+                raise ParseError(number, "the NPU table has no rows")
+            return cards
+        if pending is None:
+            pending = (number, _npu_values(number, first, line))
+            continue
+        card = _npu_card(pending[0], number, {**pending[1], **_npu_values(number, second, line)})
+        if card.npu_id in seen:
+            raise ParseError(pending[0], f"NPU {card.npu_id} is already listed on line {seen[card.npu_id]} (one chip per NPU)")
+        seen[card.npu_id] = pending[0]
+        cards.append(card)
+        pending = None
+    raise ParseError(len(lines), "output ends before the process table (truncated?)")
+
+
+def _lines(output: str | bytes) -> list[str]:
+    if isinstance(output, bytes):
+        try:
+            output = output.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(output[: exc.start].count(b"\n") + 1, "output is not UTF-8 text (binary junk?)") from None
+    if not output.strip():
+        raise ParseError(1, "empty output")
+    lines = [line.removesuffix("\r") for line in output.split("\n")]
+    for number, line in enumerate(lines, start=1):
+        bad = next((ch for ch in line if not ch.isprintable() and ch != "\t"), None)
+        if bad is not None:
+            raise ParseError(number, f"control character {bad!r} in the output (binary junk?)")
+    if not output.endswith("\n"):
+        raise ParseError(len(lines), "output stops in the middle of a line (truncated?)")
+    return lines[:-1]
+
+
+def _is_rule(line: str) -> bool:
+    stripped = line.strip()
+    return len(stripped) >= 2 and stripped[0] == "+" and set(stripped) <= set("+-=|")
+
+
+def _cells(line: str, number: int, piped: bool) -> list[str]:
+    stripped = line.strip()
+    if not piped:
+        return stripped.split()
+    if len(stripped) < 2 or not stripped.endswith("|"):
+        raise ParseError(number, "row does not end with '|' (truncated?)")
+    return [cell.strip() for cell in stripped[1:-1].split("|")]
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _normalized_cells(line: str) -> list[str]:
+    stripped = line.strip()
+    if _is_rule(stripped):
+        return []
+    return [_normalize(cell) for cell in re.split(r"\||\s+", stripped) if cell.strip()]
+
+
+def _flexnpu_header(number: int, cells: list[str]) -> list[str | None]:
+    fields = [FLEXNPU_COLUMNS.get(_normalize(cell)) for cell in cells]
+    named = [f for f in fields if f is not None]
+    duplicated = sorted({FLEXNPU_LABELS[f] for f in named if named.count(f) > 1})
+    if duplicated:
+        raise ParseError(number, f"header names {', '.join(duplicated)} twice")
+    missing = [label for field, label in FLEXNPU_LABELS.items() if field not in named]
+    if missing:
+        raise ParseError(number, f"header lacks column(s) {', '.join(missing)}")
+    return fields
+
+
+def _flexnpu_row(number: int, fields: list[str | None], cells: list[str]) -> FlexnpuInstance:
+    values: dict[str, str | int] = {}
+    for field, cell in zip(fields, cells, strict=True):
+        if field is None:
+            continue
+        label = FLEXNPU_LABELS[field]
+        if field in ("entity_id", "flexnpu_id"):
+            if not IDENTIFIER.fullmatch(cell):
+                raise ParseError(number, f"{label}: expected an identifier, got {_clip(cell)!r}")
+            values[field] = cell
+        else:
+            values[field] = _whole_number(number, label, cell)
+    if not 0 <= int(values["aicore_percent"]) <= 100:
+        raise ParseError(number, f"AICore-Util(%): {values['aicore_percent']} is outside 0..100")
+    return FlexnpuInstance(**values)  # type: ignore[arg-type]
+
+
+def _piped_tokens(line: str) -> list[list[str]]:
+    """The whitespace-separated tokens of each ``|`` cell ("0  / 0" is one token); [] for non-rows."""
+    stripped = line.strip()
+    if not stripped.startswith("|") or not stripped.endswith("|") or len(stripped) < 2:
+        return []
+    return [re.findall(r"\S+\s*/\s*\S+|\S+", cell) for cell in stripped[1:-1].split("|")]
+
+
+def _flat(header: list[list[str]]) -> list[str]:
+    return [name for cell in header for name in cell]
+
+
+def _npu_header(number: int, header: list[list[str]], required: tuple[str, ...]) -> list[list[str]]:
+    missing = [name for name in required if name not in _flat(header)]
+    if missing:
+        raise ParseError(number, f"header lacks column(s) {', '.join(missing)}")
+    return header
+
+
+def _npu_values(number: int, header: list[list[str]], line: str) -> dict[str, str]:
+    row = _piped_tokens(line)
+    if not row:
+        raise ParseError(number, "row does not end with '|' (truncated?)")
+    if len(row) != len(header):
+        raise ParseError(number, f"row has {len(row)} cell(s), the header has {len(header)} (truncated?)")
+    values = {}
+    for index, (names, tokens) in enumerate(zip(header, row, strict=True), start=1):
+        if len(names) != len(tokens):
+            raise ParseError(number, f"cell {index} has {len(tokens)} value(s) for {len(names)} column(s) {' '.join(names)}")
+        values.update(zip(names, tokens, strict=True))
+    return values
+
+
+def _npu_card(npu_line: int, number: int, values: dict[str, str]) -> NpuCard:
+    memory = values.get("HBM-Usage(MB)", values.get("Memory-Usage(MB)", ""))
+    match = USED_OF_TOTAL.fullmatch(memory)
+    if not match:
+        raise ParseError(number, f"memory usage: expected 'used / total', got {_clip(memory)!r}")
+    used, total = int(match[1]), int(match[2])
+    if used > total:
+        raise ParseError(number, f"memory usage: {used} MB used of {total} MB")
+    health = values["Health"]
+    if not re.fullmatch(r"[A-Za-z]+", health):
+        raise ParseError(npu_line, f"Health: expected a word such as OK, got {_clip(health)!r}")
+    aicore = _whole_number(number, "AICore(%)", values["AICore(%)"])
+    if aicore > 100:
+        raise ParseError(number, f"AICore(%): {aicore} is outside 0..100")
+    bus_id = values["Bus-Id"]
+    if not IDENTIFIER.fullmatch(bus_id):
+        raise ParseError(number, f"Bus-Id: expected a PCI address, got {_clip(bus_id)!r}")
+    name = values["Name"]
+    if not IDENTIFIER.fullmatch(name):
+        raise ParseError(npu_line, f"Name: expected a chip name such as 910B3, got {_clip(name)!r}")
+    return NpuCard(
+        npu_id=_whole_number(npu_line, "NPU", values["NPU"]),
+        name=name,
+        chip_id=_whole_number(number, "Chip", values["Chip"]),
+        bus_id=bus_id,
+        health=health,
+        aicore_percent=aicore,
+        memory_used_mib=used,
+        memory_total_mib=total,
+    )
+
+
+def _whole_number(number: int, label: str, value: str) -> int:
+    if not WHOLE_NUMBER.fullmatch(value):
+        raise ParseError(number, f"{label}: expected a whole number, got {_clip(value)!r}")
+    return int(value)
+
+
+def _next_content(lines: list[str], start: int) -> int | None:
+    return next((n for n in range(start, len(lines)) if lines[n].strip() and not _is_rule(lines[n])), None)
+
+
+def _last_nonblank(lines: list[str]) -> str:
+    return next((line for line in reversed(lines) if line.strip()), "")
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+PARSERS = {"flexnpu-smi": parse_flexnpu_smi_info, "npu-smi": parse_npu_smi_info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m labs.agent.parsers flexnpu-smi|npu-smi FILE`` (``-`` reads standard input)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in PARSERS:
+        print("usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)", file=sys.stderr)
+        return 2
+    command, path = args
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        print(f"cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        records = PARSERS[command](data)
+    except ParseError as exc:
+        print(f"{command} info: parse error: {exc}", file=sys.stderr)
+        return 1
+    for record in records:
+        print(json.dumps(asdict(record)))
+    noun = "instance(s)" if command == "flexnpu-smi" else "NPU(s)"
+    print(f"{command} info: parsed {len(records)} {noun}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

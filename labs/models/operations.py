@@ -1,0 +1,66 @@
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class RepairEvent(models.Model):
+    """Something the reconciler or the agent sync found and did, for operators to read."""
+
+    class Kind(models.TextChoices):
+        RESIDUAL_SEEN = "residual_seen", _("residual instance seen")
+        RESIDUAL_UNREGISTERED = "residual_unregistered", _("residual instance unregistered")
+        ORPHAN_DELETED = "orphan_deleted", _("instance without a session deleted")
+        SESSION_BOUND = "session_bound", _("instance bound to its session")
+        SESSION_FAILED = "session_failed", _("session failed: its instance vanished")
+        NODE_UNAVAILABLE = "node_unavailable", _("node agent unreachable")
+        NODE_AVAILABLE = "node_available", _("node agent reachable again")
+        CARD_CHANGED = "card_changed", _("card inventory changed")
+        GUARANTEE_BREACH = "guarantee_breach", _("AI Core floor not delivered")
+        REPAIR_FAILED = "repair_failed", _("repair failed")
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    node = models.ForeignKey("labs.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="repair_events")
+    session = models.ForeignKey("labs.LabSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="repair_events")
+    entity_id = models.CharField(max_length=128, blank=True)
+    message = models.CharField(max_length=500)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+
+class ResidualCandidate(models.Model):
+    """An instance an agent reports that the ledger does not know, and since when.
+
+    Only one seen for longer than the grace window is unregistered: a pod that has just
+    started may be reported by the agent before the portal has recorded its UID.
+    """
+
+    node = models.ForeignKey("labs.Node", on_delete=models.CASCADE, related_name="residual_candidates")
+    entity_id = models.CharField(max_length=128)
+    first_seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "entity_id"], name="residual_unique_per_node")]
+
+    def __str__(self) -> str:
+        return f"{self.entity_id} on node {self.node_id} since {self.first_seen_at:%H:%M:%S}"
+
+
+class InstanceSample(models.Model):
+    """One agent reading of an instance's AI Core floor, demand and delivered share."""
+
+    node = models.ForeignKey("labs.Node", on_delete=models.CASCADE, related_name="samples")
+    entity_id = models.CharField(max_length=128)
+    taken_at = models.DateTimeField()
+    floor_percent = models.PositiveSmallIntegerField()
+    demand_percent = models.PositiveSmallIntegerField()
+    delivered_percent = models.PositiveSmallIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "entity_id", "taken_at"], name="sample_node_entity_time")]
+
+    def __str__(self) -> str:
+        return f"{self.entity_id}: {self.delivered_percent} % of floor {self.floor_percent} %"

@@ -1,0 +1,191 @@
+"""The reconciler with injected faults: after one reconcile nothing is leaked and nothing live was touched."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from labs.drivers.base import CardBinding, LaunchSpec
+from labs.models import Allocation, Card, LabSession, Node, RepairEvent, ResidualCandidate
+from labs.services.allocation import allocation_pass
+from labs.services.lifecycle import Next, session_poll_instance, session_start_instance, session_stop_instance
+from labs.services.reconcile import reconcile
+from labs.services.sessions import session_launch, session_stop, session_transition
+
+
+def running_session(world, student_index=0):
+    session = session_launch(student=world["students"][student_index], course=world["course"], template=world["small"])
+    allocation_pass()
+    assert session_start_instance(session.pk) == Next.POLL
+    for _ in range(100):
+        if session_poll_instance(session.pk) == Next.DONE:
+            break
+        __import__("time").sleep(0.05)
+    session.refresh_from_db()
+    assert session.state == "running"
+    return session
+
+
+def kinds():
+    return list(RepairEvent.objects.order_by("id").values_list("kind", flat=True))
+
+
+def test_a_healthy_cluster_reconciles_to_nothing(world, agent, cluster_driver):
+    session = running_session(world)
+    assert {i.entity_id for i in agent.driver.instances()} == {session.driver_ref}
+    report = reconcile()
+    assert (report.orphans_deleted, report.sessions_failed, report.residuals_seen, report.residuals_unregistered) == (0, 0, 0, 0)
+    session.refresh_from_db()
+    assert session.state == "running"
+    assert kinds() == []
+
+
+def test_stopping_a_session_unregisters_its_instance(world, agent, cluster_driver):
+    session = running_session(world)
+    session_stop(session_id=session.pk, reason="done")
+    session_stop_instance(session.pk)
+    assert agent.driver.instances() == []
+
+
+def test_a_worker_killed_between_pod_creation_and_the_ledger_update_is_bound_not_deleted(world, agent, cluster_driver):
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    session_transition(session.pk, to="starting")
+    allocation = Allocation.objects.select_related("card__node").get(session=session)
+    # The worker created the pod, the device plugin registered the instance, then the worker died.
+    spec = LaunchSpec(
+        session_id=str(session.pk),
+        kind="jupyter",
+        image="img",
+        secret=session.secret,
+        card=CardBinding(world["node"].name, allocation.card.index, "", "Ascend910B", 5, 4096, "development"),
+    )
+    ref = cluster_driver.create(spec)
+    agent.driver.register(entity_id=ref, card_index=allocation.card.index, core_percent=5, memory_mib=4096)
+
+    report = reconcile()
+    session.refresh_from_db()
+    assert report.bound == 1 and session.driver_ref == ref and session.state == "starting"
+    assert report.orphans_deleted == 0 and report.residuals_unregistered == 0
+    assert str(session.pk) in cluster_driver.list()
+    assert {i.entity_id for i in agent.driver.instances()} == {ref}
+    assert kinds() == ["session_bound"]
+
+
+def test_a_residual_instance_is_unregistered_only_after_the_grace_window(world, agent, cluster_driver, settings):
+    settings.LAB_RESIDUAL_GRACE_SECONDS = 300
+    live = running_session(world)
+    residual = str(uuid.uuid4())  # a force-deleted pod left this behind
+    agent.driver.register(entity_id=residual, card_index=3, core_percent=10, memory_mib=8192)
+
+    first = reconcile()
+    assert first.residuals_seen == 1 and first.residuals_unregistered == 0
+    assert {i.entity_id for i in agent.driver.instances()} == {live.driver_ref, residual}
+
+    ResidualCandidate.objects.update(first_seen_at=timezone.now() - timedelta(seconds=301))
+    second = reconcile()
+    assert second.residuals_unregistered == 1
+    assert {i.entity_id for i in agent.driver.instances()} == {live.driver_ref}
+    live.refresh_from_db()
+    assert live.state == "running"
+    assert kinds() == ["residual_seen", "residual_unregistered"]
+
+
+def test_a_fresh_idle_instance_of_a_live_session_is_never_taken_for_a_residual(world, agent, cluster_driver, settings):
+    settings.LAB_RESIDUAL_GRACE_SECONDS = 0
+    session = running_session(world)  # never touched the NPU: AI Core use 0
+    assert all(i.aicore_percent == 0 for i in agent.driver.instances())
+    reconcile()
+    reconcile()
+    assert {i.entity_id for i in agent.driver.instances()} == {session.driver_ref}
+
+
+def test_a_pod_left_by_a_crashed_stop_is_deleted(world, agent, cluster_driver):
+    session = running_session(world)
+    # The stop marked the session stopped, but its worker died before deleting the pod.
+    LabSession.objects.filter(pk=session.pk).update(state="stopped", ended_at=timezone.now())
+    Allocation.objects.filter(session=session).update(released_at=timezone.now())
+    report = reconcile()
+    assert report.orphans_deleted == 1
+    assert str(session.pk) not in cluster_driver.list()
+    assert "orphan_deleted" in kinds()
+
+
+def test_a_session_whose_pod_vanished_fails_and_releases_its_allocation(world, agent, cluster_driver):
+    session = running_session(world)
+    other = running_session(world, 1)
+    cluster_driver.delete(str(session.pk))  # someone deleted the pod behind the portal's back
+    report = reconcile()
+    assert report.sessions_failed == 1
+    session_stop_instance(session.pk)
+    session.refresh_from_db()
+    assert session.state == "failed" and session.reason == "the lab's instance disappeared from the cluster"
+    assert Allocation.objects.get(session=session).released_at is not None
+    other.refresh_from_db()
+    assert other.state == "running"
+
+
+def test_a_session_whose_npu_instance_vanished_fails(world, agent, cluster_driver):
+    session = running_session(world)
+    agent.driver.unregister(session.driver_ref)
+    reconcile()
+    session.refresh_from_db()
+    assert session.state == "stopping" and session.reason == f"its NPU instance vanished from node {world['node'].name}"
+
+
+def test_an_unreachable_agent_makes_its_node_unavailable_and_releases_nothing(world, agent, cluster_driver):
+    session = running_session(world)
+    agent.stop()
+    report = reconcile()
+    assert report.nodes_unreachable == [world["node"].name]
+    node = Node.objects.get(pk=world["node"].pk)
+    assert not node.available and node.unavailable_reason.startswith("agent unreachable")
+    session.refresh_from_db()
+    assert session.state == "running"
+    assert Allocation.objects.get(session=session).released_at is None
+    queued = session_launch(student=world["students"][1], course=world["course"], template=world["small"])
+    allocation_pass()
+    queued.refresh_from_db()
+    assert queued.state == "queued" and queued.reason == "capacity: no healthy NPU card is available"
+
+    agent.start()  # back on the same port
+    reconcile()
+    assert Node.objects.get(pk=world["node"].pk).available
+    assert kinds() == ["node_unavailable", "node_available"]
+
+
+def test_inventory_sync_marks_a_card_the_agent_reports_unhealthy(world, agent, cluster_driver):
+    agent.driver.set_card_health(2, False)
+    reconcile()
+    assert not Card.objects.get(node=world["node"], index=2).healthy
+    assert RepairEvent.objects.filter(kind="card_changed").count() == 1
+
+
+def test_the_guarantee_monitor_flags_a_floor_not_delivered_over_the_window(world, agent, cluster_driver, settings):
+    settings.LAB_GUARANTEE_MIN_SAMPLES = 3
+    victim = str(uuid.uuid4())
+    hog = str(uuid.uuid4())
+    agent.driver.register(entity_id=victim, card_index=0, core_percent=40, memory_mib=1024, policy="elastic")
+    agent.driver.register(entity_id=hog, card_index=0, core_percent=0, memory_mib=1024, policy="best-effort")
+    agent.driver.set_demand(victim, 100)
+    agent.driver.throttle(victim, 20)  # fault injection: the card delivers less than the floor
+    for _ in range(3):
+        report = reconcile()
+    assert report.breaches == 1
+    event = RepairEvent.objects.get(kind="guarantee_breach")
+    assert event.entity_id == victim and "delivered 20 % AI Core against a floor of 40 %" in event.message
+    reconcile()
+    assert RepairEvent.objects.filter(kind="guarantee_breach").count() == 1  # once per window
+
+
+@pytest.mark.parametrize("delivered", [31, 40])
+def test_a_share_within_the_tolerance_is_not_a_breach(world, agent, cluster_driver, delivered):
+    entity = str(uuid.uuid4())
+    agent.driver.register(entity_id=entity, card_index=0, core_percent=40, memory_mib=1024)
+    agent.driver.set_demand(entity, 100)
+    agent.driver.throttle(entity, delivered)
+    for _ in range(4):
+        assert reconcile().breaches == 0
