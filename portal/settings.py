@@ -150,8 +150,16 @@ LAB_DRIVER = {
         "state_dir": str(VAR_DIR / "driver"),
         "host": env_str("LAB_LOCAL_HOST", "127.0.0.1"),
         "start_delay_seconds": env_float("LAB_SIMULATOR_DELAY_SECONDS", 2.0),
+        # Kubernetes driver (labs.drivers.kubernetes.KubernetesDriver); inside the cluster the
+        # ServiceAccount is used when no API URL is given.
+        "api_url": env_str("LAB_K8S_API_URL", ""),
+        "token": env_str("LAB_K8S_TOKEN", ""),
+        "namespace_prefix": env_str("LAB_K8S_NAMESPACE_PREFIX", "lab-"),
+        "profile": env_str("LAB_K8S_PROFILE", "flexnpu"),
     },
 }
+if env_str("LAB_K8S_URL_PATTERN"):
+    LAB_DRIVER["OPTIONS"]["url_pattern"] = env_str("LAB_K8S_URL_PATTERN")
 LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
 LAB_POLL_INTERVAL_SECONDS = env_float("LAB_POLL_INTERVAL_SECONDS", 1.0, minimum=0.05)

@@ -103,7 +103,13 @@ def session_poll_instance(session_id) -> Next:
         return Next.DONE
     if not session.driver_ref:
         return Next.POLL  # the start task has not recorded the instance yet
-    result = get_driver().poll(str(session_id))
+    try:
+        result = get_driver().poll(str(session_id))
+    except DriverError as exc:
+        # The cluster API did not answer (after the driver's own retries): keep watching; the
+        # spawn timeout above still ends a session that never starts.
+        session_note(session_id, reason=_("waiting for the cluster: %(error)s") % {"error": exc}, state=SessionState.STARTING)
+        return Next.POLL
     if result.status == PollStatus.RUNNING:
         session_transition(session_id, to=SessionState.RUNNING, reason="", access_url=result.access_url[:500])
         return Next.DONE

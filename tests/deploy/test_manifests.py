@@ -346,16 +346,21 @@ def test_placeholder_secrets_are_marked_change_me():
 def test_portal_role_grants_exactly_the_driver_verbs():
     for name in FULL_INSTALLS:
         roles = objects(name, "ClusterRole") + objects(name, "Role")
-        assert [r["metadata"]["name"] for r in roles] == ["npu-lab-portal-lab-driver"]
+        assert sorted(r["metadata"]["name"] for r in roles) == ["npu-lab-portal-lab-driver", "npu-lab-portal-pod-reader"]
+        driver_role = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-lab-driver")
         granted = defaultdict(set)
-        for rule in roles[0]["rules"]:
+        for rule in driver_role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], rule
             assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     granted[(group, resource)] |= set(rule["verbs"])
         assert dict(granted) == ALLOWED_RULES
-        assert not objects(name, "ClusterRoleBinding"), "the portal gets no cluster-wide binding"
+        # The one cluster-wide grant: reading pods, to find a session's pod in any lab namespace.
+        (binding,) = objects(name, "ClusterRoleBinding")
+        assert binding["roleRef"]["name"] == "npu-lab-portal-pod-reader"
+        reader = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-pod-reader")
+        assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
 
 
 @pytest.mark.parametrize("name", ["course", "overlays/example"])

@@ -1,0 +1,393 @@
+"""Pure builders of the Kubernetes objects a lab session needs; no API calls.
+
+Like KubeSpawner's ``make_pod``: every function takes plain values and returns a plain dict
+(the JSON the API server receives), so the objects can be checked against golden files and
+handed to the official client as request bodies unchanged.
+
+Names are derived from the session id, so any process can find a session's objects again:
+pod and service ``lab-<session-id>``, secret ``lab-<session-id>-secret``, all in the course's
+namespace ``<namespace_prefix><course>``. The session's secret (Jupyter token, vLLM API key)
+lives only in the Secret; the pod refers to it with ``secretKeyRef``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from decimal import ROUND_DOWN, Decimal
+
+from labs.drivers.base import CardBinding, DriverError, LaunchSpec
+from labs.drivers.kubernetes.profiles import DeviceProfile
+
+LABEL_PREFIX = "npu-lab.portal"
+SESSION_LABEL = f"{LABEL_PREFIX}/session-id"
+COURSE_LABEL = f"{LABEL_PREFIX}/course"
+STUDENT_LABEL = f"{LABEL_PREFIX}/student"
+KIND_LABEL = f"{LABEL_PREFIX}/kind"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "npu-lab-portal"}
+SESSION_SELECTOR = "app.kubernetes.io/managed-by=npu-lab-portal,app.kubernetes.io/component=lab-session"
+SECRET_KEY = "token"
+JUPYTER_PORT = 8888
+VLLM_PORT = 8000
+SCHEDULER_NAME = "volcano"
+# HBM per card by chip type; a share's memory cap is a fraction of it for vLLM.
+CARD_MEMORY_MIB = {"910B": 65536, "910B1": 65536, "910B2": 65536, "910B3": 65536, "910B4": 32768}
+DEFAULT_CARD_MEMORY_MIB = 65536
+
+_LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+_DNS_LABEL_BAD = re.compile(r"[^a-z0-9-]+")
+
+
+def label_value(value: str) -> str:
+    """``value`` as a valid label value (<= 63 chars of ``[A-Za-z0-9._-]``, alphanumeric at both ends).
+
+    A value that had to change gets a hash suffix, so two students never share a label.
+    """
+    safe = _LABEL_VALUE_BAD.sub("-", value).strip("-_.")
+    if safe == value and len(value) <= 63:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"{safe[:54].strip('-_.')}-{digest}".lstrip("-")
+
+
+def dns_label(value: str, *, max_length: int = 63) -> str:
+    """``value`` lowercased as an RFC 1123 label (alphanumerics and ``-``), hash-suffixed when otherwise changed."""
+    safe = _DNS_LABEL_BAD.sub("-", value.lower()).strip("-")
+    if safe == value.lower() and 0 < len(safe) <= max_length:
+        return safe
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"{safe[: max_length - 9].strip('-')}-{digest}".lstrip("-")
+
+
+def namespace_name(course_code: str, *, namespace_prefix: str = "lab-") -> str:
+    return dns_label(f"{namespace_prefix}{course_code or 'default'}")
+
+
+def pod_name(session_id: str) -> str:
+    return f"lab-{session_id}"
+
+
+def service_name(session_id: str) -> str:
+    return f"lab-{session_id}"
+
+
+def secret_name(session_id: str) -> str:
+    return f"lab-{session_id}-secret"
+
+
+def base_url(session_id: str) -> str:
+    return f"/labs/{session_id}/"
+
+
+@dataclass(frozen=True)
+class PodOptions:
+    """Deployment-wide settings of the lab pods (from the driver's options)."""
+
+    url_pattern: str = "http://{service}.{namespace}.svc:{port}/labs/{session_id}/"
+    scheduler_name: str = SCHEDULER_NAME
+    run_as_user: int = 1000
+    run_as_group: int = 100
+    home_pvc: str = ""  # claim name pattern, e.g. "home-{student}"; empty: no persistent home
+    home_mount_path: str = "/home/jovyan/work"
+    vllm_model: str = "Qwen/Qwen2.5-0.5B-Instruct"
+    vllm_served_model_name: str = ""  # empty: the model's last path segment
+    vllm_max_model_len: int = 4096
+    vllm_max_num_batched_tokens: int = 2048
+    vllm_enforce_eager: bool = False
+    vllm_memory_fraction: str = "0.90"  # of the instance's memory cap that vLLM may fill
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+
+def session_labels(spec: LaunchSpec) -> dict[str, str]:
+    labels = {
+        **MANAGED_BY,
+        "app.kubernetes.io/component": "lab-session",
+        SESSION_LABEL: spec.session_id,
+        KIND_LABEL: label_value(spec.kind),
+    }
+    if spec.course_code:
+        labels[COURSE_LABEL] = label_value(spec.course_code)
+    if spec.student:
+        labels[STUDENT_LABEL] = label_value(spec.student)
+    return labels
+
+
+def session_annotations(spec: LaunchSpec) -> dict[str, str]:
+    """The unmangled values behind the labels, and the ledger's card binding."""
+    card = spec.card
+    return {
+        f"{LABEL_PREFIX}/session-id": spec.session_id,
+        f"{LABEL_PREFIX}/course-code": spec.course_code,
+        f"{LABEL_PREFIX}/student": spec.student,
+        f"{LABEL_PREFIX}/node": card.node,
+        f"{LABEL_PREFIX}/card-index": str(card.card_index),
+        f"{LABEL_PREFIX}/die-id": card.die_id,
+        f"{LABEL_PREFIX}/core-percent": str(card.core_percent),
+        f"{LABEL_PREFIX}/memory-mib": str(card.memory_mib),
+    }
+
+
+def _metadata(spec: LaunchSpec, name: str, namespace: str) -> dict:
+    return {"name": name, "namespace": namespace, "labels": session_labels(spec), "annotations": session_annotations(spec)}
+
+
+def access_url(session_id: str, *, kind: str, namespace: str, url_pattern: str) -> str:
+    """The URL a student opens, from a pattern such as ``https://labs.example.edu/labs/{session_id}/``.
+
+    The pattern may also use ``{namespace}``, ``{service}`` and ``{port}`` (the in-cluster address).
+    """
+    return url_pattern.format(session_id=session_id, namespace=namespace, service=service_name(session_id), port=port_for(kind))
+
+
+def port_for(kind: str) -> int:
+    return VLLM_PORT if kind == "vllm" else JUPYTER_PORT
+
+
+def vllm_memory_utilization(card: CardBinding, fraction: str = "0.90") -> str:
+    """``--gpu-memory-utilization``: vLLM takes a fraction of the card it sees, the share's cap is a part of it.
+
+    The device plugin enforces the cap but the runtime reports the whole card's HBM, so the
+    fraction of the card is ``cap / card memory``, times the headroom ``fraction``; rounded down
+    so vLLM never asks for more than the cap.
+    """
+    total = CARD_MEMORY_MIB.get(card.chip_type, DEFAULT_CARD_MEMORY_MIB)
+    value = (Decimal(card.memory_mib) / Decimal(total) * Decimal(fraction)).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
+    if value <= 0:
+        raise DriverError(f"NPU memory {card.memory_mib} MiB is too small for vLLM.")
+    return str(min(value, Decimal("0.99")))
+
+
+def make_secret(spec: LaunchSpec, *, namespace: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(spec, secret_name(spec.session_id), namespace),
+        "type": "Opaque",
+        "stringData": {SECRET_KEY: spec.secret},
+    }
+
+
+def _secret_env(name: str, spec: LaunchSpec) -> dict:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name(spec.session_id), "key": SECRET_KEY}}}
+
+
+def _jupyter_container(spec: LaunchSpec, options: PodOptions) -> dict:
+    url = base_url(spec.session_id)
+    return {
+        "command": list(spec.command) or ["jupyter", "lab"],
+        "args": [
+            "--no-browser",
+            "--ServerApp.ip=0.0.0.0",
+            f"--ServerApp.port={JUPYTER_PORT}",
+            f"--ServerApp.base_url={url}",
+            *spec.args,
+        ],
+        # Jupyter Server reads its token from JUPYTER_TOKEN.
+        "env": [_secret_env("JUPYTER_TOKEN", spec)],
+        # /api answers without a token once the server is up.
+        "readinessProbe": {"httpGet": {"path": f"{url}api", "port": JUPYTER_PORT}, "periodSeconds": 2, "failureThreshold": 3},
+    }
+
+
+def _vllm_container(spec: LaunchSpec, options: PodOptions) -> dict:
+    model = options.vllm_model
+    served = options.vllm_served_model_name or model.rstrip("/").rsplit("/", 1)[-1]
+    args = [
+        model,
+        "--host=0.0.0.0",
+        f"--port={VLLM_PORT}",
+        f"--served-model-name={served}",
+        f"--max-model-len={options.vllm_max_model_len}",
+        f"--gpu-memory-utilization={vllm_memory_utilization(spec.card, options.vllm_memory_fraction)}",
+        f"--max-num-batched-tokens={options.vllm_max_num_batched_tokens}",
+    ]
+    if options.vllm_enforce_eager:
+        args.append("--enforce-eager")
+    return {
+        "command": list(spec.command) or ["vllm", "serve"],
+        "args": [*args, *spec.args],
+        # vLLM's OpenAI server requires this key as a bearer token when VLLM_API_KEY is set.
+        "env": [_secret_env("VLLM_API_KEY", spec)],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": VLLM_PORT}, "periodSeconds": 5, "failureThreshold": 3},
+    }
+
+
+TEMPLATES = {"jupyter": _jupyter_container, "vllm": _vllm_container}
+
+
+def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, options: PodOptions) -> dict:
+    """The session's pod: one unprivileged NPU container, scheduled by Volcano onto the ledger's node."""
+    try:
+        template = TEMPLATES[spec.kind]
+    except KeyError:
+        raise DriverError(f"Unknown lab kind {spec.kind!r}; expected one of {', '.join(sorted(TEMPLATES))}.") from None
+    device = profile.render(spec.card)
+    container = template(spec, options)
+    container["env"] = [
+        *({"name": key, "value": value} for key, value in sorted(spec.instance_environment().items())),
+        *container["env"],
+    ]
+    port = port_for(spec.kind)
+    container = {
+        "name": "lab",
+        "image": spec.image,
+        **container,
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "resources": {"requests": dict(device.resources), "limits": dict(device.resources)},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    metadata = _metadata(spec, pod_name(spec.session_id), namespace)
+    metadata["labels"] = {**options.extra_labels, **{k: label_value(v) for k, v in spec.labels.items()}, **metadata["labels"]}
+    metadata["annotations"] = {**metadata["annotations"], **device.annotations}
+    pod_spec: dict = {
+        "schedulerName": options.scheduler_name,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(device.node_selector),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": options.run_as_user,
+            "runAsGroup": options.run_as_group,
+            "fsGroup": options.run_as_group,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }
+    if options.home_pvc:
+        claim = dns_label(options.home_pvc.format(student=spec.student or "anonymous", course=spec.course_code))
+        pod_spec["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": claim}}]
+        container["volumeMounts"] = [{"name": "home", "mountPath": options.home_mount_path}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def make_service(spec: LaunchSpec, *, namespace: str) -> dict:
+    """A ClusterIP service in front of the session's pod, for the ingress or the portal's proxy."""
+    port = port_for(spec.kind)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, service_name(spec.session_id), namespace),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {SESSION_LABEL: spec.session_id},
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def make_namespace(course_code: str, *, namespace_prefix: str = "lab-") -> dict:
+    """The course's namespace; Pod Security ``restricted`` matches what ``make_pod`` builds."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace_name(course_code, namespace_prefix=namespace_prefix),
+            "labels": {
+                **MANAGED_BY,
+                COURSE_LABEL: label_value(course_code or "default"),
+                "pod-security.kubernetes.io/enforce": "restricted",
+            },
+            "annotations": {f"{LABEL_PREFIX}/course-code": course_code},
+        },
+    }
+
+
+def make_network_policy(
+    course_code: str,
+    *,
+    namespace_prefix: str = "lab-",
+    portal_namespace: str = "npu-lab-portal",
+    ingress_namespace: str = "ingress-nginx",
+    ingress_pod_labels: dict[str, str] | None = None,
+) -> dict:
+    """Default deny for the course namespace: lab pods take traffic only from the portal and the ingress controller.
+
+    No rule admits pods of the same namespace, so students' pods cannot reach one another.
+    """
+    ingress_pods = ingress_pod_labels or {"app.kubernetes.io/name": "ingress-nginx"}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": "lab-sessions-default-deny",
+            "namespace": namespace_name(course_code, namespace_prefix=namespace_prefix),
+            "labels": dict(MANAGED_BY),
+        },
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": portal_namespace}}}]},
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ingress_namespace}},
+                            "podSelector": {"matchLabels": dict(ingress_pods)},
+                        }
+                    ]
+                },
+            ],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class CourseQuota:
+    """A course's nominal (guaranteed) share and how much more it may borrow; integers, units in the names."""
+
+    guarantee_core_percent: int
+    guarantee_memory_mib: int
+    guarantee_instances: int
+    borrow_core_percent: int = 0
+    borrow_memory_mib: int = 0
+    borrow_instances: int = 0
+
+
+def make_resource_quota(course_code: str, quota: CourseQuota, *, profile: DeviceProfile, namespace_prefix: str = "lab-") -> dict:
+    """The hard ceiling of a course namespace: its guarantee plus its borrowing limit, in device resources.
+
+    Kubernetes quotas have no notion of a guarantee; the guarantee itself is kept by the
+    portal's ledger (and a Volcano queue's ``guarantee``), and recorded here in annotations.
+    """
+    amounts = (
+        quota.guarantee_core_percent,
+        quota.guarantee_memory_mib,
+        quota.guarantee_instances,
+        quota.borrow_core_percent,
+        quota.borrow_memory_mib,
+        quota.borrow_instances,
+    )
+    if any(amount < 0 for amount in amounts):
+        raise ValueError(f"quota amounts must be >= 0, got {quota}")
+    hard = profile.quota(
+        core_percent=quota.guarantee_core_percent + quota.borrow_core_percent,
+        memory_mib=quota.guarantee_memory_mib + quota.borrow_memory_mib,
+        instances=quota.guarantee_instances + quota.borrow_instances,
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "lab-sessions",
+            "namespace": namespace_name(course_code, namespace_prefix=namespace_prefix),
+            "labels": dict(MANAGED_BY),
+            "annotations": {
+                f"{LABEL_PREFIX}/guarantee-core-percent": str(quota.guarantee_core_percent),
+                f"{LABEL_PREFIX}/guarantee-memory-mib": str(quota.guarantee_memory_mib),
+                f"{LABEL_PREFIX}/guarantee-instances": str(quota.guarantee_instances),
+                f"{LABEL_PREFIX}/borrow-core-percent": str(quota.borrow_core_percent),
+                f"{LABEL_PREFIX}/borrow-memory-mib": str(quota.borrow_memory_mib),
+                f"{LABEL_PREFIX}/borrow-instances": str(quota.borrow_instances),
+            },
+        },
+        "spec": {"hard": hard},
+    }

@@ -1,0 +1,431 @@
+"""``KubernetesDriver``: lab sessions as pods scheduled by Volcano, through the official client.
+
+Chosen in settings::
+
+    LAB_DRIVER = {
+        "BACKEND": "labs.drivers.kubernetes.KubernetesDriver",
+        "OPTIONS": {"api_url": "https://k8s.example.edu:6443", "token": "...", "profile": "flexnpu",
+                    "url_pattern": "https://labs.example.edu/labs/{session_id}/"},
+    }
+
+Without ``api_url`` the driver uses the in-cluster service account, else the kubeconfig
+(``kubeconfig`` option or the default file). Every object of a session carries the label
+``npu-lab.portal/session-id``, so any process finds it again; the reference returned by
+``create`` is the pod UID, which FlexNPU uses as the instance's entity-id.
+
+Transient API failures (HTTP 429/500/502/503/504, connection errors, read timeouts) are
+retried by urllib3's ``Retry`` on the client's connection pool, with exponential backoff; a
+create that timed out after the server committed it comes back as 409 AlreadyExists, which
+``create`` treats as success and reads the existing pod. Anything left is a ``DriverError``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import fields, replace
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
+
+from labs.drivers.base import ClusterDriver, DriverError, LaunchSpec, PollResult, PollStatus
+from labs.drivers.kubernetes import builders
+from labs.drivers.kubernetes.profiles import DeviceProfile, get_profile
+from labs.drivers.statefile import canonical_session_id
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+START_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"})
+STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+DEFAULT_URL_PATTERN = builders.PodOptions.url_pattern
+
+
+def _as_bool(value: object) -> bool:
+    if isinstance(value, str):
+        if value.strip().lower() in {"1", "true", "yes", "on"}:
+            return True
+        if value.strip().lower() in {"0", "false", "no", "off", ""}:
+            return False
+        raise ValueError(f"not a boolean: {value!r}")
+    return bool(value)
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
+class KubernetesDriver(ClusterDriver):
+    """Lab sessions as pods: ``PENDING`` until the pod is Running and Ready, then ``RUNNING``.
+
+    Options (all optional):
+
+    * ``api_url``, ``token``, ``verify_ssl``, ``ca_cert`` — the API server and a bearer token;
+      without ``api_url``: in-cluster service account, else ``kubeconfig`` (a path) or the default one.
+    * ``namespace_prefix`` (``npu-lab-``) — course namespaces are ``<prefix><course code>``;
+      ``manage_namespaces`` (true) makes a missing one with its default-deny NetworkPolicy, which
+      admits only ``portal_namespace`` and the ingress controller in ``ingress_namespace``.
+    * ``profile`` (``flexnpu`` | ``vnpu`` | ``hami``) and ``profile_settings`` (e.g. ``{"mode": "hard"}``).
+    * ``url_pattern`` — the access URL, with ``{session_id}`` (and ``{namespace}``, ``{service}``, ``{port}``).
+    * ``pod_options`` — fields of ``builders.PodOptions`` (persistent home claim, vLLM settings, ...).
+    * ``spawn_timeout_seconds`` (600) — a pod still pending after this is ``FAILED``.
+    * ``request_timeout_seconds`` (10), ``retries`` (3) — per API request; ``delete_wait_seconds``
+      (60) — how long ``delete`` waits for the pod to be gone.
+    """
+
+    option_names = frozenset(
+        {
+            "api_url",
+            "token",
+            "kubeconfig",
+            "verify_ssl",
+            "ca_cert",
+            "namespace_prefix",
+            "manage_namespaces",
+            "portal_namespace",
+            "ingress_namespace",
+            "profile",
+            "profile_settings",
+            "url_pattern",
+            "pod_options",
+            "spawn_timeout_seconds",
+            "request_timeout_seconds",
+            "retries",
+            "delete_wait_seconds",
+        }
+    )
+
+    def __init__(
+        self,
+        *,
+        api_url: str = "",
+        token: str = "",
+        kubeconfig: str = "",
+        verify_ssl: bool | str = True,
+        ca_cert: str = "",
+        namespace_prefix: str = "lab-",
+        manage_namespaces: bool | str = False,
+        portal_namespace: str = "npu-lab-portal",
+        ingress_namespace: str = "ingress-nginx",
+        profile: str = "flexnpu",
+        profile_settings: dict[str, Any] | None = None,
+        url_pattern: str = DEFAULT_URL_PATTERN,
+        pod_options: dict[str, Any] | None = None,
+        spawn_timeout_seconds: float = 600.0,
+        request_timeout_seconds: float = 10.0,
+        retries: int = 3,
+        delete_wait_seconds: float = 60.0,
+    ) -> None:
+        for name, value in (
+            ("spawn_timeout_seconds", spawn_timeout_seconds),
+            ("request_timeout_seconds", request_timeout_seconds),
+            ("delete_wait_seconds", delete_wait_seconds),
+        ):
+            if float(value) <= 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        if int(retries) < 0:
+            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        try:
+            url_pattern.format(session_id="s", namespace="n", service="svc", port=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"url_pattern {url_pattern!r} may use only {{session_id}}, {{namespace}}, {{service}}, {{port}}"
+            ) from exc
+        known = {f.name for f in fields(builders.PodOptions)}
+        unknown = sorted(set(pod_options or {}) - known)
+        if unknown:
+            raise ValueError(f"unknown pod_options {unknown}; known: {sorted(known)}")
+        self.profile: DeviceProfile = get_profile(profile, **(profile_settings or {}))
+        self.pod_options = builders.PodOptions(**{**(pod_options or {}), "url_pattern": url_pattern})
+        self.namespace_prefix = namespace_prefix
+        self.manage_namespaces = _as_bool(manage_namespaces)
+        self.portal_namespace = portal_namespace
+        self.ingress_namespace = ingress_namespace
+        self.spawn_timeout_seconds = float(spawn_timeout_seconds)
+        self.request_timeout_seconds = float(request_timeout_seconds)
+        self.delete_wait_seconds = float(delete_wait_seconds)
+        self.api_client = client.ApiClient(
+            self._configuration(api_url, token, kubeconfig, _as_bool(verify_ssl), ca_cert, int(retries))
+        )
+        self.core = client.CoreV1Api(self.api_client)
+        self.networking = client.NetworkingV1Api(self.api_client)
+        self._ensured_namespaces: set[str] = set()
+
+    @staticmethod
+    def _configuration(
+        api_url: str, token: str, kubeconfig: str, verify_ssl: bool, ca_cert: str, retries: int
+    ) -> client.Configuration:
+        configuration = client.Configuration()
+        if api_url:
+            configuration.host = api_url.rstrip("/")
+            if token:
+                configuration.api_key = {"authorization": token}
+                configuration.api_key_prefix = {"authorization": "Bearer"}
+            configuration.verify_ssl = verify_ssl
+            if ca_cert:
+                configuration.ssl_ca_cert = ca_cert
+        else:
+            try:
+                if kubeconfig:
+                    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+                else:
+                    try:
+                        config.load_incluster_config(client_configuration=configuration)
+                    except ConfigException:
+                        config.load_kube_config(client_configuration=configuration)
+            except (ConfigException, OSError) as exc:
+                raise ValueError(f"no Kubernetes API: set api_url, run in a cluster or provide a kubeconfig ({exc})") from exc
+        # Retries live on the connection pool, so every call of the client gets them.
+        configuration.retries = Retry(
+            total=retries,
+            connect=retries,
+            read=retries,
+            status=retries,
+            other=0,
+            backoff_factor=0.2,
+            backoff_max=5,
+            status_forcelist=RETRY_STATUSES,
+            allowed_methods=None,  # every verb: creates are idempotent by name, deletes by 404
+            raise_on_status=False,  # the last 5xx reaches the client as an ApiException
+            respect_retry_after_header=True,
+        )
+        return configuration
+
+    # -- API plumbing -------------------------------------------------------------------------
+
+    def _call(self, what: str, method: Any, *args: Any, passthrough: tuple[int, ...] = (), **kwargs: Any) -> Any:
+        """Call the API; statuses in ``passthrough`` re-raise ``ApiException``, all else becomes ``DriverError``."""
+        try:
+            return method(*args, _request_timeout=self.request_timeout_seconds, **kwargs)
+        except ApiException as exc:
+            if exc.status in passthrough:
+                raise
+            raise DriverError(f"The cluster refused {what}: {_api_message(exc)}.") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise DriverError(f"The cluster API did not answer while {what}; try again shortly.") from exc
+
+    def _create(self, what: str, method: Any, namespace: str | None, body: dict) -> bool:
+        """Create an object; ``False`` if it already existed."""
+        args = (namespace, body) if namespace is not None else (body,)
+        try:
+            self._call(what, method, *args, passthrough=(409,))
+        except ApiException:
+            return False
+        return True
+
+    def _session_pods(self, session_id: str) -> list[client.V1Pod]:
+        selector = f"{builders.SESSION_LABEL}={session_id}"
+        pods = self._call("listing lab pods", self.core.list_pod_for_all_namespaces, label_selector=selector).items
+        # Filtered here too: the selector is the API server's job, but a wrong pod here would be deleted.
+        return [pod for pod in pods if self._owns(pod) and (pod.metadata.labels or {}).get(builders.SESSION_LABEL) == session_id]
+
+    def _owns(self, obj: Any) -> bool:
+        labels = obj.metadata.labels or {}
+        return (
+            all(labels.get(key) == value for key, value in builders.MANAGED_BY.items())
+            and labels.get("app.kubernetes.io/component") == "lab-session"
+            and (obj.metadata.namespace or "").startswith(self.namespace_prefix)
+        )
+
+    # -- namespaces -------------------------------------------------------------------------------
+
+    def ensure_course_namespace(self, course_code: str) -> str:
+        """Make the course namespace and its default-deny NetworkPolicy if missing; return its name."""
+        namespace = builders.make_namespace(course_code, namespace_prefix=self.namespace_prefix)
+        name = namespace["metadata"]["name"]
+        self._create(f"the course namespace {name}", self.core.create_namespace, None, namespace)
+        policy = builders.make_network_policy(
+            course_code,
+            namespace_prefix=self.namespace_prefix,
+            portal_namespace=self.portal_namespace,
+            ingress_namespace=self.ingress_namespace,
+        )
+        self._create(f"the network policy of {name}", self.networking.create_namespaced_network_policy, name, policy)
+        return name
+
+    # -- the contract ----------------------------------------------------------------------------
+
+    def create(self, spec: LaunchSpec) -> str:
+        spec = replace(spec, session_id=canonical_session_id(spec.session_id))
+        namespace = builders.namespace_name(spec.course_code, namespace_prefix=self.namespace_prefix)
+        # Built first: a share the device plugin cannot express fails before anything is made.
+        pod = builders.make_pod(spec, profile=self.profile, namespace=namespace, options=self.pod_options)
+        if self.manage_namespaces and namespace not in self._ensured_namespaces:
+            self.ensure_course_namespace(spec.course_code)
+            self._ensured_namespaces.add(namespace)
+        # The pod first, then its secret and service owned by it: Kubernetes' garbage collector
+        # removes them with the pod, so the portal never needs to list secrets or services
+        # (least privilege). The kubelet retries a container whose secretKeyRef is not there yet.
+        created = self._create("the lab pod", self.core.create_namespaced_pod, namespace, pod)
+        name = builders.pod_name(spec.session_id)
+        try:
+            current = self._call("reading the lab pod", self.core.read_namespaced_pod, name, namespace, passthrough=(404,))
+        except ApiException:
+            raise DriverError("The lab pod disappeared right after it was created; try again.") from None
+        uid = current.metadata.uid
+        if not uid:
+            raise DriverError("The cluster returned the lab pod without a UID.")
+        if not created and (current.metadata.labels or {}).get(builders.SESSION_LABEL) != spec.session_id:
+            raise DriverError(f"A pod named {name} that is not this session's already exists in {namespace}.")
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "blockOwnerDeletion": False}
+        for what, method, body in (
+            ("the lab's secret", self.core.create_namespaced_secret, builders.make_secret(spec, namespace=namespace)),
+            ("the lab's service", self.core.create_namespaced_service, builders.make_service(spec, namespace=namespace)),
+        ):
+            body["metadata"]["ownerReferences"] = [owner]
+            self._create(what, method, namespace, body)
+        return uid
+
+    def poll(self, session_id: str) -> PollResult:
+        session_id = canonical_session_id(session_id)
+        pods = self._session_pods(session_id)
+        if not pods:
+            return PollResult(PollStatus.GONE)
+        return self._pod_result(pods[0], session_id)
+
+    def _pod_result(self, pod: client.V1Pod, session_id: str) -> PollResult:
+        status = pod.status or client.V1PodStatus()
+        phase = status.phase or "Pending"
+        if pod.metadata.deletion_timestamp:
+            return PollResult(PollStatus.FAILED, message="the lab is being stopped")
+        if phase in {"Failed", "Succeeded"}:
+            return PollResult(PollStatus.FAILED, message=f"the lab stopped: {self._stop_reason(status, phase)}")
+        for container in status.container_statuses or []:
+            state = container.state
+            waiting = state.waiting if state else None
+            terminated = state.terminated if state else None
+            if waiting and waiting.reason in IMAGE_PULL_FAILURES:
+                return PollResult(PollStatus.FAILED, message=f"image pull failed: {waiting.message or waiting.reason}")
+            if waiting and waiting.reason in START_FAILURES:
+                return PollResult(
+                    PollStatus.FAILED, message=f"the container could not start: {waiting.message or waiting.reason}"
+                )
+            if terminated:
+                return PollResult(PollStatus.FAILED, message=f"the lab stopped: {self._terminated_reason(terminated)}")
+        conditions = {condition.type: condition for condition in status.conditions or []}
+        if phase == "Running":
+            ready = conditions.get("Ready")
+            if ready is not None and ready.status == "True":
+                kind = (pod.metadata.labels or {}).get(builders.KIND_LABEL, "jupyter")
+                url = builders.access_url(
+                    session_id, kind=kind, namespace=pod.metadata.namespace, url_pattern=self.pod_options.url_pattern
+                )
+                return PollResult(PollStatus.RUNNING, access_url=url)
+            return PollResult(PollStatus.PENDING, message="starting: waiting for the lab to answer")
+        message = self._pending_message(pod, conditions)
+        age = self._age_seconds(pod)
+        if age is not None and age > self.spawn_timeout_seconds:
+            return PollResult(
+                PollStatus.FAILED, message=f"the lab did not start within {self.spawn_timeout_seconds:g} s ({message})"
+            )
+        return PollResult(PollStatus.PENDING, message=message)
+
+    def _pending_message(self, pod: client.V1Pod, conditions: dict[str, Any]) -> str:
+        scheduled = conditions.get("PodScheduled")
+        if scheduled is not None and scheduled.status == "False":
+            if scheduled.reason == "Unschedulable":
+                return f"waiting for an NPU: {scheduled.message or 'no node has room'}"
+            return f"waiting to be scheduled: {scheduled.message or scheduled.reason or 'pending'}"
+        for container in (pod.status.container_statuses if pod.status else None) or []:
+            waiting = container.state.waiting if container.state else None
+            if waiting and waiting.reason in STARTING:
+                return "starting container"
+        if scheduled is not None and scheduled.status == "True":
+            return "starting container"
+        # No condition yet: a scheduler that gave up may have said why only in an event.
+        event = self._latest_warning(pod)
+        if event is not None and event.reason == "FailedScheduling":
+            return f"waiting for an NPU: {event.message}"
+        return "waiting to be scheduled"
+
+    def _latest_warning(self, pod: client.V1Pod) -> client.CoreV1Event | None:
+        selector = f"involvedObject.uid={pod.metadata.uid}"
+        events = self._call(
+            "reading the lab pod's events", self.core.list_namespaced_event, pod.metadata.namespace, field_selector=selector
+        ).items
+        warnings = [
+            event
+            for event in events
+            if event.type == "Warning" and event.involved_object is not None and event.involved_object.uid == pod.metadata.uid
+        ]
+        if not warnings:
+            return None
+
+        def when(event: client.CoreV1Event) -> dt.datetime:
+            stamp = event.last_timestamp or event.event_time or event.metadata.creation_timestamp
+            return stamp if stamp is not None else dt.datetime.min.replace(tzinfo=dt.UTC)
+
+        return max(warnings, key=when)
+
+    @staticmethod
+    def _terminated_reason(terminated: client.V1ContainerStateTerminated) -> str:
+        reason = terminated.reason or "exited"
+        detail = f" ({terminated.message})" if terminated.message else ""
+        return f"{reason}, exit code {terminated.exit_code}{detail}"
+
+    def _stop_reason(self, status: client.V1PodStatus, phase: str) -> str:
+        for container in status.container_statuses or []:
+            if container.state and container.state.terminated:
+                return self._terminated_reason(container.state.terminated)
+        if status.reason or status.message:
+            return ": ".join(part for part in (status.reason, status.message) if part)
+        return "completed" if phase == "Succeeded" else "failed"
+
+    @staticmethod
+    def _age_seconds(pod: client.V1Pod) -> float | None:
+        created = pod.metadata.creation_timestamp
+        if created is None:
+            return None
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=dt.UTC)
+        return (dt.datetime.now(dt.UTC) - created).total_seconds()
+
+    def delete(self, session_id: str) -> None:
+        session_id = canonical_session_id(session_id)
+        for pod in self._session_pods(session_id):
+            namespace = pod.metadata.namespace
+            self._delete("the lab pod", self.core.delete_namespaced_pod, pod)
+            # Owned by the pod, so the garbage collector removes them anyway; deleting them by
+            # name too frees them at once on clusters (and emulators) that collect lazily.
+            for what, deleter, name in (
+                ("the lab's service", self.core.delete_namespaced_service, builders.service_name(session_id)),
+                ("the lab's secret", self.core.delete_namespaced_secret, builders.secret_name(session_id)),
+            ):
+                try:
+                    self._call(f"deleting {what}", deleter, name, namespace, passthrough=(404,))
+                except ApiException:
+                    pass  # already gone
+        # The NPU share is free only once the pod is gone, not when its deletion is accepted.
+        deadline = time.monotonic() + self.delete_wait_seconds
+        while self._session_pods(session_id):
+            if time.monotonic() >= deadline:
+                raise DriverError(f"The lab pod is still stopping after {self.delete_wait_seconds:g} s.")
+            time.sleep(0.2)
+
+    def _delete(self, what: str, method: Any, obj: Any) -> None:
+        try:
+            self._call(f"deleting {what}", method, obj.metadata.name, obj.metadata.namespace, passthrough=(404,))
+        except ApiException:
+            pass  # already gone
+
+    def list(self) -> set[str]:
+        selector = builders.SESSION_SELECTOR
+        pods = self._call("listing lab pods", self.core.list_pod_for_all_namespaces, label_selector=selector).items
+        sessions = set()
+        for pod in pods:
+            if not self._owns(pod):
+                continue
+            try:
+                sessions.add(canonical_session_id((pod.metadata.labels or {}).get(builders.SESSION_LABEL)))
+            except DriverError:
+                continue  # a hand-made pod with our labels but no session id
+        return sessions

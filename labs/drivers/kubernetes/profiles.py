@@ -1,0 +1,186 @@
+"""Device profiles: how one NPU share (a ``CardBinding``) is asked for in a pod.
+
+Each profile renders the share as extended resources (requests == limits, as every NPU device
+plugin requires), pod annotations and a node selector. The ledger has already placed the
+share on a node and card, so every profile pins the node; profiles whose scheduler can be told
+the card (openFuyao's die id) pin that too. Amounts that the device plugin cannot express
+exactly are refused with ``DriverError`` rather than rounded: rounding a memory cap up would
+break the per-card sum the ledger keeps, rounding it down would break the student's promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from labs.drivers.base import CardBinding, DriverError
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """What a profile adds to a pod: container resources (requests == limits), annotations, node selector."""
+
+    resources: dict[str, str]
+    annotations: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+
+
+def _check_core_percent(card: CardBinding) -> int:
+    core = card.core_percent
+    if not isinstance(core, int) or isinstance(core, bool) or not 1 <= core <= 100:
+        raise DriverError(f"NPU core share must be a whole percent from 1 to 100, got {core!r}.")
+    return core
+
+
+def _memory_units(card: CardBinding, unit_mib: int, resource: str) -> int:
+    memory = card.memory_mib
+    if not isinstance(memory, int) or isinstance(memory, bool) or memory <= 0:
+        raise DriverError(f"NPU memory must be a positive number of MiB, got {memory!r}.")
+    if memory % unit_mib:
+        raise DriverError(
+            f"NPU memory {memory} MiB is not a multiple of {unit_mib} MiB, the unit of {resource}; "
+            f"use {memory // unit_mib * unit_mib or unit_mib} or {(memory // unit_mib + 1) * unit_mib} MiB."
+        )
+    return memory // unit_mib
+
+
+def _node_selector(card: CardBinding) -> dict[str, str]:
+    if not card.node:
+        raise DriverError("The NPU share has no node; the ledger must place it before the pod is made.")
+    return {HOSTNAME_LABEL: card.node}
+
+
+class DeviceProfile:
+    """Base class. ``render`` is for a pod, ``quota`` for a namespace's ResourceQuota."""
+
+    name = ""
+
+    def render(self, card: CardBinding) -> DeviceRequest:
+        raise NotImplementedError
+
+    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
+        """ResourceQuota ``hard`` entries for a course total (extended resources are quota'd on requests)."""
+        raise NotImplementedError
+
+
+class FlexNPUProfile(DeviceProfile):
+    """Huawei CCE FlexNPU: core floor in percent, memory cap in 128 MiB units, one card per instance."""
+
+    name = "flexnpu"
+    CORE = "volcano.sh/flexnpu-core.percentage"
+    MEMORY = "volcano.sh/flexnpu-memory.128mi"
+    NUM = "volcano.sh/flexnpu-num"
+    MEMORY_UNIT_MIB = 128
+
+    def render(self, card: CardBinding) -> DeviceRequest:
+        core = _check_core_percent(card)
+        units = _memory_units(card, self.MEMORY_UNIT_MIB, self.MEMORY)
+        return DeviceRequest(
+            resources={self.CORE: str(core), self.MEMORY: str(units), self.NUM: "1"},
+            node_selector=_node_selector(card),
+        )
+
+    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
+        return {
+            f"requests.{self.CORE}": str(core_percent),
+            f"requests.{self.MEMORY}": str(memory_mib // self.MEMORY_UNIT_MIB),
+            f"requests.{self.NUM}": str(instances),
+            "pods": str(instances),
+        }
+
+
+@dataclass(frozen=True)
+class VNPUProfile(DeviceProfile):
+    """openFuyao vNPU: ``vnpu-cores`` in percent, memory in 1 GiB units, card pinned by die id.
+
+    ``mode`` is ``soft`` (idle compute may be lent) or ``hard``; ``policy`` is the soft-mode
+    share policy: ``elastic`` is FlexNPU's behaviour (floor guaranteed, idle lent out).
+    """
+
+    mode: str = "soft"
+    policy: str = "elastic"
+    name = "vnpu"
+    NUMBER = "huawei.com/vnpu-number"
+    CORES = "huawei.com/vnpu-cores"
+    MEMORY = "huawei.com/vnpu-memory.1Gi"
+    MODE = "huawei.com/vnpu-mode"
+    POLICY = "huawei.com/vnpu-soft-scheduler-policy"
+    DIE_ID = "huawei.com/vnpu-use-npu-dieID"
+    MEMORY_UNIT_MIB = 1024
+
+    def __post_init__(self) -> None:
+        if self.mode not in {"soft", "hard"}:
+            raise ValueError(f"vNPU mode must be 'soft' or 'hard', got {self.mode!r}")
+        if self.policy not in {"fixed-share", "elastic", "best-effort"}:
+            raise ValueError(f"vNPU policy must be fixed-share, elastic or best-effort, got {self.policy!r}")
+
+    def render(self, card: CardBinding) -> DeviceRequest:
+        core = _check_core_percent(card)
+        units = _memory_units(card, self.MEMORY_UNIT_MIB, self.MEMORY)
+        annotations = {self.MODE: self.mode}
+        if self.mode == "soft":
+            annotations[self.POLICY] = self.policy
+        if card.die_id:
+            annotations[self.DIE_ID] = card.die_id
+        return DeviceRequest(
+            resources={self.NUMBER: "1", self.CORES: str(core), self.MEMORY: str(units)},
+            annotations=annotations,
+            node_selector=_node_selector(card),
+        )
+
+    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
+        return {
+            f"requests.{self.CORES}": str(core_percent),
+            f"requests.{self.MEMORY}": str(memory_mib // self.MEMORY_UNIT_MIB),
+            f"requests.{self.NUMBER}": str(instances),
+            "pods": str(instances),
+        }
+
+
+@dataclass(frozen=True)
+class HAMiProfile(DeviceProfile):
+    """HAMi / Volcano deviceshare for Ascend: device count, memory in MiB, core in percent."""
+
+    device: str = "Ascend910B3"
+    node_policy: str = "binpack"
+    card_policy: str = "binpack"
+    name = "hami"
+
+    def __post_init__(self) -> None:
+        for policy in (self.node_policy, self.card_policy):
+            if policy not in {"binpack", "spread"}:
+                raise ValueError(f"HAMi scheduler policy must be 'binpack' or 'spread', got {policy!r}")
+
+    def render(self, card: CardBinding) -> DeviceRequest:
+        core = _check_core_percent(card)
+        memory = _memory_units(card, 1, f"huawei.com/{self.device}-memory")
+        return DeviceRequest(
+            resources={
+                f"huawei.com/{self.device}": "1",
+                f"huawei.com/{self.device}-memory": str(memory),
+                f"huawei.com/{self.device}-core": str(core),
+            },
+            annotations={"hami.io/node-scheduler-policy": self.node_policy, "hami.io/gpu-scheduler-policy": self.card_policy},
+            node_selector=_node_selector(card),
+        )
+
+    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
+        return {
+            f"requests.huawei.com/{self.device}": str(instances),
+            f"requests.huawei.com/{self.device}-memory": str(memory_mib),
+            f"requests.huawei.com/{self.device}-core": str(core_percent),
+            "pods": str(instances),
+        }
+
+
+PROFILES: dict[str, type[DeviceProfile]] = {"flexnpu": FlexNPUProfile, "vnpu": VNPUProfile, "hami": HAMiProfile}
+
+
+def get_profile(name: str = "flexnpu", **settings: str) -> DeviceProfile:
+    """The profile called ``name`` (``flexnpu``, ``vnpu`` or ``hami``); ``ValueError`` for any other."""
+    try:
+        cls = PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown device profile {name!r}; choose one of {', '.join(sorted(PROFILES))}") from None
+    return cls(**settings)

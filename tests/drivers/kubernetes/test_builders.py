@@ -1,0 +1,136 @@
+"""The object builders, checked against golden files (``UPDATE_GOLDEN=1`` rewrites them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from labs.drivers.base import CardBinding, LaunchSpec
+from labs.drivers.kubernetes import builders
+from labs.drivers.kubernetes.profiles import get_profile
+
+GOLDEN = Path(__file__).parent / "golden"
+SESSION_ID = "0f8b3c2e-5d1a-4c47-9a6e-2b7f1e9d4c10"
+CARD = CardBinding(
+    node="npu-node-07", card_index=5, die_id="die-5b", chip_type="910B", core_percent=25, memory_mib=8192, scenario="development"
+)
+
+
+def spec(kind: str) -> LaunchSpec:
+    return LaunchSpec(
+        session_id=SESSION_ID,
+        kind=kind,
+        image=f"registry.example.edu/npu-lab/{kind}:1",
+        secret="s3cr3t-token-never-in-the-pod",
+        card=CARD,
+        course_code="CS 231/Spring",
+        student="Ada.Lovelace@example.edu",
+    )
+
+
+def assert_golden(name: str, obj: object) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=True) + "\n"
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing; run with UPDATE_GOLDEN=1 to write it"
+    assert text == path.read_text(), f"{name} differs from {path}; if intended, run with UPDATE_GOLDEN=1"
+
+
+@pytest.mark.parametrize("kind", ["jupyter", "vllm"])
+@pytest.mark.parametrize("profile", ["flexnpu", "vnpu", "hami"])
+def test_the_pod_matches_its_golden_file(profile: str, kind: str) -> None:
+    pod = builders.make_pod(spec(kind), profile=get_profile(profile), namespace="lab-cs-231", options=builders.PodOptions())
+
+    assert_golden(f"pod-{profile}-{kind}", pod)
+
+
+def test_a_persistent_home_and_enforce_eager_match_their_golden_file() -> None:
+    options = builders.PodOptions(home_pvc="home-{student}", vllm_enforce_eager=True, vllm_max_num_batched_tokens=1024)
+
+    assert_golden(
+        "pod-flexnpu-jupyter-home", builders.make_pod(spec("jupyter"), profile=get_profile(), namespace="ns", options=options)
+    )
+    assert_golden(
+        "pod-flexnpu-vllm-eager", builders.make_pod(spec("vllm"), profile=get_profile(), namespace="ns", options=options)
+    )
+
+
+@pytest.mark.parametrize("kind", ["jupyter", "vllm"])
+def test_the_secret_is_only_in_the_secret_object(kind: str) -> None:
+    pod = builders.make_pod(spec(kind), profile=get_profile(), namespace="ns", options=builders.PodOptions())
+    secret = builders.make_secret(spec(kind), namespace="ns")
+
+    assert "s3cr3t-token-never-in-the-pod" not in json.dumps(pod)
+    assert secret["stringData"]["token"] == "s3cr3t-token-never-in-the-pod"
+    env = {item["name"]: item for item in pod["spec"]["containers"][0]["env"]}
+    key = "JUPYTER_TOKEN" if kind == "jupyter" else "VLLM_API_KEY"
+    assert env[key]["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"], "key": "token"}
+
+
+def test_service_secret_namespace_policy_and_quota_match_their_golden_files() -> None:
+    quota = builders.CourseQuota(
+        guarantee_core_percent=400,
+        guarantee_memory_mib=65536,
+        guarantee_instances=16,
+        borrow_core_percent=200,
+        borrow_memory_mib=32768,
+        borrow_instances=8,
+    )
+
+    assert_golden("service-jupyter", builders.make_service(spec("jupyter"), namespace="lab-cs-231"))
+    assert_golden("secret-vllm", builders.make_secret(spec("vllm"), namespace="lab-cs-231"))
+    assert_golden("namespace", builders.make_namespace("CS 231/Spring"))
+    assert_golden("network-policy", builders.make_network_policy("CS 231/Spring"))
+    for profile in ("flexnpu", "vnpu", "hami"):
+        assert_golden(
+            f"resource-quota-{profile}", builders.make_resource_quota("CS 231/Spring", quota, profile=get_profile(profile))
+        )
+
+
+def test_the_network_policy_admits_no_traffic_between_lab_pods() -> None:
+    policy = builders.make_network_policy("NPU101")
+
+    assert policy["spec"]["podSelector"] == {}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    for rule in policy["spec"]["ingress"]:
+        assert all("namespaceSelector" in peer for peer in rule["from"])
+
+
+@pytest.mark.parametrize(
+    ("memory_mib", "chip", "expected"),
+    [(8192, "910B", "0.11"), (65536, "910B", "0.90"), (16384, "910B4", "0.45"), (32768, "910B", "0.45")],
+)
+def test_vllm_memory_utilization_is_the_cap_as_a_fraction_of_the_card_rounded_down(
+    memory_mib: int, chip: str, expected: str
+) -> None:
+    card = replace(CARD, memory_mib=memory_mib, chip_type=chip)
+
+    assert builders.vllm_memory_utilization(card) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("ada", "ada"),
+        ("NPU101", "NPU101"),
+        ("Ada.Lovelace@example.edu", "Ada.Lovelace-example.edu-7d2d9a6c"),
+        ("x" * 70, "x" * 54 + "-" + "7b58bff0"),
+    ],
+)
+def test_label_values_are_made_safe_and_stay_distinct(value: str, expected: str) -> None:
+    result = builders.label_value(value)
+
+    assert len(result) <= 63
+    assert result[:20] == expected[:20]
+    assert builders.label_value(value) != builders.label_value(value + "!")
+
+
+def test_namespace_names_are_lowercase_dns_labels() -> None:
+    assert builders.namespace_name("NPU101") == "lab-npu101"
+    assert builders.namespace_name("CS 231/Spring").startswith("lab-cs-231-spring-")
+    assert builders.namespace_name("") == "lab-default"

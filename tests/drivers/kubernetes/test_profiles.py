@@ -1,0 +1,82 @@
+"""Device profiles: resource names, units and the granularity each device plugin can express."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from labs.drivers.base import CardBinding, DriverError
+from labs.drivers.kubernetes.profiles import FlexNPUProfile, HAMiProfile, VNPUProfile, get_profile
+
+CARD = CardBinding(
+    node="n1", card_index=2, die_id="die-2", chip_type="910B", core_percent=30, memory_mib=4096, scenario="inference"
+)
+
+
+def test_flexnpu_counts_memory_in_128_mib_units_and_pins_the_node() -> None:
+    request = FlexNPUProfile().render(replace(CARD, memory_mib=300 * 128))
+
+    assert request.resources == {
+        "volcano.sh/flexnpu-core.percentage": "30",
+        "volcano.sh/flexnpu-memory.128mi": "300",
+        "volcano.sh/flexnpu-num": "1",
+    }
+    assert request.node_selector == {"kubernetes.io/hostname": "n1"}
+
+
+def test_flexnpu_refuses_memory_that_is_not_a_multiple_of_128_mib() -> None:
+    with pytest.raises(DriverError, match=r"1000 MiB is not a multiple of 128 MiB.*use 896 or 1024 MiB"):
+        FlexNPUProfile().render(replace(CARD, memory_mib=1000))
+
+
+def test_vnpu_counts_memory_in_gib_and_pins_the_card_by_die_id() -> None:
+    request = VNPUProfile().render(CARD)
+
+    assert request.resources == {"huawei.com/vnpu-number": "1", "huawei.com/vnpu-cores": "30", "huawei.com/vnpu-memory.1Gi": "4"}
+    assert request.annotations == {
+        "huawei.com/vnpu-mode": "soft",
+        "huawei.com/vnpu-soft-scheduler-policy": "elastic",
+        "huawei.com/vnpu-use-npu-dieID": "die-2",
+    }
+
+
+def test_vnpu_hard_mode_has_no_soft_policy_and_no_die_id_when_unknown() -> None:
+    request = VNPUProfile(mode="hard").render(replace(CARD, die_id=""))
+
+    assert request.annotations == {"huawei.com/vnpu-mode": "hard"}
+
+
+def test_vnpu_refuses_memory_that_is_not_whole_gib() -> None:
+    with pytest.raises(DriverError, match="not a multiple of 1024 MiB"):
+        VNPUProfile().render(replace(CARD, memory_mib=1536))
+
+
+def test_hami_counts_memory_in_mib() -> None:
+    request = HAMiProfile().render(replace(CARD, memory_mib=1000))
+
+    assert request.resources == {
+        "huawei.com/Ascend910B3": "1",
+        "huawei.com/Ascend910B3-memory": "1000",
+        "huawei.com/Ascend910B3-core": "30",
+    }
+
+
+@pytest.mark.parametrize("profile", ["flexnpu", "vnpu", "hami"])
+@pytest.mark.parametrize("core_percent", [0, 101, -5])
+def test_every_profile_refuses_a_core_share_outside_1_to_100(profile: str, core_percent: int) -> None:
+    with pytest.raises(DriverError, match="whole percent from 1 to 100"):
+        get_profile(profile).render(replace(CARD, core_percent=core_percent))
+
+
+@pytest.mark.parametrize("profile", ["flexnpu", "vnpu", "hami"])
+def test_every_profile_refuses_zero_memory(profile: str) -> None:
+    with pytest.raises(DriverError, match="positive number of MiB"):
+        get_profile(profile).render(replace(CARD, memory_mib=0))
+
+
+def test_an_unknown_profile_or_setting_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="unknown device profile 'mig'"):
+        get_profile("mig")
+    with pytest.raises(ValueError, match="vNPU policy"):
+        get_profile("vnpu", policy="greedy")
