@@ -18,6 +18,7 @@ from labs.domain.placement import (
     NodeCapacity,
     PlacementConfig,
     Policy,
+    ScoreWeights,
     SharePolicy,
 )
 from labs.domain.quota import CourseQuota, QuotaLedger, Resources
@@ -94,8 +95,8 @@ def test_score_weights_change_which_card_binpack_prefers():
     many_small = [Instance(1, 128, DEV)] * 10
     one_big = [Instance(60, 128, DEV)]
     cluster = node("a", cards=2, instances={0: many_small, 1: one_big})
-    by_count = PlacementConfig(weights=__import__("labs.domain.placement", fromlist=["ScoreWeights"]).ScoreWeights(10, 0, 0))
-    by_core = PlacementConfig(weights=__import__("labs.domain.placement", fromlist=["ScoreWeights"]).ScoreWeights(0, 10, 0))
+    by_count = PlacementConfig(weights=ScoreWeights(10, 0, 0))
+    by_core = PlacementConfig(weights=ScoreWeights(0, 10, 0))
     assert allocate([cluster], [req("r")], {1: UNLIMITED}, {}, now=0, config=by_count)[0].card_indices == (0,)
     assert allocate([cluster], [req("r")], {1: UNLIMITED}, {}, now=0, config=by_core)[0].card_indices == (1,)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 
@@ -23,7 +24,7 @@ def running_session(world, student_index=0):
     for _ in range(100):
         if session_poll_instance(session.pk) == Next.DONE:
             break
-        __import__("time").sleep(0.05)
+        time.sleep(0.05)
     session.refresh_from_db()
     assert session.state == "running"
     return session
