@@ -238,7 +238,7 @@ class _Node:
         self.healthy_cards = sum(1 for c in self.cards if c.healthy)  # health is fixed for a pass
         # For explanations: per scenario cap (16, 8), the card with the most free core and the
         # one with the most free memory among healthy cards below that cap (first of equals).
-        self.summary: dict[int, tuple[_Card | None, _Card | None]] = {}
+        self.summary: dict[int, tuple[_Card | None, _Card | None]] | None = None
 
     def summarise(self) -> None:
         summary = {}
@@ -298,8 +298,6 @@ class Cluster:
                     self._placements[key] = placement
                     if instance.course_id is not None:
                         self._by_course.setdefault(instance.course_id, set()).add(key)
-        for node in self.nodes:
-            node.summarise()
 
     # --- scores -------------------------------------------------------------------------------
 
@@ -457,7 +455,7 @@ class Cluster:
         self._version += 1
         if request.course_id is not None:
             self._by_course.setdefault(request.course_id, set()).add(request.key)
-        choice.node.summarise()
+        choice.node.summary = None
         self._explain_refresh(choice.node)
         if self._indexes:
             self._refresh(choice.node)
@@ -471,7 +469,7 @@ class Cluster:
         if placement.instance.course_id is not None:
             self._by_course.get(placement.instance.course_id, set()).discard(key)
         self._apply(placement, -1)
-        placement.cards[0].node.summarise()
+        placement.cards[0].node.summary = None
         self._explain_refresh(placement.cards[0].node)
         self._refresh(placement.cards[0].node)
         return True
@@ -664,6 +662,8 @@ class Cluster:
         if not request.die_id:
             cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
             for node in open_nodes:
+                if node.summary is None:
+                    node.summarise()
                 core_card, mib_card = node.summary[cap]
                 if core_card is not None and CORE_PERCENT_MAX - core_card.core_used > most_core:
                     most_core, core_at = CORE_PERCENT_MAX - core_card.core_used, (node, core_card)
@@ -738,8 +738,12 @@ class Cluster:
         return f"capacity: no single card has both {core} % core and {memory} MiB free"
 
     def _explain_refresh(self, node: _Node) -> None:
+        # Summaries are worked out only once some request has missed: a cluster that never
+        # runs full pays nothing for explanations.
         if self._explain_lists is None:
             return
+        if node.summary is None:
+            node.summarise()
         old = self._explain_entries.get(node.order, {})
         new = {}
         for inference in (False, True):

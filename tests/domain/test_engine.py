@@ -485,3 +485,10 @@ def test_explanations_from_sorted_summaries_match_the_full_scan(seed):
         else:
             cluster.commit(request, choice)
             live.append(request.key)
+
+
+def test_a_cluster_of_mixed_memory_steps_still_explains_a_miss():
+    full = [Instance(100, 1024, DEV)]
+    nodes = [node("f", cards=1, instances={0: full}), node("v", cards=1, granule=1024, instances={0: full})]
+    decisions = allocate(nodes, [req("r", core=10, memory=2048)], {1: UNLIMITED}, {}, now=0)
+    assert decisions[0].reason == "card core: needs 10 %; the most free on a healthy card is 0 % (node f, card 0)"
