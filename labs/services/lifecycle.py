@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from enum import StrEnum
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -91,7 +92,12 @@ def session_start_instance(session_id) -> Next:
 
 def session_poll_instance(session_id) -> Next:
     """Watch a starting session until it runs, fails or overruns the spawn timeout."""
-    session = LabSession.objects.filter(pk=session_id).only("state", "driver_ref", "started_at", "secret").first()
+    session = (
+        LabSession.objects.filter(pk=session_id)
+        .select_related("template")
+        .only("state", "driver_ref", "started_at", "secret", "template__kind")
+        .first()
+    )
     if session is None or session.state != SessionState.STARTING:
         return Next.DONE
     if _overdue(session.started_at, settings.LAB_SPAWN_TIMEOUT_SECONDS):
@@ -111,7 +117,8 @@ def session_poll_instance(session_id) -> Next:
         session_note(session_id, reason=_("waiting for the cluster: %(error)s") % {"error": exc}, state=SessionState.STARTING)
         return Next.POLL
     if result.status == PollStatus.RUNNING:
-        session_transition(session_id, to=SessionState.RUNNING, reason="", access_url=result.access_url[:500])
+        url = _with_jupyter_token(result.access_url, session)
+        session_transition(session_id, to=SessionState.RUNNING, reason="", access_url=url[:500])
         return Next.DONE
     if result.status == PollStatus.PENDING:
         session_note(session_id, reason=result.message or _("starting"), state=SessionState.STARTING)
@@ -119,6 +126,16 @@ def session_poll_instance(session_id) -> Next:
     message = result.message or _("the instance disappeared before it started")
     session_begin_stop(session_id, reason=message, failed=True)
     return Next.DONE
+
+
+def _with_jupyter_token(url: str, session: LabSession) -> str:
+    """The student's link opens JupyterLab logged in: add the session's token when the driver's
+    URL does not carry it (a Kubernetes URL pattern knows nothing of the secret)."""
+    if not url or "token=" in url or session.template.kind != "jupyter":
+        return url
+    parts = urlsplit(url)
+    query = "&".join(filter(None, [parts.query, urlencode({"token": session.secret})]))
+    return urlunsplit(parts._replace(query=query))
 
 
 def session_stop_instance(session_id) -> Next:

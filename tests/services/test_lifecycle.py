@@ -123,3 +123,14 @@ def test_the_sweep_ends_a_session_past_its_maximum_length(admitted, django_captu
     admitted.refresh_from_db()
     assert admitted.state == "stopping"
     assert admitted.reason == "reached the 180-minute limit"
+
+
+def test_a_jupyter_link_without_the_token_gets_the_sessions_token(admitted):
+    from labs.services.lifecycle import _with_jupyter_token
+
+    admitted.template.kind = "jupyter"
+    url = _with_jupyter_token("https://labs.example.edu/labs/abc/?x=1", admitted)
+    assert url == f"https://labs.example.edu/labs/abc/?x=1&token={admitted.secret}"
+    assert _with_jupyter_token("http://127.0.0.1:9/lab?token=t", admitted) == "http://127.0.0.1:9/lab?token=t"
+    admitted.template.kind = "vllm"
+    assert _with_jupyter_token("https://labs.example.edu/labs/abc/", admitted) == "https://labs.example.edu/labs/abc/"
