@@ -156,6 +156,8 @@ LAB_DRIVER = {
         "token": env_str("LAB_K8S_TOKEN", ""),
         "namespace_prefix": env_str("LAB_K8S_NAMESPACE_PREFIX", "lab-"),
         "profile": env_str("LAB_K8S_PROFILE", "flexnpu"),
+        # Per node pool, by node label: "pool=research:vnpu,pool=hami-nodes:hami".
+        "pool_profiles": env_str("LAB_K8S_POOL_PROFILES", ""),
     },
 }
 if env_str("LAB_K8S_URL_PATTERN"):

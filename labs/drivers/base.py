@@ -71,6 +71,8 @@ class CardBinding:
     core_percent: int
     memory_mib: int
     scenario: str
+    # The node's labels: a node pool (e.g. ``pool=research``) may use another device profile.
+    node_labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ def _launch_spec(session: LabSession) -> LaunchSpec:
             core_percent=session.allocation.core_percent,
             memory_mib=session.allocation.memory_mib,
             scenario=session.allocation.scenario,
+            node_labels=tuple(sorted((str(k), str(v)) for k, v in (card.node.labels or {}).items())),
         ),
         course_code=session.course.code,
         student=session.student.get_username(),

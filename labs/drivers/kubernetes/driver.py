@@ -95,6 +95,7 @@ class KubernetesDriver(ClusterDriver):
             "ingress_namespace",
             "profile",
             "profile_settings",
+            "pool_profiles",
             "url_pattern",
             "pod_options",
             "spawn_timeout_seconds",
@@ -118,6 +119,7 @@ class KubernetesDriver(ClusterDriver):
         ingress_namespace: str = "ingress-nginx",
         profile: str = "flexnpu",
         profile_settings: dict[str, Any] | None = None,
+        pool_profiles: dict[str, str] | str | None = None,
         url_pattern: str = DEFAULT_URL_PATTERN,
         pod_options: dict[str, Any] | None = None,
         spawn_timeout_seconds: float = 600.0,
@@ -145,6 +147,7 @@ class KubernetesDriver(ClusterDriver):
         if unknown:
             raise ValueError(f"unknown pod_options {unknown}; known: {sorted(known)}")
         self.profile: DeviceProfile = get_profile(profile, **(profile_settings or {}))
+        self.pool_profiles = _pool_profiles(pool_profiles, profile_settings or {})
         self.pod_options = builders.PodOptions(**{**(pod_options or {}), "url_pattern": url_pattern})
         self.namespace_prefix = namespace_prefix
         self.manage_namespaces = _as_bool(manage_namespaces)
@@ -252,13 +255,21 @@ class KubernetesDriver(ClusterDriver):
         self._create(f"the network policy of {name}", self.networking.create_namespaced_network_policy, name, policy)
         return name
 
+    def profile_for(self, spec: LaunchSpec) -> DeviceProfile:
+        """The device profile of the node pool the session's node belongs to (first match), else the default."""
+        labels = dict(spec.card.node_labels)
+        for (key, value), profile in self.pool_profiles:
+            if labels.get(key) == value:
+                return profile
+        return self.profile
+
     # -- the contract ----------------------------------------------------------------------------
 
     def create(self, spec: LaunchSpec) -> str:
         spec = replace(spec, session_id=canonical_session_id(spec.session_id))
         namespace = builders.namespace_name(spec.course_code, namespace_prefix=self.namespace_prefix)
         # Built first: a share the device plugin cannot express fails before anything is made.
-        pod = builders.make_pod(spec, profile=self.profile, namespace=namespace, options=self.pod_options)
+        pod = builders.make_pod(spec, profile=self.profile_for(spec), namespace=namespace, options=self.pod_options)
         if self.manage_namespaces and namespace not in self._ensured_namespaces:
             self.ensure_course_namespace(spec.course_code)
             self._ensured_namespaces.add(namespace)
@@ -429,3 +440,17 @@ class KubernetesDriver(ClusterDriver):
             except DriverError:
                 continue  # a hand-made pod with our labels but no session id
         return sessions
+
+
+def _pool_profiles(option: dict[str, str] | str | None, settings: dict[str, Any]) -> list[tuple[tuple[str, str], DeviceProfile]]:
+    """``{"pool=research": "vnpu"}`` or ``"pool=research:vnpu,pool=lab:flexnpu"`` -> [((label, value), profile)]."""
+    if not option:
+        return []
+    pairs = option.items() if isinstance(option, dict) else (item.rsplit(":", 1) for item in option.split(",") if item.strip())
+    result = []
+    for selector, name in pairs:
+        key, sep, value = str(selector).strip().partition("=")
+        if not sep or not key or not value:
+            raise ValueError(f"pool_profiles: {selector!r} is not a node label selector like pool=research")
+        result.append(((key, value), get_profile(str(name).strip(), **settings)))
+    return result
