@@ -59,9 +59,19 @@ class DeviceProfile:
     def render(self, card: CardBinding) -> DeviceRequest:
         raise NotImplementedError
 
+    def resource_names(self) -> tuple[str, str, str, int]:
+        """(instance count, core percent, memory) resource names and the memory unit in MiB."""
+        raise NotImplementedError
+
     def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
         """ResourceQuota ``hard`` entries for a course total (extended resources are quota'd on requests)."""
-        raise NotImplementedError
+        count, core, memory, unit_mib = self.resource_names()
+        return {
+            f"requests.{core}": str(core_percent),
+            f"requests.{memory}": str(memory_mib // unit_mib),
+            f"requests.{count}": str(instances),
+            "pods": str(instances),
+        }
 
 
 class FlexNPUProfile(DeviceProfile):
@@ -81,13 +91,8 @@ class FlexNPUProfile(DeviceProfile):
             node_selector=_node_selector(card),
         )
 
-    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
-        return {
-            f"requests.{self.CORE}": str(core_percent),
-            f"requests.{self.MEMORY}": str(memory_mib // self.MEMORY_UNIT_MIB),
-            f"requests.{self.NUM}": str(instances),
-            "pods": str(instances),
-        }
+    def resource_names(self) -> tuple[str, str, str, int]:
+        return self.NUM, self.CORE, self.MEMORY, self.MEMORY_UNIT_MIB
 
 
 @dataclass(frozen=True)
@@ -129,13 +134,8 @@ class VNPUProfile(DeviceProfile):
             node_selector=_node_selector(card),
         )
 
-    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
-        return {
-            f"requests.{self.CORES}": str(core_percent),
-            f"requests.{self.MEMORY}": str(memory_mib // self.MEMORY_UNIT_MIB),
-            f"requests.{self.NUMBER}": str(instances),
-            "pods": str(instances),
-        }
+    def resource_names(self) -> tuple[str, str, str, int]:
+        return self.NUMBER, self.CORES, self.MEMORY, self.MEMORY_UNIT_MIB
 
 
 @dataclass(frozen=True)
@@ -165,13 +165,8 @@ class HAMiProfile(DeviceProfile):
             node_selector=_node_selector(card),
         )
 
-    def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
-        return {
-            f"requests.huawei.com/{self.device}": str(instances),
-            f"requests.huawei.com/{self.device}-memory": str(memory_mib),
-            f"requests.huawei.com/{self.device}-core": str(core_percent),
-            "pods": str(instances),
-        }
+    def resource_names(self) -> tuple[str, str, str, int]:
+        return f"huawei.com/{self.device}", f"huawei.com/{self.device}-core", f"huawei.com/{self.device}-memory", 1
 
 
 PROFILES: dict[str, type[DeviceProfile]] = {"flexnpu": FlexNPUProfile, "vnpu": VNPUProfile, "hami": HAMiProfile}
