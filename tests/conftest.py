@@ -18,10 +18,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session", autouse=True)
 def clean_redis_and_driver_state():
-    """Start from an empty test Redis database and an empty driver state directory."""
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    """Start from an empty Redis database and driver state (this run's own); free them at the end."""
+    from tests.settings import REDIS_CLAIM_KEY, RUN_ID
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushdb()
+    client.set(REDIS_CLAIM_KEY, RUN_ID, ex=3 * 3600)  # flushdb dropped the claim; hold it for the run
     shutil.rmtree(settings.LAB_DRIVER["OPTIONS"]["state_dir"], ignore_errors=True)
     yield
+    client.flushdb()
+    if settings.VAR_DIR.name.startswith(f"npu-lab-portal-test-{RUN_ID}-"):
+        shutil.rmtree(settings.VAR_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,21 +1,45 @@
 """Settings for the test suite: PostgreSQL and Redis as in production, the simulator driver.
 
-``TEST_DATABASE_URL`` / ``TEST_REDIS_URL`` point the suite elsewhere; pytest-django creates
-and drops the ``test_`` database itself.
+``TEST_DATABASE_URL`` / ``TEST_REDIS_URL`` point the suite elsewhere. Every run gets its own
+test database (``test_portal_<run>``, made and dropped by pytest-django), its own Redis database
+number (claimed below, released at the end) and its own var directory, so two runs of the suite
+on one machine never touch each other's data. Processes a test starts (workers, web servers)
+inherit the run's choices through the environment.
 """
 
 import os
 import tempfile
+import uuid
+
+RUN_ID = os.environ.setdefault("PORTAL_TEST_RUN", uuid.uuid4().hex[:10])
+REDIS_CLAIM_KEY = "npu-lab-portal:test-run"
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 os.environ.setdefault("DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal"))
-os.environ.setdefault("REDIS_URL", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
-os.environ.setdefault("PORTAL_VAR_DIR", os.path.join(tempfile.gettempdir(), "npu-lab-portal-test"))
-os.environ.setdefault("CHANNELS_PREFIX", "portal-test")
+if "PORTAL_VAR_DIR" not in os.environ:
+    os.environ["PORTAL_VAR_DIR"] = tempfile.mkdtemp(prefix=f"npu-lab-portal-test-{RUN_ID}-")
+os.environ.setdefault("CHANNELS_PREFIX", f"portal-test-{RUN_ID}")
+
+
+def _claim_redis_database(server_url: str) -> str:
+    """The first Redis database (1..15) that no other live run of the suite has claimed."""
+    import redis
+
+    for number in range(1, 16):
+        url = f"{server_url.rstrip('/')}/{number}"
+        # The claim expires, so a run that was killed frees its number after a while.
+        if redis.Redis.from_url(url).set(REDIS_CLAIM_KEY, RUN_ID, nx=True, ex=3 * 3600):
+            return url
+    raise RuntimeError(f"every Redis database 1..15 at {server_url} is claimed by another test run ({REDIS_CLAIM_KEY})")
+
+
+if "REDIS_URL" not in os.environ:
+    os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or _claim_redis_database("redis://127.0.0.1:6379")
 
 from portal.settings import *  # noqa: E402,F403
-from portal.settings import LAB_DRIVER  # noqa: E402
+from portal.settings import DATABASES, LAB_DRIVER  # noqa: E402
 
+DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{RUN_ID}"}
 LAB_DRIVER = {
     "BACKEND": os.environ.get("LAB_DRIVER", "labs.drivers.simulator.SimulatorDriver"),
     "OPTIONS": {
