@@ -89,6 +89,7 @@ class Reason:
         if not data:
             return None
         params = {
-            name: cls.from_json(value) if isinstance(value, Mapping) else value for name, value in (data.get("params") or {}).items()
+            name: cls.from_json(value) if isinstance(value, Mapping) else value
+            for name, value in (data.get("params") or {}).items()
         }
         return cls.of(data["code"], **params)
