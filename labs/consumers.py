@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.utils import translation
+from django.utils.translation import trans_real
 
+from labs.models import LabSession
 from labs.selectors.courses import is_course_staff
 from labs.services.events import course_group, student_group
 
@@ -34,6 +39,7 @@ class SessionUpdatesConsumer(AsyncJsonWebsocketConsumer):
                 await self.close(code=CLOSE_FORBIDDEN)
                 return
             self.groups_joined.append(course_group(course_id))
+        self.language = reader_language(self.scope)
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
@@ -45,5 +51,31 @@ class SessionUpdatesConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs) -> None:
         return None  # the page only listens
 
-    async def session_update(self, event: dict) -> None:
-        await self.send_json({"type": "session", "session": event["session"]})
+    async def sessions_update(self, event: dict) -> None:
+        """Changed sessions of one group, with words in this reader's language."""
+        with translation.override(self.language):
+            sessions = [localised(session) for session in event["sessions"]]
+        await self.send_json({"type": "sessions", "sessions": sessions})
+
+
+def localised(payload: dict) -> dict:
+    """The reason and state label of a session payload, in the active language."""
+    reason = LabSession(reason_code=payload.get("reason_code", ""), reason_params=payload.get("reason_params") or {}).reason
+    state = payload["state"]
+    return {**payload, "reason": reason, "state_label": str(LabSession.State(state).label)}
+
+
+def reader_language(scope: dict) -> str:
+    """The language the reader chose (the language cookie), else the one their browser asks for."""
+    cookie = (scope.get("cookies") or {}).get(settings.LANGUAGE_COOKIE_NAME, "")
+    if cookie and translation.check_for_language(cookie):
+        with contextlib.suppress(LookupError):
+            return translation.get_supported_language_variant(cookie)
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept-language", b"").decode("latin-1")
+    for code, _quality in trans_real.parse_accept_lang_header(accept):
+        if code == "*":
+            break
+        with contextlib.suppress(LookupError):
+            return translation.get_supported_language_variant(code)
+    return settings.LANGUAGE_CODE

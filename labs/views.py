@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from labs.domain.reasons import Reason
 from labs.forms import LaunchForm
 from labs.models import Course, Enrollment, LabTemplate
 from labs.selectors.courses import course_for_staff, course_overview, enrollments_of_user
@@ -81,8 +82,7 @@ def session_stop(request: HttpRequest, session_id) -> HttpResponse:
     session = session_for_user(user=request.user, session_id=session_id)
     if session is None:
         raise Http404(_("No such session."))
-    who = request.user.get_username()
-    reason = _("stopped by %(user)s") % {"user": who}
+    reason = Reason.of("session.stopped_by", who=request.user.get_username())
     stopped = stop_service(session_id=session.pk, reason=reason)
     if _wants_json(request):
         if not stopped:

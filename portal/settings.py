@@ -133,12 +133,18 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
+# launch and stop), how many driver calls it makes at once, how often a failing create is tried.
+LAB_CONTROLLER_SECONDS = env_float("LAB_CONTROLLER_SECONDS", 1.0, minimum=0.2)
+LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 8, minimum=1, maximum=64)
+LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
 CELERY_BEAT_SCHEDULE = {
-    "allocation-pass": {
-        "task": "labs.tasks.allocation_pass",
-        "schedule": env_float("ALLOCATION_PASS_SECONDS", 10.0, minimum=1.0),
+    "controller": {
+        "task": "labs.tasks.controller",
+        "schedule": LAB_CONTROLLER_SECONDS,
+        # A tick nobody ran in time is dropped: the next one does the same work.
+        "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
-    "sessions-sweep": {"task": "labs.tasks.sessions_sweep", "schedule": env_float("SESSIONS_SWEEP_SECONDS", 30.0, minimum=1.0)},
     "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
 }
 
@@ -164,7 +170,6 @@ if env_str("LAB_K8S_URL_PATTERN"):
     LAB_DRIVER["OPTIONS"]["url_pattern"] = env_str("LAB_K8S_URL_PATTERN")
 LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
-LAB_POLL_INTERVAL_SECONDS = env_float("LAB_POLL_INTERVAL_SECONDS", 1.0, minimum=0.05)
 LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)
 # Placement policies of the allocation engine (labs.domain.placement), as Volcano's
 # flexnpuaffinity scheduleMode at node and card level; weights of HAMi-style utilisation scores.

@@ -48,6 +48,5 @@ LAB_DRIVER = {
         "create_delay_seconds": float(os.environ.get("LAB_SIMULATOR_CREATE_DELAY_SECONDS", "0")),
     },
 }
-LAB_POLL_INTERVAL_SECONDS = 0.1
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 WHITENOISE_AUTOREFRESH = True

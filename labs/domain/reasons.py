@@ -35,11 +35,9 @@ MESSAGES: dict[str, str] = {
     "session.vanished_from_node": gettext_noop("its NPU instance vanished from node %(node)s"),
     "session.cluster_unreachable": gettext_noop("waiting for the cluster: %(error)s"),
     "session.driver": gettext_noop("%(message)s"),
-    "session.stopped_by_student": gettext_noop("stopped by the student"),
-    "session.stopped_by_instructor": gettext_noop("stopped by %(who)s"),
+    "session.stopped_by": gettext_noop("stopped by %(who)s"),
     "session.lifetime": gettext_noop("reached the %(minutes)s-minute limit"),
     "session.portal_shutdown": gettext_noop("the portal was shut down"),
-    "session.stopping": gettext_noop("stopping: removing the instance"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- admission and placement (labs/domain) ------------------------------------------------------
 }

@@ -8,9 +8,19 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from labs.drivers.base import ClusterDriver, DriverError, LaunchSpec, PollResult, PollStatus
+from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
 
-__all__ = ["ClusterDriver", "DriverError", "LaunchSpec", "PollResult", "PollStatus", "get_driver", "build_driver"]
+__all__ = [
+    "ClusterDriver",
+    "DriverError",
+    "DriverRefused",
+    "LaunchSpec",
+    "Observed",
+    "PollResult",
+    "PollStatus",
+    "get_driver",
+    "build_driver",
+]
 
 
 def build_driver(config: dict) -> ClusterDriver:

@@ -15,35 +15,46 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
     Make the instance for ``spec.session_id`` and return its reference (the FlexNPU entity-id:
     a pod UID, a local instance id). Idempotent: called again for a session that already has
     an instance, it returns the same reference and makes nothing new. Returns as soon as the
-    instance is requested; it need not be running. Raises ``DriverError`` with a message a
-    student can read when the instance cannot be requested.
+    instance is requested; it need not be running. Raises ``DriverRefused`` when asking again
+    cannot help (an image the cluster rejects, a template the driver cannot run) and
+    ``DriverError`` for anything that may pass (the API did not answer, a conflict); the
+    message is one a student can read.
 
-``poll(session_id) -> PollResult``
-    ``PENDING`` while starting (``message`` says what it is waiting for), ``RUNNING`` once it
-    serves requests (``access_url`` set), ``FAILED`` when it will never run or has died
-    (``message`` says why), ``GONE`` when the driver has no instance for the session.
-    Never raises for a missing instance.
+``observe() -> dict[str, Observed]``
+    Every instance the driver knows, by session id, in one call: its phase (``PENDING`` while
+    starting, ``RUNNING`` once it serves requests, ``FAILED`` when it will never run or died),
+    a progress message, the access URL, its reference, the node and, where the platform says
+    so, the card it really runs on; ``deleting`` once its removal has been requested. An
+    instance that is not in the result does not exist. Raises ``DriverError`` when the cluster
+    cannot be read at all: then nothing may be concluded from absence.
 
 ``delete(session_id) -> None``
-    Remove the instance and everything made for it; idempotent, a missing instance is not an
-    error. Returns once the instance no longer uses its NPU share.
-
-``list() -> set[str]``
-    The session ids that have an instance, for the reconciler.
+    Ask for the instance and everything made for it to be removed, and return without waiting;
+    idempotent, a missing instance is not an error. The NPU share is free once ``observe()``
+    no longer lists the instance.
 
 ``shutdown() -> None``
     Called when the portal process that owns the instances stops (the local driver stops its
     processes); the default does nothing, since cluster instances outlive the portal.
+
+``poll(session_id)`` and ``list()`` are conveniences derived from ``observe()``; the lifecycle
+controller (``labs.services.controller``) uses ``observe()`` only, once per period, never one
+call per session.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 
 class DriverError(Exception):
-    """The driver could not do what was asked; ``str(exc)`` is shown to the student."""
+    """The driver could not do what was asked; ``str(exc)`` is shown to the student. Asking again may work."""
+
+
+class DriverRefused(DriverError):
+    """The driver will never do what was asked as it stands (a rejected image, an unsupported kind)."""
 
 
 class PollStatus(StrEnum):
@@ -58,6 +69,24 @@ class PollResult:
     status: PollStatus
     message: str = ""
     access_url: str = ""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One instance as the driver sees it now (see ``observe`` in the module docstring)."""
+
+    session_id: str
+    status: PollStatus
+    ref: str = ""
+    message: str = ""
+    access_url: str = ""
+    node: str = ""
+    # The card the platform reports the instance on; ``None`` where it does not say.
+    card_index: int | None = None
+    deleting: bool = False
+
+    def as_poll_result(self) -> PollResult:
+        return PollResult(self.status, message=self.message, access_url=self.access_url)
 
 
 @dataclass(frozen=True)
@@ -102,6 +131,18 @@ class LaunchSpec:
         }
 
 
+def canonical_session_id(session_id: object) -> str:
+    """``session_id`` in canonical UUID form; ``DriverError`` when it is not a UUID (never a path or a selector)."""
+    if isinstance(session_id, uuid.UUID):
+        return str(session_id)
+    if not isinstance(session_id, str):
+        raise DriverError(f"Not a session id: {session_id!r}.")
+    try:
+        return str(uuid.UUID(session_id))
+    except ValueError:
+        raise DriverError(f"Not a session id: {session_id!r}.") from None
+
+
 class ClusterDriver:
     """Base class; see the module docstring for the contract."""
 
@@ -112,14 +153,20 @@ class ClusterDriver:
     def create(self, spec: LaunchSpec) -> str:
         raise NotImplementedError
 
-    def poll(self, session_id: str) -> PollResult:
+    def observe(self) -> dict[str, Observed]:
         raise NotImplementedError
 
     def delete(self, session_id: str) -> None:
         raise NotImplementedError
 
+    def poll(self, session_id: str) -> PollResult:
+        """The one session's instance from ``observe()``; ``GONE`` when there is none."""
+        observed = self.observe().get(canonical_session_id(session_id))
+        return observed.as_poll_result() if observed is not None else PollResult(PollStatus.GONE)
+
     def list(self) -> set[str]:
-        raise NotImplementedError
+        """The session ids that have an instance."""
+        return set(self.observe())
 
     def shutdown(self) -> None:
         return None

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labs.drivers.base import ClusterDriver, DriverError, LaunchSpec, PollResult, PollStatus
-from labs.drivers.statefile import StateDir, canonical_session_id
+from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollStatus
+from labs.drivers.statefile import StateDir
 
 STOP_GRACE_SECONDS = 5.0
 KILL_WAIT_SECONDS = 2.0
@@ -99,32 +99,37 @@ class LocalDriver(ClusterDriver):
 
     def create(self, spec: LaunchSpec) -> str:
         if spec.kind == "vllm":
-            raise DriverError("vLLM templates need the kubernetes driver; the local driver runs JupyterLab only")
+            raise DriverRefused("vLLM templates need the kubernetes driver; the local driver runs JupyterLab only")
         if spec.kind != "jupyter":
-            raise DriverError(f"The local driver runs JupyterLab only, not {spec.kind!r} labs.")
+            raise DriverRefused(f"The local driver runs JupyterLab only, not {spec.kind!r} labs.")
         with self.state.lock(spec.session_id) as sid:
             record = self.state.read(sid)
             if record is not None:
                 return record["ref"]
             return self._start(sid, spec)
 
-    def poll(self, session_id: str) -> PollResult:
-        sid = canonical_session_id(session_id)
+    def observe(self) -> dict[str, Observed]:
         self._reap_children()
-        record = self.state.read(sid)
-        if record is None:
-            return PollResult(PollStatus.GONE)
+        observed = {}
+        for sid in self.state.session_ids():
+            record = self.state.read(sid)
+            if record is not None:
+                observed[sid] = self._observed(sid, record)
+        return observed
+
+    def _observed(self, sid: str, record: dict[str, Any]) -> Observed:
+        where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if "exit_code" in record or not _server_alive(record):
-            return PollResult(PollStatus.FAILED, message=self._exit_message(record))
+            return Observed(sid, PollStatus.FAILED, message=self._exit_message(record), **where)
         if record.get("ready"):
-            return PollResult(PollStatus.RUNNING, access_url=self._access_url(record))
+            return Observed(sid, PollStatus.RUNNING, access_url=self._access_url(record), **where)
         if not self._answers(record):
-            return PollResult(PollStatus.PENDING, message="starting JupyterLab")
+            return Observed(sid, PollStatus.PENDING, message="starting JupyterLab", **where)
         # Once it has answered, liveness of the process is enough: a busy server stays RUNNING.
         # Not blocking: a delete may hold the lock while it stops the server.
         with contextlib.suppress(BlockingIOError):
             _update_record(self.state, sid, record["ref"], blocking=False, ready=True)
-        return PollResult(PollStatus.RUNNING, access_url=self._access_url(record))
+        return Observed(sid, PollStatus.RUNNING, access_url=self._access_url(record), **where)
 
     def delete(self, session_id: str) -> None:
         with self.state.lock(session_id) as sid:
@@ -133,10 +138,6 @@ class LocalDriver(ClusterDriver):
                 _stop(sid, record)
                 self.state.remove(sid)
             shutil.rmtree(self._session_dir(sid), ignore_errors=True)
-
-    def list(self) -> set[str]:
-        self._reap_children()
-        return self.state.session_ids()
 
     def shutdown(self) -> None:
         """Stop every server recorded in ``state_dir``, whichever process started it."""
@@ -196,6 +197,8 @@ class LocalDriver(ClusterDriver):
             "secret": spec.secret,
             "log": str(log_path),
             "started": time.time(),
+            "node": spec.card.node,
+            "card": spec.card.card_index,
         }
         try:
             self.state.write(sid, record)

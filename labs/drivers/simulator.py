@@ -5,19 +5,23 @@ the same instances. Failures can be injected three ways:
 
 * ``fail_images``: ``create`` for one of these images succeeds, then ``poll`` reports ``FAILED``
   with ``"image pull failed: <image> (simulated)"``, as a cluster does for a missing image;
-* an image starting with ``"reject:"`` makes ``create`` itself raise ``DriverError``;
-* ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED``, from
-  any process.
+* an image starting with ``"reject:"`` makes ``create`` itself raise ``DriverRefused``;
+* ``create_failure_rate`` makes that share of ``create`` calls raise ``DriverError`` (a flaky
+  cluster API), ``delete_failure_rate`` the same for ``delete``;
+* ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED``, and
+  ``inject_card(session_id, index)`` moves it to another card, as a device plugin that chose
+  another card than the ledger would show; both from any process.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Iterable
 
-from labs.drivers.base import ClusterDriver, DriverError, LaunchSpec, PollResult, PollStatus
-from labs.drivers.statefile import StateDir, canonical_session_id
+from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollStatus
+from labs.drivers.statefile import StateDir
 
 REJECT_PREFIX = "reject:"
 ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
@@ -26,7 +30,9 @@ ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
 class SimulatorDriver(ClusterDriver):
     """Simulated instances: ``PENDING`` for ``start_delay_seconds`` after ``create``, then ``RUNNING``."""
 
-    option_names = frozenset({"state_dir", "start_delay_seconds", "fail_images", "create_delay_seconds"})
+    option_names = frozenset(
+        {"state_dir", "start_delay_seconds", "fail_images", "create_delay_seconds", "create_failure_rate", "delete_failure_rate"}
+    )
 
     def __init__(
         self,
@@ -35,7 +41,14 @@ class SimulatorDriver(ClusterDriver):
         start_delay_seconds: float = 2.0,
         fail_images: Iterable[str] | str = (),
         create_delay_seconds: float = 0.0,
+        create_failure_rate: float = 0.0,
+        delete_failure_rate: float = 0.0,
     ) -> None:
+        for name, rate in (("create_failure_rate", create_failure_rate), ("delete_failure_rate", delete_failure_rate)):
+            if not 0.0 <= float(rate) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {rate!r}")
+        self.create_failure_rate = float(create_failure_rate)
+        self.delete_failure_rate = float(delete_failure_rate)
         if start_delay_seconds < 0:
             raise ValueError(f"start_delay_seconds must be >= 0, got {start_delay_seconds!r}")
         if create_delay_seconds < 0:
@@ -51,9 +64,11 @@ class SimulatorDriver(ClusterDriver):
 
     def create(self, spec: LaunchSpec) -> str:
         if spec.image.startswith(REJECT_PREFIX):
-            raise DriverError("the cluster refused the instance (simulated)")
+            raise DriverRefused("the cluster refused the instance (simulated)")
         if self.create_delay_seconds:
             time.sleep(self.create_delay_seconds)
+        if self.create_failure_rate and random.random() < self.create_failure_rate:
+            raise DriverError("the cluster API did not answer (simulated)")
         with self.state.lock(spec.session_id) as sid:
             record = self.state.read(sid)
             if record is not None:
@@ -61,28 +76,51 @@ class SimulatorDriver(ClusterDriver):
             failure = f"image pull failed: {spec.image} (simulated)" if spec.image in self.fail_images else ""
             ref = str(uuid.uuid4())
             # Wall-clock time, because another process computes the delay from it.
-            record = {"ref": ref, "kind": spec.kind, "image": spec.image, "created": time.time(), "failure": failure}
+            record = {
+                "ref": ref,
+                "kind": spec.kind,
+                "image": spec.image,
+                "created": time.time(),
+                "failure": failure,
+                "node": spec.card.node,
+                "card": spec.card.card_index,
+            }
             self.state.write(sid, record)
             return ref
 
-    def poll(self, session_id: str) -> PollResult:
-        sid = canonical_session_id(session_id)
-        record = self.state.read(sid)
-        if record is None:
-            return PollResult(PollStatus.GONE)
+    def observe(self) -> dict[str, Observed]:
+        now = time.time()
+        observed = {}
+        for sid in self.state.session_ids():
+            record = self.state.read(sid)
+            if record is None:
+                continue  # deleted since the directory was listed
+            observed[sid] = self._observed(sid, record, now)
+        return observed
+
+    def _observed(self, sid: str, record: dict, now: float) -> Observed:
+        where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if record.get("failure"):
-            return PollResult(PollStatus.FAILED, message=record["failure"])
-        left = self.start_delay_seconds - (time.time() - record["created"])
+            return Observed(sid, PollStatus.FAILED, message=record["failure"], **where)
+        left = self.start_delay_seconds - (now - record["created"])
         if left > 0:
-            return PollResult(PollStatus.PENDING, message=f"starting (simulated, {left:.1f} s left)")
-        return PollResult(PollStatus.RUNNING, access_url=ACCESS_URL.format(session_id=sid))
+            return Observed(sid, PollStatus.PENDING, message=f"starting (simulated, {left:.1f} s left)", **where)
+        return Observed(sid, PollStatus.RUNNING, access_url=ACCESS_URL.format(session_id=sid), **where)
 
     def delete(self, session_id: str) -> None:
+        if self.delete_failure_rate and random.random() < self.delete_failure_rate:
+            raise DriverError("the cluster API did not answer (simulated)")
         with self.state.lock(session_id) as sid:
             self.state.remove(sid)
 
-    def list(self) -> set[str]:
-        return self.state.session_ids()
+    def inject_card(self, session_id: str, card_index: int) -> None:
+        """Report the session's instance on ``card_index``; ``DriverError`` when it has none."""
+        with self.state.lock(session_id) as sid:
+            record = self.state.read(sid)
+            if record is None:
+                raise DriverError(f"no simulated instance for session {sid}")
+            record["card"] = card_index
+            self.state.write(sid, record)
 
     def inject_failure(self, session_id: str, message: str = "the instance died (simulated)") -> None:
         """Make the session's instance ``FAILED`` with ``message``; ``DriverError`` when it has none."""

@@ -18,27 +18,14 @@ import fcntl
 import json
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from labs.drivers.base import DriverError
+from labs.drivers.base import DriverError, canonical_session_id
 
 RECORD_SUFFIX = ".json"
 LOCK_SUFFIX = ".lock"
-
-
-def canonical_session_id(session_id: object) -> str:
-    """Return ``session_id`` in canonical UUID form; raise ``DriverError`` when it is not a UUID."""
-    if isinstance(session_id, uuid.UUID):
-        return str(session_id)
-    if not isinstance(session_id, str):
-        raise DriverError(f"Not a session id: {session_id!r}.")
-    try:
-        return str(uuid.UUID(session_id))
-    except ValueError:
-        raise DriverError(f"Not a session id: {session_id!r}.") from None
 
 
 class StateDir:

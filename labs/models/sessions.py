@@ -5,8 +5,10 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from labs.domain.reasons import Reason
 from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.domain.units import MEMORY_GRANULE_MIB
 
@@ -34,7 +36,10 @@ class LabSession(models.Model):
     state = models.CharField(_("state"), max_length=16, choices=State.choices, default=State.QUEUED)
     # Where a stopping session ends: stopped, or failed when it stops because something broke.
     end_state = models.CharField(max_length=16, choices=[("stopped", _("stopped")), ("failed", _("failed"))], blank=True)
-    reason = models.CharField(_("reason"), max_length=500, blank=True)
+    # Why the session is where it is, as a code and parameters (labs.domain.reasons); pages
+    # render it in the reader's language (``reason`` below).
+    reason_code = models.CharField(_("reason"), max_length=64, blank=True)
+    reason_params = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(_("launched"), auto_now_add=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
@@ -47,6 +52,9 @@ class LabSession(models.Model):
     secret = models.CharField(max_length=128, editable=False)
     # What the driver calls the instance (pod UID or local instance id): the FlexNPU entity-id.
     driver_ref = models.CharField(max_length=128, blank=True)
+    # Failed requests to create the instance so far, and when the controller may try again.
+    create_attempts = models.PositiveSmallIntegerField(default=0)
+    retry_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -65,6 +73,19 @@ class LabSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.student} {self.template.slug} {self.state}"
+
+    @property
+    def reason_obj(self) -> Reason | None:
+        try:
+            return Reason.from_json({"code": self.reason_code, "params": self.reason_params}) if self.reason_code else None
+        except (ValueError, TypeError, KeyError):
+            return None  # a code from a newer or older release: show nothing rather than fail the page
+
+    @property
+    def reason(self) -> str:
+        """The reason in the active language (the reader's, in a request or a websocket consumer)."""
+        reason = self.reason_obj
+        return reason.render(gettext) if reason is not None else ""
 
     @property
     def is_terminal(self) -> bool:

@@ -14,12 +14,13 @@ from labs.domain.allocation import Placed, Refused, Waiting, allocate
 from labs.domain.placement import CardCapacity, Instance, LaunchRequest, NodeCapacity, PlacementConfig, Policy, ScoreWeights
 from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
+from labs.domain.reasons import Reason
 from labs.domain.states import HOLDS_ALLOCATION, SessionState
 from labs.domain.units import Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node
-from labs.services.events import session_changes_publish
+from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
-from labs.services.sessions import session_transition
+from labs.services.sessions import reason_fields, session_transition
 
 
 def placement_config() -> PlacementConfig:
@@ -108,13 +109,13 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
     """Admit and place queued sessions, oldest first, as one batch in one transaction.
 
     Holds the allocation lock for the whole pass, so two passes never hand out the same
-    capacity. Placed sessions become ``admitted`` with an Allocation row; the others stay
-    queued with the reason in words, or fail when they can never fit. Admitted sessions are
-    queued for start once the transaction commits.
+    capacity. Placed sessions become ``admitted`` with an Allocation row (the controller creates
+    their instances); the others stay queued with the reason, or fail when they can never fit.
+    Pages hear of the changes after the commit, one message per student and course group.
     """
     batch = batch or settings.LAB_ALLOCATION_BATCH
     result = PassResult()
-    with transaction.atomic():
+    with events_batch(), transaction.atomic():
         allocation_lock()
         # Row locks make a concurrent cancel wait for this pass instead of slipping between
         # the decision and the write (SQLite's IMMEDIATE transaction already excludes it).
@@ -171,31 +172,27 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             )
             result.admitted = [d.key for d in placed]
             LabSession.objects.filter(pk__in=result.admitted, state=SessionState.QUEUED).update(
-                state=SessionState.ADMITTED, reason="", admitted_at=timezone.now(), version=F("version") + 1
+                state=SessionState.ADMITTED, admitted_at=timezone.now(), version=F("version") + 1, **reason_fields(None)
             )
-        waiting_by_reason: dict[str, list[str]] = defaultdict(list)
+        waiting_by_reason: dict[Reason, list[str]] = defaultdict(list)
         for d in decisions:
             if isinstance(d, Waiting):
-                waiting_by_reason[d.reason[:500]].append(d.key)
+                waiting_by_reason[_reason(d.reason)].append(d.key)
             elif isinstance(d, Refused):
-                session_transition(d.key, to=SessionState.FAILED, reason=d.reason)
+                session_transition(d.key, to=SessionState.FAILED, reason=_reason(d.reason))
                 result.refused.append(d.key)
         changed = list(result.admitted)
         for reason, keys in waiting_by_reason.items():
             result.waiting += len(keys)
-            stale = list(LabSession.objects.filter(pk__in=keys).exclude(reason=reason).values_list("pk", flat=True))
+            stored = reason_fields(reason)
+            stale = list(LabSession.objects.filter(pk__in=keys).exclude(**stored).values_list("pk", flat=True))
             if stale:
-                LabSession.objects.filter(pk__in=stale).update(reason=reason, version=F("version") + 1)
+                LabSession.objects.filter(pk__in=stale).update(**stored, version=F("version") + 1)
                 changed.extend(stale)
         session_changes_publish(changed)
-        if result.admitted:
-            admitted = list(result.admitted)
-            transaction.on_commit(lambda: _queue_starts(admitted))
     return result
 
 
-def _queue_starts(session_ids: list[str]) -> None:
-    from labs import tasks
-
-    for session_id in session_ids:
-        tasks.session_start.delay(session_id)
+def _reason(reason) -> Reason:
+    # Until the engine returns structured reasons (branch engine).
+    return reason if isinstance(reason, Reason) else Reason.of("session.driver", message=str(reason)[:300])

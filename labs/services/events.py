@@ -1,15 +1,30 @@
-"""Push session changes to the pages that show them, after the change is committed."""
+"""Push session changes to the pages that show them, after the change is committed.
+
+Changes are sent per group, not per session: one message to each student's group and one to
+each course's group, carrying every changed session of that group. Inside ``events_batch()``
+(the controller and the allocation pass use it) the changes of many transactions are gathered
+and sent once when the block ends, so a pass that admits 500 sessions sends a handful of
+messages instead of a thousand. Nothing is sent for a transaction that rolls back.
+
+A message carries the reason as a code and parameters; each consumer renders it in the
+language of its own reader.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
+
+_batch: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("session_events_batch", default=None)
 
 
 def student_group(user_id: int) -> str:
@@ -21,25 +36,51 @@ def course_group(course_id: int) -> str:
 
 
 def session_changes_publish(session_ids: Iterable[object]) -> None:
-    """Queue a websocket event per session, sent once the current transaction commits."""
-    ids = [str(i) for i in session_ids]
-    if ids:
-        transaction.on_commit(lambda: _send(ids))
+    """Send the current state of these sessions to their pages once the transaction commits."""
+    ids = {str(i) for i in session_ids}
+    if not ids:
+        return
+    batch = _batch.get()
+    if batch is not None:
+        transaction.on_commit(lambda: batch.update(ids))
+    else:
+        transaction.on_commit(lambda: _send(ids), robust=True)
 
 
-def _send(session_ids: list[str]) -> None:
+@contextlib.contextmanager
+def events_batch() -> Iterator[None]:
+    """Gather the changes committed inside the block; send them, grouped, when it ends."""
+    if _batch.get() is not None:
+        yield  # already inside a batch: the outer one sends
+        return
+    pending: set[str] = set()
+    token = _batch.set(pending)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+        if pending:
+            _send(pending)
+
+
+def _send(session_ids: set[str]) -> None:
     from labs.selectors.sessions import session_event_payload, sessions_for_events
 
     layer = get_channel_layer()
     if layer is None:
         return
     try:
+        messages: dict[str, list[dict]] = defaultdict(list)
         for session in sessions_for_events(session_ids):
-            owner_view = session_event_payload(session, for_owner=True)
-            staff_view = session_event_payload(session, for_owner=False)
-            async_to_sync(layer.group_send)(student_group(session.student_id), {"type": "session.update", "session": owner_view})
-            async_to_sync(layer.group_send)(course_group(session.course_id), {"type": "session.update", "session": staff_view})
+            messages[student_group(session.student_id)].append(session_event_payload(session, for_owner=True))
+            messages[course_group(session.course_id)].append(session_event_payload(session, for_owner=False))
+        async_to_sync(_send_all)(layer, messages)
     except Exception:
         # A page misses a live update; the state itself is committed and the next page load
         # shows it. Never let a Redis hiccup undo or fail a state change.
         logger.warning("could not publish session updates", exc_info=True)
+
+
+async def _send_all(layer, messages: dict[str, list[dict]]) -> None:
+    for group, sessions in messages.items():
+        await layer.group_send(group, {"type": "sessions.update", "sessions": sessions})

@@ -4,6 +4,8 @@ from django.db import connection
 
 # An arbitrary constant: the advisory-lock key of the allocation pass ("NPU-ALOC" in ASCII hex).
 ALLOCATION_LOCK_KEY = 0x4E50_552D_414C_4F43
+# The lifecycle controller's session-level advisory lock ("NPU-CTRL").
+CONTROLLER_LOCK_KEY = 0x4E50_552D_4354_524C
 
 
 def allocation_lock() -> None:

@@ -1,14 +1,16 @@
-"""The reconciler: diff the ledger, the cluster driver and every node agent, and repair drift.
+"""The node reconciler: the ledger against what every node's agent reports, and drift repaired.
 
-Run from Celery beat (``labs.tasks.reconcile``) and safe to run at any time, twice, or in two
-processes at once: every repair is idempotent (driver delete, agent unregister, conditional
-state changes). What it repairs, each recorded as a ``RepairEvent``:
+The cluster driver's side (pods and processes) is the lifecycle controller's
+(``labs.services.controller``); this is the slower half of observation, one HTTP round per
+node every ``RECONCILE_SECONDS``. Run from Celery beat (``labs.tasks.reconcile``) and safe to
+run at any time, twice, or in two processes at once: every repair is idempotent (agent
+unregister, conditional state changes). What it repairs, each recorded as a ``RepairEvent``:
 
-- a session that is starting with an instance the driver made but never recorded (its worker
-  died between the two) is bound to it — the idempotent start step records the reference;
-- an instance the driver holds for no open session (a pod left by a crashed stop) is deleted;
-- a running session whose instance is gone from the driver, or from a reachable agent, fails
-  with the reason and its allocation is released;
+- an instance the node reports on another card than its allocation (the device plugin, not
+  the portal, picks the card on Kubernetes): the allocation is moved to the reported card, so
+  the ledger never disagrees with the node for longer than one period;
+- a running session whose instance is gone from a reachable agent (where the portal registers
+  instances: local and simulator drivers) fails with the reason and its allocation is released;
 - an instance an agent reports that no open session owns (a residual left by a force-deleted
   pod) is unregistered once it has been seen for ``LAB_RESIDUAL_GRACE_SECONDS`` — never sooner,
   and never because it has not used the NPU yet: a fresh Jupyter session is idle by nature;
@@ -27,11 +29,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from labs.agent.client import AgentError
+from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, SessionState
-from labs.drivers import DriverError, get_driver
-from labs.models import InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
+from labs.models import Allocation, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
 from labs.services.agents import agent_client, instance_unregister, node_inventory_sync, node_mark_unavailable
-from labs.services.lifecycle import session_start_instance
+from labs.services.controller import allocation_rebind
 from labs.services.sessions import session_begin_stop
 
 logger = logging.getLogger(__name__)
@@ -39,8 +41,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class ReconcileReport:
-    bound: int = 0
-    orphans_deleted: int = 0
+    rebound: int = 0
     sessions_failed: int = 0
     residuals_seen: int = 0
     residuals_unregistered: int = 0
@@ -50,73 +51,18 @@ class ReconcileReport:
 
 def reconcile() -> ReconcileReport:
     report = ReconcileReport()
-    driver = get_driver()
-    try:
-        driver_ids = driver.list()
-    except DriverError as exc:
-        # Without the cluster's view, nothing about pods can be decided; agents still sync.
-        logger.warning("reconcile: the cluster driver cannot list instances: %s", exc)
-        driver_ids = None
-    if driver_ids is not None:
-        _bind_unrecorded(driver_ids, report)
-        _delete_orphans(driver, driver_ids, report)
-        _fail_vanished_from_driver(driver_ids, report)
     for node in Node.objects.exclude(agent_url="").order_by("name"):
         _reconcile_node(node, report)
-    if any(
-        (report.bound, report.orphans_deleted, report.sessions_failed, report.residuals_unregistered, report.nodes_unreachable)
-    ):
+    if any((report.rebound, report.sessions_failed, report.residuals_unregistered, report.nodes_unreachable)):
         logger.info("reconcile: %s", report)
     return report
 
 
-def _bind_unrecorded(driver_ids: set[str], report: ReconcileReport) -> None:
-    unbound = LabSession.objects.filter(state=SessionState.STARTING, driver_ref="", pk__in=list(driver_ids))
-    for session_id in unbound.values_list("pk", flat=True):
-        session_start_instance(session_id)  # idempotent create: records the existing instance
-        session = LabSession.objects.filter(pk=session_id).only("driver_ref").first()
-        if session and session.driver_ref:
-            report.bound += 1
-            RepairEvent.objects.create(
-                kind=RepairEvent.Kind.SESSION_BOUND,
-                session_id=session_id,
-                entity_id=session.driver_ref,
-                message="the instance existed but was not recorded (a worker stopped mid-start); recorded it",
-            )
-
-
-def _delete_orphans(driver, driver_ids: set[str], report: ReconcileReport) -> None:
-    open_ids = {
-        str(pk) for pk in LabSession.objects.filter(pk__in=list(driver_ids), state__in=ACTIVE).values_list("pk", flat=True)
-    }
-    for session_id in sorted(driver_ids - open_ids):
-        try:
-            driver.delete(session_id)
-        except DriverError as exc:
-            RepairEvent.objects.create(
-                kind=RepairEvent.Kind.REPAIR_FAILED, message=f"could not delete instance of {session_id}: {exc}"
-            )
-            continue
-        report.orphans_deleted += 1
-        session = LabSession.objects.filter(pk=session_id).first()
-        RepairEvent.objects.create(
-            kind=RepairEvent.Kind.ORPHAN_DELETED,
-            session=session,
-            message=f"deleted an instance of {'a ' + session.state + ' session' if session else 'no known session'}",
-        )
-
-
-def _fail_vanished_from_driver(driver_ids: set[str], report: ReconcileReport) -> None:
-    running = LabSession.objects.filter(state=SessionState.RUNNING).exclude(pk__in=list(driver_ids))
-    for session_id in running.values_list("pk", flat=True):
-        _fail(session_id, "the lab's instance disappeared from the cluster", report)
-
-
-def _fail(session_id, reason: str, report: ReconcileReport, entity_id: str = "") -> None:
+def _fail(session_id, reason: Reason, report: ReconcileReport, entity_id: str = "") -> None:
     if session_begin_stop(session_id, reason=reason, failed=True):
         report.sessions_failed += 1
         RepairEvent.objects.create(
-            kind=RepairEvent.Kind.SESSION_FAILED, session_id=session_id, entity_id=entity_id, message=reason
+            kind=RepairEvent.Kind.SESSION_FAILED, session_id=session_id, entity_id=entity_id, message=str(reason)[:500]
         )
 
 
@@ -138,6 +84,7 @@ def _reconcile_node(node: Node, report: ReconcileReport) -> None:
         .exclude(driver_ref="")
         .values_list("driver_ref", "pk")
     )
+    _follow_cards(node, reported, report)
     if settings.LAB_AGENT_REGISTERS_INSTANCES:
         # Only where instances are registered for the portal's sessions can a missing one be
         # read as vanished; on Kubernetes the pod check above covers it.
@@ -146,10 +93,21 @@ def _reconcile_node(node: Node, report: ReconcileReport) -> None:
         ).exclude(driver_ref="")
         for session_id, entity_id in running.values_list("pk", "driver_ref"):
             if entity_id not in reported:
-                _fail(session_id, f"its NPU instance vanished from node {node.name}", report, entity_id)
+                _fail(session_id, Reason.of("session.vanished_from_node", node=node.name), report, entity_id)
     _residuals(node, reported, owned, now, report)
     _record_samples(node, instances, now)
     report.breaches += _check_guarantees(node, now)
+
+
+def _follow_cards(node: Node, reported: dict, report: ReconcileReport) -> None:
+    """Move each allocation on this node to the card the agent reports its instance on."""
+    ledger = Allocation.objects.filter(
+        card__node=node, released_at__isnull=True, entity_id__in=list(reported), session__state__in=ACTIVE
+    ).values_list("session_id", "entity_id", "card__index")
+    for session_id, entity_id, card_index in ledger:
+        actual = reported[entity_id].card_index
+        if actual != card_index and allocation_rebind(str(session_id), node=node.name, card_index=actual):
+            report.rebound += 1
 
 
 def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileReport) -> None:

@@ -16,6 +16,8 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from labs.dispatch import controller_wake
+from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate
 from labs.services.events import session_changes_publish
@@ -34,11 +36,18 @@ class LaunchRefused(ValidationError):
     """A launch that was not accepted; nothing was created. The message says why."""
 
 
+def reason_fields(reason: Reason | None) -> dict[str, object]:
+    """The model fields that store ``reason`` (an empty reason when ``None``)."""
+    if reason is None:
+        return {"reason_code": "", "reason_params": {}}
+    return {"reason_code": reason.code, "reason_params": reason.to_json()["params"]}
+
+
 def session_transition(
     session_id,
     *,
     to: SessionState,
-    reason: str | None = None,
+    reason: Reason | None = None,
     only_from: Iterable[SessionState] | None = None,
     **fields: object,
 ) -> bool:
@@ -56,7 +65,7 @@ def session_transition(
     if to in _TIMESTAMP_OF:
         updates[_TIMESTAMP_OF[to]] = timezone.now()
     if reason is not None:
-        updates["reason"] = reason[:500]
+        updates.update(reason_fields(reason))
     with transaction.atomic():
         updated = LabSession.objects.filter(pk=session_id, state__in=sources).update(**updates)
         if updated != 1:
@@ -67,13 +76,14 @@ def session_transition(
     return True
 
 
-def session_note(session_id, *, reason: str, state: SessionState) -> bool:
-    """Change the human-readable reason of a session still in ``state`` (progress messages)."""
+def session_note(session_id, *, reason: Reason, state: SessionState, **fields: object) -> bool:
+    """Change the reason of a session still in ``state`` (progress messages); ``fields`` go in the same UPDATE."""
+    stored = reason_fields(reason)
     with transaction.atomic():
         updated = (
             LabSession.objects.filter(pk=session_id, state=state)
-            .exclude(reason=reason[:500])
-            .update(reason=reason[:500], version=F("version") + 1)
+            .exclude(**stored)
+            .update(**stored, **fields, version=F("version") + 1)
         )
         if updated:
             session_changes_publish([session_id])
@@ -117,15 +127,15 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
             course=course,
             template=template,
             state=SessionState.QUEUED,
-            reason=_("waiting for the allocation pass"),
             secret=secrets.token_urlsafe(32),
+            **reason_fields(Reason.of("session.queued")),
         )
         session_changes_publish([session.pk])
-        transaction.on_commit(_queue_allocation_pass)
+        controller_wake()
     return session
 
 
-def session_stop(*, session_id, reason: str) -> bool:
+def session_stop(*, session_id, reason: Reason) -> bool:
     """Stop a session on request (student, instructor, expiry). Returns ``False`` if already ending.
 
     A queued or admitted session owns nothing in the cluster and ends at once; a starting or
@@ -136,13 +146,13 @@ def session_stop(*, session_id, reason: str) -> bool:
             session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}
         ):
             # An admitted session freed its reservation: queued ones may now fit.
-            transaction.on_commit(_queue_allocation_pass)
+            controller_wake()
             return True
         return session_begin_stop(session_id, reason=reason, failed=False)
 
 
-def session_begin_stop(session_id, *, reason: str, failed: bool) -> bool:
-    """Move a starting or running session to ``stopping``; a worker then deletes its instance."""
+def session_begin_stop(session_id, *, reason: Reason, failed: bool) -> bool:
+    """Move a starting or running session to ``stopping``; the controller then deletes its instance."""
     end_state = SessionState.FAILED if failed else SessionState.STOPPED
     with transaction.atomic():
         moved = session_transition(
@@ -153,17 +163,5 @@ def session_begin_stop(session_id, *, reason: str, failed: bool) -> bool:
             end_state=end_state.value,
         )
         if moved:
-            transaction.on_commit(lambda: _queue("session_stop", session_id))
+            controller_wake()
     return moved
-
-
-def _queue_allocation_pass() -> None:
-    from labs import tasks
-
-    tasks.allocation_pass.delay()
-
-
-def _queue(task_name: str, session_id, **options: object) -> None:
-    from labs import tasks
-
-    getattr(tasks, task_name).apply_async(args=[str(session_id)], **options)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from dataclasses import fields, replace
 from typing import Any
 
@@ -33,12 +32,13 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
-from labs.drivers.base import ClusterDriver, DriverError, LaunchSpec, PollResult, PollStatus
+from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
 from labs.drivers.kubernetes import builders
 from labs.drivers.kubernetes.profiles import DeviceProfile, get_profile
 from labs.drivers.statefile import canonical_session_id
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+REFUSED_STATUSES = frozenset({400, 403, 422})
 IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 START_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"})
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
@@ -78,8 +78,8 @@ class KubernetesDriver(ClusterDriver):
     * ``url_pattern`` — the access URL, with ``{session_id}`` (and ``{namespace}``, ``{service}``, ``{port}``).
     * ``pod_options`` — fields of ``builders.PodOptions`` (persistent home claim, vLLM settings, ...).
     * ``spawn_timeout_seconds`` (600) — a pod still pending after this is ``FAILED``.
-    * ``request_timeout_seconds`` (10), ``retries`` (3) — per API request; ``delete_wait_seconds``
-      (60) — how long ``delete`` waits for the pod to be gone.
+    * ``request_timeout_seconds`` (10), ``retries`` (3) — per API request. ``delete`` does not wait
+      for the pod to be gone; ``delete_wait_seconds`` is accepted for old settings and unused.
     """
 
     option_names = frozenset(
@@ -212,7 +212,9 @@ class KubernetesDriver(ClusterDriver):
         except ApiException as exc:
             if exc.status in passthrough:
                 raise
-            raise DriverError(f"The cluster refused {what}: {_api_message(exc)}.") from exc
+            # A request the API server finds invalid or forbidden fails the same way next time.
+            error = DriverRefused if exc.status in REFUSED_STATUSES else DriverError
+            raise error(f"The cluster refused {what}: {_api_message(exc)}.") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise DriverError(f"The cluster API did not answer while {what}; try again shortly.") from exc
 
@@ -296,12 +298,29 @@ class KubernetesDriver(ClusterDriver):
             self._create(what, method, namespace, body)
         return uid
 
-    def poll(self, session_id: str) -> PollResult:
-        session_id = canonical_session_id(session_id)
-        pods = self._session_pods(session_id)
-        if not pods:
-            return PollResult(PollStatus.GONE)
-        return self._pod_result(pods[0], session_id)
+    def observe(self) -> dict[str, Observed]:
+        """One list of every lab pod (all course namespaces), read into ``Observed`` records."""
+        selector = builders.SESSION_SELECTOR
+        pods = self._call("listing lab pods", self.core.list_pod_for_all_namespaces, label_selector=selector).items
+        observed: dict[str, Observed] = {}
+        for pod in pods:
+            if not self._owns(pod):
+                continue
+            try:
+                session_id = canonical_session_id((pod.metadata.labels or {}).get(builders.SESSION_LABEL))
+            except DriverError:
+                continue  # a hand-made pod with our labels but no session id
+            result = self._pod_result(pod, session_id)
+            observed[session_id] = Observed(
+                session_id,
+                result.status,
+                ref=pod.metadata.uid or "",
+                message=result.message,
+                access_url=result.access_url,
+                node=(pod.spec.node_name if pod.spec else None) or "",
+                deleting=pod.metadata.deletion_timestamp is not None,
+            )
+        return observed
 
     def _pod_result(self, pod: client.V1Pod, session_id: str) -> PollResult:
         status = pod.status or client.V1PodStatus()
@@ -415,31 +434,14 @@ class KubernetesDriver(ClusterDriver):
                     self._call(f"deleting {what}", deleter, name, namespace, passthrough=(404,))
                 except ApiException:
                     pass  # already gone
-        # The NPU share is free only once the pod is gone, not when its deletion is accepted.
-        deadline = time.monotonic() + self.delete_wait_seconds
-        while self._session_pods(session_id):
-            if time.monotonic() >= deadline:
-                raise DriverError(f"The lab pod is still stopping after {self.delete_wait_seconds:g} s.")
-            time.sleep(0.2)
+        # The NPU share is free only once the pod is gone, not when its deletion is accepted:
+        # the controller sees that in observe() and only then releases the allocation.
 
     def _delete(self, what: str, method: Any, obj: Any) -> None:
         try:
             self._call(f"deleting {what}", method, obj.metadata.name, obj.metadata.namespace, passthrough=(404,))
         except ApiException:
             pass  # already gone
-
-    def list(self) -> set[str]:
-        selector = builders.SESSION_SELECTOR
-        pods = self._call("listing lab pods", self.core.list_pod_for_all_namespaces, label_selector=selector).items
-        sessions = set()
-        for pod in pods:
-            if not self._owns(pod):
-                continue
-            try:
-                sessions.add(canonical_session_id((pod.metadata.labels or {}).get(builders.SESSION_LABEL)))
-            except DriverError:
-                continue  # a hand-made pod with our labels but no session id
-        return sessions
 
 
 def _pool_profiles(option: dict[str, str] | str | None, settings: dict[str, Any]) -> list[tuple[tuple[str, str], DeviceProfile]]:

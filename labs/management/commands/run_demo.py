@@ -16,9 +16,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from labs.domain.reasons import Reason
 from labs.drivers import get_driver
+from labs.services.controller import sessions_shutdown
 from labs.services.demo import DEMO_AGENT_PORT, DEMO_NODE, DEMO_PASSWORD, demo_data_load
-from labs.services.lifecycle import sessions_shutdown
 
 
 class Command(BaseCommand):
@@ -124,7 +125,7 @@ class Command(BaseCommand):
         if any(name == "web" for name, _ in self.children):
             self.stdout.write("\nstopping lab sessions ...")
             try:
-                ended = sessions_shutdown(reason="the portal was shut down")
+                ended = sessions_shutdown(reason=Reason.of("session.portal_shutdown"))
                 get_driver().shutdown()
                 self.stdout.write(f"stopped {ended} session(s)")
             except Exception as exc:  # keep going: the services must still be stopped

@@ -113,7 +113,7 @@
     });
     socket.addEventListener("message", (event) => {
       const message = JSON.parse(event.data);
-      if (message.type === "session") apply(message.session);
+      if (message.type === "sessions") message.sessions.forEach(apply);
     });
     socket.addEventListener("close", (event) => {
       document.body.dataset.live = "no";

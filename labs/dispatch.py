@@ -1,0 +1,88 @@
+"""Sending work to the Celery workers, by task name, once the current transaction commits.
+
+Services never import tasks: they call ``controller_wake()`` here. A wake is sent with
+``transaction.on_commit(..., robust=True)``, so a broker that is down when a launch commits
+costs a log line, not the launch: the session stays queued and the controller's next beat (or
+the next wake that gets through) admits it.
+
+Wakes are coalesced. Each wake bumps a generation counter in Redis and sends the controller
+task only if none is queued already (a key set with NX). The controller reads the counter
+before and after a run and runs again when it moved, so a wake that arrives while it runs is
+never lost, and a burst of 500 launches queues one or two controller runs, not 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+import redis
+from django.conf import settings
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+CONTROLLER_TASK = "labs.tasks.controller"
+GENERATION_KEY = "npu-lab:controller:generation"
+QUEUED_KEY = "npu-lab:controller:queued"
+# A queued marker outlives a lost task by at most this long; beat runs the controller anyway.
+QUEUED_TTL_SECONDS = 30
+
+
+@lru_cache(maxsize=1)
+def _redis() -> redis.Redis:
+    # Short timeouts: a Redis outage must not hold up a web request for long.
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1, socket_connect_timeout=1)
+
+
+def send(task_name: str, *args: object) -> bool:
+    """Send ``task_name`` now; ``False`` (and a warning) when the broker cannot take it."""
+    from portal.celery import app
+
+    try:
+        app.send_task(task_name, args=args, retry=False)
+    except Exception as exc:  # kombu and redis raise many kinds for a broker that is down
+        logger.warning("could not send %s to the broker: %s", task_name, exc)
+        return False
+    return True
+
+
+def controller_wake() -> None:
+    """Make sure the controller runs soon after the current transaction commits."""
+    transaction.on_commit(_wake_now, robust=True)
+
+
+def _wake_now() -> None:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        send(CONTROLLER_TASK)
+        return
+    try:
+        client = _redis()
+        client.incr(GENERATION_KEY)
+        if not client.set(QUEUED_KEY, 1, nx=True, ex=QUEUED_TTL_SECONDS):
+            return  # a controller run is queued and will see the new generation
+    except redis.RedisError as exc:
+        logger.warning("could not wake the controller: %s", exc)
+        return
+    if not send(CONTROLLER_TASK):
+        # Let the next wake try to send again instead of waiting for the marker to expire.
+        try:
+            client.delete(QUEUED_KEY)
+        except redis.RedisError:
+            pass
+
+
+def controller_generation() -> int | None:
+    """How many wakes there have been; ``None`` when Redis does not answer."""
+    try:
+        return int(_redis().get(GENERATION_KEY) or 0)
+    except redis.RedisError:
+        return None
+
+
+def controller_dequeued() -> None:
+    """Called as a controller run starts: a wake from now on queues a new run."""
+    try:
+        _redis().delete(QUEUED_KEY)
+    except redis.RedisError:
+        pass

@@ -1,0 +1,202 @@
+"""What the lifecycle controller does with each session: desired state against observed state.
+
+``decide`` is the controller's whole judgement, as a pure function (no Django, no driver): it
+takes every open session as the ledger has it (``Desired``), every instance the cluster driver
+reports (``Seen``, by session id, or ``None`` when the driver could not be read) and the time,
+and returns the actions that make the two agree. ``labs.services.controller`` carries them out.
+
+Per session, by ledger state:
+
+- ``admitted``: ``Create`` (the executor moves it to starting first, then asks the driver).
+- ``starting``: no instance and none recorded: ``Create`` again once its retry time has come
+  (a create that failed, or a worker that died before asking); an instance: ``Bind`` its
+  reference if the ledger does not have it, then ``Running`` / ``Fail`` / ``Note`` from its
+  phase; an instance recorded but no longer there: ``Fail`` (vanished). The spawn deadline is
+  checked only after the observation: a lab that is up is never failed for being late.
+- ``running``: gone or failed: ``Fail``; past its maximum length: ``Expire`` (a normal stop).
+- ``stopping``: the instance is gone: ``Finish`` (stopped or failed, allocation released); still
+  there and not being deleted: ``Delete``; being deleted for too long: ``Delete`` again, noted.
+- any instance whose card differs from the ledger's: ``Rebind`` to the card the node reports.
+
+Instances that no open session owns: ``Delete`` (orphans). When the driver could not be read,
+only ledger-side actions are taken (creates whose retry time has come); nothing is concluded
+from an absence that was never observed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from labs.domain.reasons import Reason
+from labs.domain.states import SessionState
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """An open session as the ledger has it. Times are seconds since the epoch."""
+
+    session_id: str
+    state: SessionState
+    driver_ref: str = ""
+    reason: Reason | None = None
+    started_at: float | None = None
+    stopping_at: float | None = None
+    create_attempts: int = 0
+    retry_at: float | None = None
+    node: str = ""
+    card_index: int | None = None
+    # A running session ends at ``expires_at`` (its template's or course's maximum length).
+    expires_at: float | None = None
+    lifetime_minutes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """An instance as the driver reports it (a copy of ``labs.drivers.Observed`` without Django)."""
+
+    session_id: str
+    phase: str  # "pending" | "running" | "failed"
+    ref: str = ""
+    message: str = ""
+    access_url: str = ""
+    node: str = ""
+    card_index: int | None = None
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    spawn_timeout_seconds: float = 300.0
+    stop_timeout_seconds: float = 120.0
+
+
+class Create(NamedTuple):
+    session_id: str
+
+
+class Bind(NamedTuple):
+    session_id: str
+    ref: str
+
+
+class Running(NamedTuple):
+    session_id: str
+    access_url: str
+
+
+class Fail(NamedTuple):
+    session_id: str
+    reason: Reason
+
+
+class Note(NamedTuple):
+    session_id: str
+    reason: Reason
+
+
+class Delete(NamedTuple):
+    session_id: str
+    orphan: bool = False
+
+
+class Finish(NamedTuple):
+    session_id: str
+
+
+class Rebind(NamedTuple):
+    session_id: str
+    node: str
+    card_index: int
+
+
+class Expire(NamedTuple):
+    session_id: str
+    minutes: int
+
+
+Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire
+
+
+def decide(
+    sessions: Sequence[Desired], seen: Mapping[str, Seen] | None, *, now: float, timing: Timing = Timing()
+) -> list[Action]:
+    """The actions that bring the cluster and the ledger into agreement; see the module docstring."""
+    actions: list[Action] = []
+    observed = seen is not None
+    seen = seen or {}
+    for session in sessions:
+        instance = seen.get(session.session_id)
+        if observed and instance is not None:
+            _check_card(session, instance, actions)
+        match session.state:
+            case SessionState.ADMITTED:
+                actions.append(Create(session.session_id))
+            case SessionState.STARTING:
+                _starting(session, instance, observed, now, timing, actions)
+            case SessionState.RUNNING if observed:
+                _running(session, instance, now, actions)
+            case SessionState.STOPPING if observed:
+                _stopping(session, instance, now, timing, actions)
+    if observed:
+        owned = {s.session_id for s in sessions}
+        orphans = (sid for sid, instance in sorted(seen.items()) if sid not in owned and not instance.deleting)
+        actions.extend(Delete(sid, orphan=True) for sid in orphans)
+    return actions
+
+
+def _starting(session: Desired, instance: Seen | None, observed: bool, now: float, timing: Timing, actions: list[Action]) -> None:
+    sid = session.session_id
+    if instance is None:
+        if session.driver_ref and observed:
+            actions.append(Fail(sid, Reason.of("session.vanished_before_start")))
+        elif not session.driver_ref and (session.retry_at is None or session.retry_at <= now):
+            actions.append(Create(sid))
+        return
+    if instance.ref and instance.ref != session.driver_ref:
+        actions.append(Bind(sid, instance.ref))
+    if instance.deleting:
+        actions.append(Fail(sid, Reason.of("session.vanished_before_start")))
+    elif instance.phase == "running":
+        actions.append(Running(sid, instance.access_url))
+    elif instance.phase == "failed":
+        actions.append(Fail(sid, _driver_reason(instance, "session.vanished_before_start")))
+    elif session.started_at is not None and now - session.started_at > timing.spawn_timeout_seconds:
+        actions.append(Fail(sid, Reason.of("session.spawn_timeout", seconds=round(timing.spawn_timeout_seconds))))
+    else:
+        reason = _driver_reason(instance, "session.starting")
+        if reason != session.reason:
+            actions.append(Note(sid, reason))
+
+
+def _running(session: Desired, instance: Seen | None, now: float, actions: list[Action]) -> None:
+    if instance is not None and not instance.deleting and session.expires_at is not None and now >= session.expires_at:
+        actions.append(Expire(session.session_id, session.lifetime_minutes))
+    elif instance is None or instance.deleting:
+        actions.append(Fail(session.session_id, Reason.of("session.vanished")))
+    elif instance.phase == "failed":
+        actions.append(Fail(session.session_id, _driver_reason(instance, "session.vanished")))
+
+
+def _stopping(session: Desired, instance: Seen | None, now: float, timing: Timing, actions: list[Action]) -> None:
+    if instance is None:
+        actions.append(Finish(session.session_id))
+    elif not instance.deleting:
+        actions.append(Delete(session.session_id))
+    elif session.stopping_at is not None and now - session.stopping_at > timing.stop_timeout_seconds:
+        # The platform accepted the deletion but the pod lingers: ask again, keep the share
+        # booked (releasing it while the instance may still hold the card would double-book).
+        actions.append(Delete(session.session_id))
+
+
+def _check_card(session: Desired, instance: Seen, actions: list[Action]) -> None:
+    if instance.card_index is None or session.card_index is None:
+        return
+    node = instance.node or session.node
+    if (node, instance.card_index) != (session.node, session.card_index):
+        actions.append(Rebind(session.session_id, node, instance.card_index))
+
+
+def _driver_reason(instance: Seen, fallback: str) -> Reason:
+    return Reason.of("session.driver", message=instance.message[:300]) if instance.message else Reason.of(fallback)

@@ -1,0 +1,476 @@
+"""The lifecycle controller: one loop that makes the cluster do what the ledger says.
+
+Desired state is the ledger (sessions and their allocations), observed state is one
+``observe()`` of the cluster driver; ``labs.domain.lifecycle.decide`` compares them and this
+module carries out what it decides. One run (``controller_run``):
+
+1. the allocation pass admits and places queued sessions (``labs.services.allocation``);
+2. the driver is observed once — every instance, one call;
+3. the open sessions are read from the ledger (after the observation, so an instance is never
+   older than the ledger row that asked for it);
+4. ``decide`` returns the actions; driver calls (create, delete) run side by side in a small
+   thread pool, every ledger change is a conditional UPDATE, and pages hear of the changes
+   once, at the end, one message per student and course.
+
+It is woken on demand (a launch, a stop: ``labs.dispatch.controller_wake``) and by Celery beat
+every ``LAB_CONTROLLER_SECONDS``. One run at a time: a run that finds another one running
+returns at once, and the running one goes round again if a wake arrived meanwhile (a
+generation counter read before and after), so no wake is lost and a burst of launches never
+queues hundreds of blocked runs. Every action is idempotent and every state change
+conditional, so a worker killed mid-run, a redelivered task or two runs at once change
+nothing: the next run sees the same ledger and the same cluster and finishes the job.
+
+The slower half of observation — what each node's agent reports (cards, instances, NPU use) —
+is ``labs.services.reconcile``, on its own beat period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import lru_cache
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from labs import dispatch
+from labs.domain.lifecycle import Bind, Create, Delete, Desired, Expire, Fail, Finish, Note, Rebind, Running, Seen, Timing, decide
+from labs.domain.reasons import Reason
+from labs.domain.states import SessionState
+from labs.drivers import DriverError, DriverRefused, LaunchSpec, Observed, get_driver
+from labs.drivers.base import CardBinding
+from labs.models import Allocation, Card, LabSession, RepairEvent
+from labs.services.agents import instance_register, instance_unregister
+from labs.services.allocation import allocation_pass
+from labs.services.events import events_batch
+from labs.services.locks import CONTROLLER_LOCK_KEY
+from labs.services.sessions import session_begin_stop, session_note, session_stop, session_transition
+
+logger = logging.getLogger(__name__)
+
+# Sessions the controller acts on; queued ones belong to the allocation pass.
+OPEN_STATES = (SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING, SessionState.STOPPING)
+MAX_ROUNDS = 5
+VANISHED = {"session.vanished", "session.vanished_before_start"}
+
+
+@dataclass
+class ControllerReport:
+    rounds: int = 0
+    skipped: bool = False
+    admitted: int = 0
+    created: int = 0
+    create_errors: int = 0
+    running: int = 0
+    failed: int = 0
+    finished: int = 0
+    deleted: int = 0
+    rebound: int = 0
+    observe_error: str = ""
+    actions: dict[str, int] = field(default_factory=dict)
+
+
+def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
+    """Run the controller until the ledger and the cluster agree or nothing more can be done now."""
+    dispatch.controller_dequeued()
+    report = ControllerReport()
+    for _ in range(max_rounds):
+        with _controller_lock() as held:
+            if not held:
+                report.skipped = True  # the run that holds it goes round again for our wake
+                return report
+            before = dispatch.controller_generation()
+            acted = reconcile_once(report)
+        after = dispatch.controller_generation()
+        # Another round when this one asked the driver for something (a delete may be done
+        # already) or a wake came in while it ran.
+        if not acted and (before is None or after == before):
+            break
+    return report
+
+
+def reconcile_once(report: ControllerReport | None = None) -> bool:
+    """One round: admit, observe, decide, act. Returns whether the driver was asked to create or delete."""
+    report = report or ControllerReport()
+    report.rounds += 1
+    with events_batch():
+        report.admitted += len(allocation_pass().admitted)
+        try:
+            seen = {sid: _seen(observed) for sid, observed in get_driver().observe().items()}
+        except DriverError as exc:
+            # Without the cluster's view nothing may be concluded from absence; creates still go.
+            logger.warning("controller: the cluster driver cannot be observed: %s", exc)
+            report.observe_error = str(exc)
+            seen = None
+        now = timezone.now()
+        sessions = _desired()
+        actions = decide(
+            sessions,
+            seen,
+            now=now.timestamp(),
+            timing=Timing(settings.LAB_SPAWN_TIMEOUT_SECONDS, settings.LAB_STOP_TIMEOUT_SECONDS),
+        )
+        for action in actions:
+            name = type(action).__name__
+            report.actions[name] = report.actions.get(name, 0) + 1
+        return _execute(actions, sessions, now, report)
+
+
+def _seen(observed: Observed) -> Seen:
+    return Seen(
+        observed.session_id,
+        observed.status.value,
+        ref=observed.ref,
+        message=observed.message,
+        access_url=observed.access_url,
+        node=observed.node,
+        card_index=observed.card_index,
+        deleting=observed.deleting,
+    )
+
+
+def _desired() -> list[Desired]:
+    rows = LabSession.objects.filter(state__in=OPEN_STATES).values_list(
+        "pk",
+        "state",
+        "driver_ref",
+        "reason_code",
+        "reason_params",
+        "started_at",
+        "running_at",
+        "stopping_at",
+        "create_attempts",
+        "retry_at",
+        "allocation__card__node__name",
+        "allocation__card__index",
+        "template__max_lifetime_minutes",
+        "course__quota__max_session_minutes",
+    )
+    sessions = []
+    for (
+        pk,
+        state,
+        ref,
+        code,
+        params,
+        started,
+        running,
+        stopping,
+        attempts,
+        retry_at,
+        node,
+        card,
+        lifetime,
+        course_limit,
+    ) in rows:
+        minutes = min(m for m in (lifetime, course_limit) if m is not None) if (lifetime or course_limit) else None
+        sessions.append(
+            Desired(
+                str(pk),
+                SessionState(state),
+                driver_ref=ref,
+                reason=_stored_reason(code, params),
+                started_at=started.timestamp() if started else None,
+                stopping_at=stopping.timestamp() if stopping else None,
+                create_attempts=attempts,
+                retry_at=retry_at.timestamp() if retry_at else None,
+                node=node or "",
+                card_index=card,
+                expires_at=running.timestamp() + 60 * minutes if running and minutes else None,
+                lifetime_minutes=minutes or 0,
+            )
+        )
+    return sessions
+
+
+def _stored_reason(code: str, params: dict) -> Reason | None:
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        return Reason.from_json({"code": code, "params": params}) if code else None
+    return None
+
+
+# -- carrying out the decisions ---------------------------------------------------------------
+
+
+def _execute(actions: list, sessions: list[Desired], now, report: ControllerReport) -> bool:
+    by_id = {s.session_id: s for s in sessions}
+    creates = [a.session_id for a in actions if isinstance(a, Create)]
+    links = dict(
+        (str(pk), (kind, secret))
+        for pk, kind, secret in LabSession.objects.filter(
+            pk__in=[a.session_id for a in actions if isinstance(a, Running)]
+        ).values_list("pk", "template__kind", "secret")
+    )
+    deletes = [a for a in actions if isinstance(a, Delete)]
+    pending = _start_creates(creates, by_id) + [(_pool().submit(get_driver().delete, a.session_id), a) for a in deletes]
+    for action in actions:
+        match action:
+            case Bind(session_id, ref):
+                _bind(session_id, ref, recovered=True)
+            case Running(session_id, url):
+                kind, secret = links.get(session_id, ("", ""))
+                url = with_jupyter_token(url, kind=kind, secret=secret)
+                if session_transition(
+                    session_id, to=SessionState.RUNNING, reason=None, only_from={SessionState.STARTING}, access_url=url[:500]
+                ):
+                    report.running += 1
+            case Fail(session_id, reason):
+                if session_begin_stop(session_id, reason=reason, failed=True):
+                    report.failed += 1
+                    if reason.code in VANISHED:
+                        RepairEvent.objects.create(
+                            kind=RepairEvent.Kind.SESSION_FAILED, session_id=session_id, message=str(reason)[:500]
+                        )
+            case Note(session_id, reason):
+                session_note(session_id, reason=reason, state=SessionState.STARTING)
+            case Finish(session_id):
+                if _finish(session_id):
+                    report.finished += 1
+            case Rebind(session_id, node, card_index):
+                if allocation_rebind(session_id, node=node, card_index=card_index):
+                    report.rebound += 1
+            case Expire(session_id, minutes):
+                session_stop(session_id=session_id, reason=Reason.of("session.lifetime", minutes=minutes))
+    for future, action in pending:
+        _collect(future, action, report)
+    return bool(pending)
+
+
+@lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    # Driver calls are network or process waits: a few threads overlap them. Made lazily, in
+    # the process that uses it (Celery forks its workers after import).
+    return ThreadPoolExecutor(max_workers=settings.LAB_CONTROLLER_THREADS, thread_name_prefix="controller")
+
+
+def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tuple[Future, Create]]:
+    if not session_ids:
+        return []
+    for session_id in session_ids:
+        if by_id[session_id].state == SessionState.ADMITTED:
+            session_transition(
+                session_id,
+                to=SessionState.STARTING,
+                reason=Reason.of("session.requesting"),
+                only_from={SessionState.ADMITTED},
+            )
+    # Only sessions still starting now (a stop may have come first) are created.
+    sessions = LabSession.objects.filter(pk__in=session_ids, state=SessionState.STARTING, driver_ref="").select_related(
+        "template", "course", "student", "allocation__card__node"
+    )
+    return [(_pool().submit(_create, session), Create(str(session.pk))) for session in sessions]
+
+
+def _create(session: LabSession) -> str:
+    """Runs in a pool thread: no database here, only the driver and the node agent."""
+    ref = get_driver().create(launch_spec(session))
+    session.driver_ref = ref
+    instance_register(session)
+    return ref
+
+
+def _collect(future: Future, action: Create | Delete, report: ControllerReport) -> None:
+    session_id = action.session_id
+    try:
+        result = future.result()
+    except DriverRefused as exc:
+        if isinstance(action, Create):
+            report.create_errors += 1
+            session_begin_stop(session_id, reason=Reason.of("session.create_failed", error=str(exc)[:300]), failed=True)
+        else:
+            _delete_failed(action, exc)
+        return
+    except Exception as exc:  # DriverError, or a driver bug: either way the next run tries again
+        if not isinstance(exc, DriverError):
+            logger.exception("controller: the driver failed on session %s", session_id)
+        if isinstance(action, Create):
+            report.create_errors += 1
+            _create_failed(session_id, exc)
+        else:
+            _delete_failed(action, exc)
+        return
+    if isinstance(action, Create):
+        report.created += 1
+        _bind(session_id, result, recovered=False)
+    else:
+        report.deleted += 1
+        if action.orphan:
+            session = LabSession.objects.filter(pk=session_id).only("state").first()
+            RepairEvent.objects.create(
+                kind=RepairEvent.Kind.ORPHAN_DELETED,
+                session=session,
+                message=f"deleted an instance of {'a ' + session.state + ' session' if session else 'no known session'}",
+            )
+
+
+def _bind(session_id: str, ref: str, *, recovered: bool) -> None:
+    """Record the instance's reference on the session and its allocation (the FlexNPU entity-id)."""
+    with transaction.atomic():
+        bound = (
+            LabSession.objects.filter(pk=session_id, state=SessionState.STARTING).exclude(driver_ref=ref).update(driver_ref=ref)
+        )
+        Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(entity_id=ref)
+        if bound and recovered:
+            RepairEvent.objects.create(
+                kind=RepairEvent.Kind.SESSION_BOUND,
+                session_id=session_id,
+                entity_id=ref,
+                message="the instance existed but was not recorded (a worker stopped mid-start); recorded it",
+            )
+
+
+def _create_failed(session_id: str, exc: Exception) -> None:
+    session = LabSession.objects.filter(pk=session_id, state=SessionState.STARTING).only("create_attempts").first()
+    if session is None:
+        return
+    attempts = session.create_attempts + 1
+    error = str(exc)[:300] or type(exc).__name__
+    if attempts >= settings.LAB_CREATE_ATTEMPTS:
+        session_begin_stop(session_id, reason=Reason.of("session.create_failed", error=error), failed=True)
+        return
+    # Back off 1, 2, 4, ... seconds (at most a minute) before the next try.
+    delay = min(60, 2 ** (attempts - 1))
+    session_note(
+        session_id,
+        reason=Reason.of("session.create_retry", attempt=attempts, attempts=settings.LAB_CREATE_ATTEMPTS, error=error),
+        state=SessionState.STARTING,
+        create_attempts=attempts,
+        retry_at=timezone.now() + timedelta(seconds=delay),
+    )
+
+
+def _delete_failed(action: Delete, exc: Exception) -> None:
+    if action.orphan:
+        RepairEvent.objects.create(
+            kind=RepairEvent.Kind.REPAIR_FAILED, message=f"could not delete instance of {action.session_id}: {exc}"[:500]
+        )
+    else:
+        session_note(action.session_id, reason=Reason.of("session.stop_retry", error=str(exc)[:300]), state=SessionState.STOPPING)
+
+
+def _finish(session_id: str) -> bool:
+    """stopping -> stopped/failed once the instance is gone; the allocation is released with it."""
+    session = LabSession.objects.filter(pk=session_id).select_related("allocation__card__node").first()
+    if session is None or session.state != SessionState.STOPPING:
+        return False
+    allocation = getattr(session, "allocation", None)
+    if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and session.driver_ref:
+        # Unreachable agent: the node reconciler unregisters the residual instance later.
+        instance_unregister(allocation.card.node, session.driver_ref)
+    end_state = SessionState(session.end_state or SessionState.STOPPED)
+    return session_transition(session_id, to=end_state, only_from={SessionState.STOPPING})
+
+
+def allocation_rebind(session_id: str, *, node: str, card_index: int) -> bool:
+    """Move a live allocation to the card the node reports the instance on (a ``RepairEvent`` says so).
+
+    The platform chose another card than the ledger reserved (the device plugin, not the
+    portal, picks the card on Kubernetes): the ledger follows the cluster, never the other
+    way round, so the allocation pass sees the real use of both cards from now on. Done under
+    the allocation lock so no pass decides on a half-moved ledger.
+    """
+    from labs.services.locks import allocation_lock
+
+    card = Card.objects.filter(node__name=node, index=card_index).first()
+    if card is None:
+        logger.warning("controller: session %s reported on unknown card %s/%s", session_id, node, card_index)
+        return False
+    with transaction.atomic():
+        allocation_lock()
+        allocation = (
+            Allocation.objects.select_for_update()
+            .filter(session_id=session_id, released_at__isnull=True)
+            .select_related("card__node")
+        ).first()
+        if allocation is None or allocation.card_id == card.pk:
+            return False
+        was = f"{allocation.card.node.name} / NPU {allocation.card.index}"
+        Allocation.objects.filter(pk=allocation.pk).update(card=card)
+        RepairEvent.objects.create(
+            kind=RepairEvent.Kind.CARD_REBOUND,
+            session_id=session_id,
+            node=card.node,
+            entity_id=allocation.entity_id,
+            message=f"the ledger had {was}; the node reports {node} / NPU {card_index}: allocation moved",
+        )
+    return True
+
+
+def launch_spec(session: LabSession) -> LaunchSpec:
+    """What the driver needs to create the session's instance on the card the ledger reserved."""
+    allocation = session.allocation
+    card = allocation.card
+    template = session.template
+    return LaunchSpec(
+        session_id=str(session.pk),
+        kind=template.kind,
+        image=template.image,
+        secret=session.secret,
+        card=CardBinding(
+            node=card.node.name,
+            card_index=card.index,
+            die_id=card.die_id,
+            chip_type=card.chip_type,
+            core_percent=allocation.core_percent,
+            memory_mib=allocation.memory_mib,
+            scenario=allocation.scenario,
+            node_labels=tuple(sorted((str(k), str(v)) for k, v in (card.node.labels or {}).items())),
+        ),
+        course_code=session.course.code,
+        student=session.student.get_username(),
+        command=tuple(template.command or ()),
+        args=tuple(template.args or ()),
+    )
+
+
+def with_jupyter_token(url: str, *, kind: str, secret: str) -> str:
+    """The student's link opens JupyterLab logged in: add the session's token when the driver's
+    URL does not carry it (a Kubernetes URL pattern knows nothing of the secret)."""
+    if not url or "token=" in url or kind != "jupyter":
+        return url
+    parts = urlsplit(url)
+    query = "&".join(filter(None, [parts.query, urlencode({"token": secret})]))
+    return urlunsplit(parts._replace(query=query))
+
+
+@contextlib.contextmanager
+def _controller_lock() -> Iterator[bool]:
+    """Hold the controller's lock for a round, or yield ``False`` at once when another run has it.
+
+    PostgreSQL: a session-level advisory lock, released at the end of the round or with the
+    connection of a worker that dies. SQLite (the embedded demo): its write lock already
+    serialises the writes, and every action is idempotent, so nothing more is taken.
+    """
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CONTROLLER_LOCK_KEY])
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [CONTROLLER_LOCK_KEY])
+
+
+def sessions_shutdown(*, reason: Reason, timeout: float = 30.0) -> int:
+    """Stop every open session and run the controller until their instances are gone (the demo's Ctrl-C)."""
+    ended = 0
+    for session_id in LabSession.objects.exclude(state__in=[SessionState.STOPPED, SessionState.FAILED]).values_list(
+        "pk", flat=True
+    ):
+        if session_stop(session_id=session_id, reason=reason):
+            ended += 1
+    deadline = time.monotonic() + timeout
+    while LabSession.objects.filter(state=SessionState.STOPPING).exists() and time.monotonic() < deadline:
+        reconcile_once()
+    return ended
