@@ -5,6 +5,9 @@ Services never import tasks: they call ``controller_wake()`` here. A wake is sen
 costs a log line, not the launch: the session stays queued and the controller's next beat (or
 the next wake that gets through) admits it.
 
+While labs are starting or stopping, a run also asks for one follow-up run shortly after
+(``controller_follow_up``), so progress does not wait for beat; beat is the backstop.
+
 Wakes are coalesced. Each wake bumps a generation counter in Redis and sends the controller
 task only if none is queued already (a key set with NX). The controller reads the counter
 before and after a run and runs again when it moved, so a wake that arrives while it runs is
@@ -25,6 +28,7 @@ logger = logging.getLogger(__name__)
 CONTROLLER_TASK = "labs.tasks.controller"
 GENERATION_KEY = "npu-lab:controller:generation"
 QUEUED_KEY = "npu-lab:controller:queued"
+FOLLOW_UP_KEY = "npu-lab:controller:follow-up"
 # A queued marker outlives a lost task by at most this long; beat runs the controller anyway.
 QUEUED_TTL_SECONDS = 30
 
@@ -35,12 +39,12 @@ def _redis() -> redis.Redis:
     return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1, socket_connect_timeout=1)
 
 
-def send(task_name: str, *args: object) -> bool:
-    """Send ``task_name`` now; ``False`` (and a warning) when the broker cannot take it."""
+def send(task_name: str, *args: object, countdown: float | None = None) -> bool:
+    """Send ``task_name`` (now, or in ``countdown`` seconds); ``False`` (and a warning) when the broker cannot take it."""
     from portal.celery import app
 
     try:
-        app.send_task(task_name, args=args, retry=False)
+        app.send_task(task_name, args=args, retry=False, countdown=countdown)
     except Exception as exc:  # kombu and redis raise many kinds for a broker that is down
         logger.warning("could not send %s to the broker: %s", task_name, exc)
         return False
@@ -70,6 +74,19 @@ def _wake_now() -> None:
             client.delete(QUEUED_KEY)
         except redis.RedisError:
             pass
+
+
+def controller_follow_up(seconds: float) -> None:
+    """Run the controller again in ``seconds`` (a lab is starting or stopping): one such run pending at a time."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return  # an eager run would recurse; tests and the shell call the controller themselves
+    try:
+        if not _redis().set(FOLLOW_UP_KEY, 1, nx=True, px=max(1, int(seconds * 1000))):
+            return
+    except redis.RedisError as exc:
+        logger.warning("could not schedule the controller's follow-up: %s", exc)
+        return
+    send(CONTROLLER_TASK, countdown=seconds)
 
 
 def controller_generation() -> int | None:

@@ -136,6 +136,7 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
 # launch and stop), how many driver calls it makes at once, how often a failing create is tried.
 LAB_CONTROLLER_SECONDS = env_float("LAB_CONTROLLER_SECONDS", 1.0, minimum=0.2)
+LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS", 0.5, minimum=0.1)
 LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 8, minimum=1, maximum=64)
 LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
 CELERY_BEAT_SCHEDULE = {

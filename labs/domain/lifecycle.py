@@ -171,12 +171,12 @@ def _starting(session: Desired, instance: Seen | None, observed: bool, now: floa
 
 
 def _running(session: Desired, instance: Seen | None, now: float, actions: list[Action]) -> None:
-    if instance is not None and not instance.deleting and session.expires_at is not None and now >= session.expires_at:
-        actions.append(Expire(session.session_id, session.lifetime_minutes))
-    elif instance is None or instance.deleting:
+    if instance is None or instance.deleting:
         actions.append(Fail(session.session_id, Reason.of("session.vanished")))
     elif instance.phase == "failed":
         actions.append(Fail(session.session_id, _driver_reason(instance, "session.vanished")))
+    elif session.expires_at is not None and now >= session.expires_at:
+        actions.append(Expire(session.session_id, session.lifetime_minutes))
 
 
 def _stopping(session: Desired, instance: Seen | None, now: float, timing: Timing, actions: list[Action]) -> None:

@@ -102,9 +102,8 @@ class SimulatorDriver(ClusterDriver):
         where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if record.get("failure"):
             return Observed(sid, PollStatus.FAILED, message=record["failure"], **where)
-        left = self.start_delay_seconds - (now - record["created"])
-        if left > 0:
-            return Observed(sid, PollStatus.PENDING, message=f"starting (simulated, {left:.1f} s left)", **where)
+        if now - record["created"] < self.start_delay_seconds:
+            return Observed(sid, PollStatus.PENDING, message="starting (simulated)", **where)
         return Observed(sid, PollStatus.RUNNING, access_url=ACCESS_URL.format(session_id=sid), **where)
 
     def delete(self, session_id: str) -> None:

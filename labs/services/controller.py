@@ -51,12 +51,14 @@ from labs.services.agents import instance_register, instance_unregister
 from labs.services.allocation import allocation_pass
 from labs.services.events import events_batch
 from labs.services.locks import CONTROLLER_LOCK_KEY
-from labs.services.sessions import session_begin_stop, session_note, session_stop, session_transition
+from labs.services.sessions import reason_fields, session_begin_stop, session_note, session_stop, session_transition
 
 logger = logging.getLogger(__name__)
 
 # Sessions the controller acts on; queued ones belong to the allocation pass.
 OPEN_STATES = (SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING, SessionState.STOPPING)
+# Sessions waiting on the cluster: while there are any, the controller looks again shortly.
+IN_PROGRESS = (SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING)
 MAX_ROUNDS = 5
 VANISHED = {"session.vanished", "session.vanished_before_start"}
 
@@ -89,15 +91,16 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
             before = dispatch.controller_generation()
             acted = reconcile_once(report)
         after = dispatch.controller_generation()
-        # Another round when this one asked the driver for something (a delete may be done
-        # already) or a wake came in while it ran.
+        # Another round when this one could make more progress, or a wake came in while it ran.
         if not acted and (before is None or after == before):
             break
+    if LabSession.objects.filter(state__in=IN_PROGRESS).exists():
+        dispatch.controller_follow_up(settings.LAB_CONTROLLER_FOLLOW_UP_SECONDS)
     return report
 
 
 def reconcile_once(report: ControllerReport | None = None) -> bool:
-    """One round: admit, observe, decide, act. Returns whether the driver was asked to create or delete."""
+    """One round: admit, observe, decide, act. Returns whether another round could do more now."""
     report = report or ControllerReport()
     report.rounds += 1
     with events_batch():
@@ -201,6 +204,7 @@ def _stored_reason(code: str, params: dict) -> Reason | None:
 
 def _execute(actions: list, sessions: list[Desired], now, report: ControllerReport) -> bool:
     by_id = {s.session_id: s for s in sessions}
+    freed = False
     creates = [a.session_id for a in actions if isinstance(a, Create)]
     links = dict(
         (str(pk), (kind, secret))
@@ -218,7 +222,11 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
                 kind, secret = links.get(session_id, ("", ""))
                 url = with_jupyter_token(url, kind=kind, secret=secret)
                 if session_transition(
-                    session_id, to=SessionState.RUNNING, reason=None, only_from={SessionState.STARTING}, access_url=url[:500]
+                    session_id,
+                    to=SessionState.RUNNING,
+                    only_from={SessionState.STARTING},
+                    access_url=url[:500],
+                    **reason_fields(None),
                 ):
                     report.running += 1
             case Fail(session_id, reason):
@@ -233,6 +241,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
             case Finish(session_id):
                 if _finish(session_id):
                     report.finished += 1
+                    freed = True
             case Rebind(session_id, node, card_index):
                 if allocation_rebind(session_id, node=node, card_index=card_index):
                     report.rebound += 1
@@ -240,7 +249,9 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
                 session_stop(session_id=session_id, reason=Reason.of("session.lifetime", minutes=minutes))
     for future, action in pending:
         _collect(future, action, report)
-    return bool(pending)
+    # Another round is worth it when the driver was asked for something (a delete may be done
+    # already) or a release freed capacity the allocation pass can hand out.
+    return bool(pending) or freed
 
 
 @lru_cache(maxsize=1)

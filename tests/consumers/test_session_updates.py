@@ -30,8 +30,13 @@ def async_world(transactional_db):
 
 
 async def receive_states(comm, count):
-    events = [await comm.receive_json_from(timeout=5) for _ in range(count)]
-    return [(e["session"]["state"], e["session"]["version"]) for e in events], events
+    """The next ``count`` session payloads, from as many batched messages as they come in."""
+    events = []
+    while len(events) < count:
+        message = await comm.receive_json_from(timeout=5)
+        assert message["type"] == "sessions"
+        events.extend(message["sessions"])
+    return [(e["state"], e["version"]) for e in events], events
 
 
 async def test_a_student_receives_each_state_change_of_their_session(async_world):
@@ -45,7 +50,7 @@ async def test_a_student_receives_each_state_change_of_their_session(async_world
     await sync_to_async(session_transition)(session.pk, to="running", access_url="http://lab/?token=t")
     states, events = await receive_states(comm, 4)
     assert states == [("queued", 1), ("admitted", 2), ("starting", 3), ("running", 4)]
-    assert events[-1]["session"]["access_url"] == "http://lab/?token=t"
+    assert events[-1]["access_url"] == "http://lab/?token=t"
     await comm.disconnect()
 
 
@@ -76,7 +81,7 @@ async def test_the_instructor_sees_course_sessions_without_the_secret_url(async_
     await sync_to_async(session_transition)(session.pk, to="running", access_url="http://lab/?token=secret")
     states, events = await receive_states(comm, 4)
     assert states[-1] == ("running", 4)
-    assert all(e["session"]["access_url"] == "" for e in events)
+    assert all(e["access_url"] == "" for e in events)
     await comm.disconnect()
 
 
@@ -100,3 +105,23 @@ async def test_a_student_cannot_listen_to_a_course_they_do_not_teach(async_world
     comm = communicator(async_world["students"][0], f"?course={async_world['course'].pk}")
     connected, code = await comm.connect()
     assert not connected and code == 4403
+
+
+async def test_a_reason_reaches_the_page_in_words_with_its_code(async_world):
+    student = async_world["students"][0]
+    comm = communicator(student)
+    await comm.connect()
+    await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
+    _, events = await receive_states(comm, 1)
+    assert (events[0]["reason"], events[0]["reason_code"]) == ("waiting for the allocation pass", "session.queued")
+    assert events[0]["state_label"] == "queued"
+    await comm.disconnect()
+
+
+def test_the_reader_language_comes_from_the_cookie_then_the_browser():
+    from labs.consumers import reader_language
+
+    assert reader_language({"cookies": {"django_language": "zh-hans"}}) == "zh-hans"
+    assert reader_language({"headers": [(b"accept-language", b"zh-CN,zh;q=0.9,en;q=0.5")]}) == "zh-hans"
+    assert reader_language({"headers": [(b"accept-language", b"fr-FR")]}) == "en"
+    assert reader_language({}) == "en"

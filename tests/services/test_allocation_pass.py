@@ -1,5 +1,6 @@
 from django.db.models import Sum
 
+from labs.domain.reasons import Reason
 from labs.models import Allocation, LabSession
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import allocation_release, session_launch, session_stop, session_transition
@@ -34,7 +35,7 @@ def test_sessions_over_the_course_quota_stay_queued_with_the_reason(db):
     assert LabSession.objects.filter(state="admitted").count() == 3
     queued = LabSession.objects.filter(state="queued")
     assert queued.count() == 2
-    assert set(queued.values_list("reason", flat=True)) == {"course quota: 3 of 3 instances in use"}
+    assert {s.reason for s in queued} == {"course quota: 3 of 3 instances in use"}
 
 
 def test_freed_quota_admits_the_next_queued_session(db):
@@ -43,7 +44,7 @@ def test_freed_quota_admits_the_next_queued_session(db):
     first = session_launch(student=students[0], course=course, template=templates[0])
     second = session_launch(student=students[1], course=course, template=templates[0])
     allocation_pass()
-    assert session_stop(session_id=first.pk, reason="done")
+    assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="tester"))
     allocation_pass()
     second.refresh_from_db()
     assert second.state == "admitted"
@@ -81,7 +82,7 @@ def test_an_unhealthy_card_and_an_unavailable_node_get_nothing(world):
 def test_cancelling_an_admitted_session_releases_its_allocation_once(world):
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
     allocation_pass()
-    assert session_stop(session_id=session.pk, reason="changed my mind")
+    assert session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="tester"))
     session.refresh_from_db()
     assert session.state == "stopped"
     allocation = Allocation.objects.get(session=session)

@@ -67,7 +67,7 @@ def test_128_simultaneous_launches_place_exactly_what_capacity_and_quota_allow(
     assert Allocation.objects.filter(released_at__isnull=True).count() == expected_placed
     queued = LabSession.objects.filter(state="queued")
     assert queued.count() == 128 - expected_placed
-    assert set(queued.values_list("reason", flat=True)) == {expected_reason}
+    assert {s.reason for s in queued} == {expected_reason}
 
     per_card = (
         Allocation.objects.filter(released_at__isnull=True)

@@ -1,5 +1,6 @@
 import pytest
 
+from labs.domain.reasons import Reason
 from labs.models import LabSession
 from labs.services.sessions import LaunchRefused, session_launch
 from tests.factories import TemplateFactory, UserFactory
@@ -46,5 +47,5 @@ def test_a_student_at_the_concurrent_limit_is_refused_until_one_ends(world):
     assert LabSession.objects.filter(student=student).count() == 1
     from labs.services.sessions import session_stop
 
-    assert session_stop(session_id=first.pk, reason="done")
+    assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="tester"))
     session_launch(student=student, course=world["course"], template=world["medium"])

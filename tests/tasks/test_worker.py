@@ -3,6 +3,7 @@
 import pytest
 from django.conf import settings
 
+from labs.domain.reasons import Reason
 from labs.models import Allocation, LabSession
 from labs.services.sessions import session_launch, session_stop
 from tests.conftest import wait_for
@@ -23,7 +24,7 @@ def test_a_worker_takes_a_launch_to_running_and_a_stop_to_stopped(world, start_w
     assert session.access_url and session.driver_ref
     assert Allocation.objects.get(session=session).entity_id == session.driver_ref
 
-    session_stop(session_id=session.pk, reason="stopped by student")
+    session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="tester"))
     wait_for(lambda: state_of(session) == "stopped", timeout=60, message="stopped")
     assert Allocation.objects.get(session=session).released_at is not None
 
@@ -38,7 +39,7 @@ def test_a_stop_frees_capacity_and_the_worker_admits_the_queued_session(world, s
     wait_for(lambda: state_of(first) == "running", timeout=60, message="first running")
     second.refresh_from_db()
     assert (second.state, second.reason) == ("queued", "course quota: 1 of 1 instances in use")
-    session_stop(session_id=first.pk, reason="done")
+    session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="tester"))
     wait_for(lambda: state_of(second) == "running", timeout=60, message="second running after the first stopped")
 
 
@@ -59,7 +60,7 @@ def test_a_task_whose_worker_is_killed_mid_create_is_redelivered_and_finishes(wo
     doomed = start_worker("doomed", concurrency=1, pool="solo", **slow)
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
     wait_for(lambda: state_of(session) == "starting", timeout=30, message=lambda: f"starting; log:\n{doomed.output()[-3000:]}")
-    doomed.kill()  # SIGKILL inside driver.create: the session_start message was never acknowledged
+    doomed.kill()  # SIGKILL inside driver.create: the controller's message was never acknowledged
     session.refresh_from_db()
     assert session.state == "starting" and session.driver_ref == ""
 

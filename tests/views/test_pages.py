@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone, translation
 
+from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.models import LabSession
 from labs.services.allocation import allocation_pass
@@ -328,7 +329,7 @@ def test_the_instructor_sees_enrolment_quota_use_and_open_sessions(world):
     course, (s0, s1, s2, s3) = world["course"], world["students"]
     session_launch(student=s0, course=course, template=world["small"])
     ended = session_launch(student=s1, course=course, template=world["small"])
-    assert session_stop(session_id=ended.pk, reason="done")
+    assert session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="tester"))
     allocation_pass()
     session_launch(student=s2, course=course, template=world["small"])
 
@@ -378,8 +379,8 @@ def test_the_dashboard_query_count_does_not_grow_with_sessions(db):
     mine = [session_launch(student=many, course=course, template=t) for t in (small, medium, small, medium, small)]
     allocation_pass()
     assert session_transition(mine[0].pk, to=SessionState.STARTING)
-    assert session_stop(session_id=mine[1].pk, reason="done")
-    assert session_stop(session_id=mine[2].pk, reason="done")
+    assert session_stop(session_id=mine[1].pk, reason=Reason.of("session.stopped_by", who="tester"))
+    assert session_stop(session_id=mine[2].pk, reason=Reason.of("session.stopped_by", who="tester"))
     session_launch(student=many, course=course, template=small)  # a queued one too
 
     count_queries(few, "/")  # warm per-process caches (content types, templates)

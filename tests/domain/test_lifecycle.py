@@ -1,0 +1,391 @@
+"""The lifecycle controller's judgement: ``decide`` (ledger against cluster -> actions), rule by rule."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from labs.domain.lifecycle import (
+    Bind,
+    Create,
+    Delete,
+    Desired,
+    Expire,
+    Fail,
+    Finish,
+    Note,
+    Rebind,
+    Running,
+    Seen,
+    Timing,
+    decide,
+)
+from labs.domain.reasons import Reason
+from labs.domain.states import SessionState
+
+NOW = 10_000.0
+TIMING = Timing(spawn_timeout_seconds=300.0, stop_timeout_seconds=120.0)
+
+
+def starting(**fields) -> Desired:
+    return Desired("s1", SessionState.STARTING, started_at=NOW - 10, **fields)
+
+
+def running(**fields) -> Desired:
+    return Desired("s1", SessionState.RUNNING, driver_ref="pod-1", started_at=NOW - 600, **fields)
+
+
+def stopping(**fields) -> Desired:
+    return Desired("s1", SessionState.STOPPING, driver_ref="pod-1", stopping_at=NOW - 10, **fields)
+
+
+def instance(phase: str = "pending", **fields) -> Seen:
+    return Seen("s1", phase, **fields)
+
+
+def run(sessions: list[Desired] | Desired, seen: dict[str, Seen] | Seen | None) -> list:
+    if isinstance(sessions, Desired):
+        sessions = [sessions]
+    if isinstance(seen, Seen):
+        seen = {seen.session_id: seen}
+    return decide(sessions, seen, now=NOW, timing=TIMING)
+
+
+# -- admitted -----------------------------------------------------------------------------------
+
+
+def test_an_admitted_session_is_created():
+    assert run(Desired("s1", SessionState.ADMITTED), {}) == [Create("s1")]
+
+
+def test_an_admitted_session_is_created_even_when_the_driver_could_not_be_read():
+    assert run(Desired("s1", SessionState.ADMITTED), None) == [Create("s1")]
+
+
+# -- starting: no instance --------------------------------------------------------------------
+
+
+def test_a_starting_session_without_instance_or_ref_is_created_again_once_its_retry_time_has_come():
+    assert run(starting(retry_at=NOW), {}) == [Create("s1")]
+
+
+def test_a_starting_session_without_instance_or_ref_waits_while_its_retry_time_is_still_ahead():
+    assert run(starting(retry_at=NOW + 1), {}) == []
+
+
+def test_a_starting_session_without_a_retry_time_is_created_straight_away():
+    assert run(starting(retry_at=None), {}) == [Create("s1")]
+
+
+def test_a_starting_session_whose_recorded_instance_vanished_fails_as_vanished_before_start():
+    assert run(starting(driver_ref="pod-1"), {}) == [Fail("s1", Reason.of("session.vanished_before_start"))]
+
+
+def test_a_starting_session_with_a_recorded_instance_is_not_failed_when_the_driver_could_not_be_read():
+    assert run(starting(driver_ref="pod-1"), None) == []
+
+
+def test_a_starting_session_due_for_retry_is_created_even_when_the_driver_could_not_be_read():
+    assert run(starting(retry_at=NOW - 1), None) == [Create("s1")]
+
+
+def test_a_starting_session_not_yet_due_for_retry_is_not_created_when_the_driver_could_not_be_read():
+    assert run(starting(retry_at=NOW + 60), None) == []
+
+
+# -- starting: an instance --------------------------------------------------------------------
+
+
+def test_a_starting_session_binds_the_observed_ref_when_the_ledger_has_none():
+    actions = run(starting(reason=Reason.of("session.starting")), instance(ref="pod-1"))
+    assert actions == [Bind("s1", "pod-1")]
+
+
+def test_a_starting_session_binds_the_observed_ref_when_it_differs_from_the_ledgers():
+    actions = run(starting(driver_ref="pod-old", reason=Reason.of("session.starting")), instance(ref="pod-new"))
+    assert actions == [Bind("s1", "pod-new")]
+
+
+def test_a_starting_session_is_not_bound_again_when_the_ref_is_already_recorded():
+    actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.starting")), instance(ref="pod-1"))
+    assert actions == []
+
+
+def test_a_starting_session_is_not_bound_when_the_driver_reports_no_ref():
+    actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.starting")), instance(ref=""))
+    assert actions == []
+
+
+def test_a_starting_session_whose_instance_runs_becomes_running_with_its_access_url():
+    actions = run(starting(driver_ref="pod-1"), instance("running", ref="pod-1", access_url="https://lab/s1/"))
+    assert actions == [Running("s1", "https://lab/s1/")]
+
+
+def test_a_starting_session_whose_instance_failed_fails_with_the_drivers_message():
+    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1", message="image pull failed"))
+    assert actions == [Fail("s1", Reason.of("session.driver", message="image pull failed"))]
+
+
+def test_a_starting_session_whose_instance_failed_silently_fails_as_vanished_before_start():
+    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1"))
+    assert actions == [Fail("s1", Reason.of("session.vanished_before_start"))]
+
+
+def test_the_drivers_failure_message_is_cut_to_300_characters():
+    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1", message="x" * 1000))
+    assert actions == [Fail("s1", Reason.of("session.driver", message="x" * 300))]
+
+
+def test_a_starting_session_whose_instance_is_being_deleted_fails_as_vanished_before_start():
+    actions = run(starting(driver_ref="pod-1"), instance("running", ref="pod-1", deleting=True))
+    assert actions == [Fail("s1", Reason.of("session.vanished_before_start"))]
+
+
+def test_a_pending_instance_notes_the_drivers_progress_when_it_differs_from_the_stored_reason():
+    actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.requesting")), instance(ref="pod-1", message="pulling"))
+    assert actions == [Note("s1", Reason.of("session.driver", message="pulling"))]
+
+
+def test_a_pending_instance_without_a_message_notes_that_the_session_is_starting():
+    actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.requesting")), instance(ref="pod-1"))
+    assert actions == [Note("s1", Reason.of("session.starting"))]
+
+
+def test_a_pending_instance_notes_nothing_when_the_progress_is_already_stored():
+    stored = Reason.of("session.driver", message="pulling")
+    assert run(starting(driver_ref="pod-1", reason=stored), instance(ref="pod-1", message="pulling")) == []
+
+
+def test_a_pending_instance_past_the_spawn_deadline_fails_with_spawn_timeout():
+    late = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=NOW - 301)
+    assert run(late, instance(ref="pod-1")) == [Fail("s1", Reason.of("session.spawn_timeout", seconds=300))]
+
+
+def test_a_pending_instance_exactly_at_the_spawn_deadline_is_not_failed_yet():
+    on_time = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=NOW - 300, reason=Reason.of("session.starting"))
+    assert run(on_time, instance(ref="pod-1")) == []
+
+
+def test_a_running_instance_is_never_failed_for_the_spawn_deadline():
+    late = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=NOW - 10_000)
+    assert run(late, instance("running", ref="pod-1", access_url="https://lab/s1/")) == [Running("s1", "https://lab/s1/")]
+
+
+def test_a_failed_instance_past_the_spawn_deadline_fails_with_the_drivers_message_not_the_timeout():
+    late = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=NOW - 10_000)
+    actions = run(late, instance("failed", ref="pod-1", message="OOMKilled"))
+    assert actions == [Fail("s1", Reason.of("session.driver", message="OOMKilled"))]
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def test_a_running_session_with_a_healthy_instance_needs_nothing():
+    assert run(running(), instance("running", ref="pod-1")) == []
+
+
+def test_a_running_session_whose_instance_vanished_fails_as_vanished():
+    assert run(running(), {}) == [Fail("s1", Reason.of("session.vanished"))]
+
+
+def test_a_running_session_whose_instance_is_being_deleted_fails_as_vanished():
+    assert run(running(), instance("running", ref="pod-1", deleting=True)) == [Fail("s1", Reason.of("session.vanished"))]
+
+
+def test_a_running_session_whose_instance_failed_fails_with_the_drivers_message():
+    actions = run(running(), instance("failed", ref="pod-1", message="node lost"))
+    assert actions == [Fail("s1", Reason.of("session.driver", message="node lost"))]
+
+
+def test_a_running_session_whose_instance_failed_silently_fails_as_vanished():
+    assert run(running(), instance("failed", ref="pod-1")) == [Fail("s1", Reason.of("session.vanished"))]
+
+
+def test_a_running_session_past_its_maximum_length_expires_with_its_lifetime():
+    actions = run(running(expires_at=NOW, lifetime_minutes=90), instance("running", ref="pod-1"))
+    assert actions == [Expire("s1", 90)]
+
+
+def test_a_running_session_before_its_maximum_length_does_not_expire():
+    assert run(running(expires_at=NOW + 1, lifetime_minutes=90), instance("running", ref="pod-1")) == []
+
+
+def test_a_running_session_without_a_maximum_length_never_expires():
+    assert run(running(expires_at=None), instance("running", ref="pod-1")) == []
+
+
+def test_a_running_session_past_its_maximum_length_whose_instance_vanished_fails_rather_than_expires():
+    assert run(running(expires_at=NOW - 1, lifetime_minutes=90), {}) == [Fail("s1", Reason.of("session.vanished"))]
+
+
+def test_a_running_session_past_its_maximum_length_whose_instance_failed_fails_rather_than_expires():
+    actions = run(running(expires_at=NOW - 1, lifetime_minutes=90), instance("failed", ref="pod-1", message="node lost"))
+    assert actions == [Fail("s1", Reason.of("session.driver", message="node lost"))]
+
+
+def test_a_running_session_is_left_alone_when_the_driver_could_not_be_read():
+    assert run(running(expires_at=NOW - 1, lifetime_minutes=90), None) == []
+
+
+# -- stopping -----------------------------------------------------------------------------------
+
+
+def test_a_stopping_session_whose_instance_is_gone_finishes():
+    assert run(stopping(), {}) == [Finish("s1")]
+
+
+def test_a_stopping_session_whose_instance_is_still_there_is_deleted():
+    assert run(stopping(), instance("running", ref="pod-1")) == [Delete("s1")]
+
+
+def test_a_stopping_session_whose_instance_is_being_deleted_within_the_stop_timeout_waits():
+    assert run(stopping(), instance("running", ref="pod-1", deleting=True)) == []
+
+
+def test_a_stopping_session_whose_instance_is_being_deleted_past_the_stop_timeout_is_deleted_again():
+    lingering = Desired("s1", SessionState.STOPPING, driver_ref="pod-1", stopping_at=NOW - 121)
+    assert run(lingering, instance("running", ref="pod-1", deleting=True)) == [Delete("s1")]
+
+
+def test_a_stopping_session_is_not_finished_when_the_driver_could_not_be_read():
+    assert run(stopping(), None) == []
+
+
+# -- orphans ------------------------------------------------------------------------------------
+
+
+def test_an_instance_that_no_open_session_owns_is_deleted_as_an_orphan():
+    assert run([], Seen("ghost", "running", ref="pod-9")) == [Delete("ghost", orphan=True)]
+
+
+def test_an_orphan_already_being_deleted_is_left_alone():
+    assert run([], Seen("ghost", "running", ref="pod-9", deleting=True)) == []
+
+
+def test_orphans_are_deleted_in_session_id_order_after_the_ledgers_actions():
+    seen = {"zz": Seen("zz", "running"), "aa": Seen("aa", "pending")}
+    assert run(Desired("s1", SessionState.ADMITTED), seen) == [Create("s1"), Delete("aa", orphan=True), Delete("zz", orphan=True)]
+
+
+def test_no_orphan_is_deleted_when_the_driver_could_not_be_read():
+    assert decide([], None, now=NOW, timing=TIMING) == []
+
+
+# -- cards --------------------------------------------------------------------------------------
+
+
+def test_an_instance_on_another_card_is_rebound_to_the_card_the_node_reports():
+    session = running(node="n1", card_index=0)
+    assert run(session, instance("running", ref="pod-1", node="n1", card_index=3)) == [Rebind("s1", "n1", 3)]
+
+
+def test_an_instance_on_another_node_is_rebound_to_that_node():
+    session = running(node="n1", card_index=0)
+    assert run(session, instance("running", ref="pod-1", node="n2", card_index=0)) == [Rebind("s1", "n2", 0)]
+
+
+def test_an_instance_that_reports_no_node_is_rebound_on_the_ledgers_node():
+    session = running(node="n1", card_index=0)
+    assert run(session, instance("running", ref="pod-1", node="", card_index=2)) == [Rebind("s1", "n1", 2)]
+
+
+def test_an_instance_on_the_ledgers_card_is_not_rebound():
+    session = running(node="n1", card_index=0)
+    assert run(session, instance("running", ref="pod-1", node="n1", card_index=0)) == []
+
+
+def test_an_instance_whose_platform_reports_no_card_is_not_rebound():
+    session = running(node="n1", card_index=0)
+    assert run(session, instance("running", ref="pod-1", node="n2", card_index=None)) == []
+
+
+def test_a_rebind_comes_before_the_sessions_other_action():
+    session = stopping(node="n1", card_index=0)
+    assert run(session, instance("running", ref="pod-1", node="n1", card_index=1)) == [Rebind("s1", "n1", 1), Delete("s1")]
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+LEDGER_IDS = [f"s{i}" for i in range(6)]
+OTHER_IDS = ["o1", "o2", "o3"]
+OPEN_STATES = [SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING, SessionState.STOPPING]
+REASONS = [None, Reason.of("session.starting"), Reason.of("session.requesting"), Reason.of("session.driver", message="pulling")]
+# The actions that move a session along its life: at most one of them per session per pass.
+LIFECYCLE = (Create, Running, Fail, Note, Finish, Expire, Delete)
+
+times = st.one_of(st.none(), st.floats(min_value=NOW - 1_000, max_value=NOW + 1_000, allow_nan=False))
+refs = st.sampled_from(["", "pod-a", "pod-b"])
+nodes = st.sampled_from(["", "n1", "n2"])
+cards = st.one_of(st.none(), st.integers(min_value=0, max_value=3))
+
+
+@st.composite
+def desired(draw, session_id: str) -> Desired:
+    return Desired(
+        session_id,
+        draw(st.sampled_from(OPEN_STATES)),
+        driver_ref=draw(refs),
+        reason=draw(st.sampled_from(REASONS)),
+        started_at=draw(times),
+        stopping_at=draw(times),
+        create_attempts=draw(st.integers(min_value=0, max_value=5)),
+        retry_at=draw(times),
+        node=draw(nodes),
+        card_index=draw(cards),
+        expires_at=draw(times),
+        lifetime_minutes=draw(st.integers(min_value=0, max_value=240)),
+    )
+
+
+@st.composite
+def seen_instance(draw, session_id: str) -> Seen:
+    return Seen(
+        session_id,
+        draw(st.sampled_from(["pending", "running", "failed"])),
+        ref=draw(refs),
+        message=draw(st.sampled_from(["", "pulling", "OOMKilled"])),
+        access_url=draw(st.sampled_from(["", "https://lab/x/"])),
+        node=draw(nodes),
+        card_index=draw(cards),
+        deleting=draw(st.booleans()),
+    )
+
+
+@st.composite
+def worlds(draw) -> tuple[list[Desired], dict[str, Seen] | None]:
+    ids = draw(st.lists(st.sampled_from(LEDGER_IDS), unique=True, max_size=len(LEDGER_IDS)))
+    sessions = [draw(desired(sid)) for sid in ids]
+    if draw(st.booleans()) and draw(st.booleans()):
+        return sessions, None
+    seen_ids = draw(st.lists(st.sampled_from(LEDGER_IDS + OTHER_IDS), unique=True))
+    return sessions, {sid: draw(seen_instance(sid)) for sid in seen_ids}
+
+
+@settings(max_examples=500, deadline=None)
+@given(world=worlds(), now=st.floats(min_value=NOW - 1_000, max_value=NOW + 1_000, allow_nan=False))
+def test_decide_is_deterministic_consistent_and_concludes_nothing_from_an_unobserved_cluster(world, now):
+    sessions, seen = world
+    actions = decide(sessions, seen, now=now, timing=TIMING)
+
+    assert decide(list(sessions), None if seen is None else dict(seen), now=now, timing=TIMING) == actions
+
+    ledger = {s.session_id for s in sessions}
+    lifecycle = Counter(a.session_id for a in actions if isinstance(a, LIFECYCLE) and not (isinstance(a, Delete) and a.orphan))
+    assert all(count == 1 for count in lifecycle.values()), actions
+    assert all(count == 1 for count in Counter(a.session_id for a in actions if isinstance(a, Bind)).values()), actions
+    assert all(count == 1 for count in Counter(a.session_id for a in actions if isinstance(a, Rebind)).values()), actions
+
+    for action in actions:
+        if isinstance(action, Delete) and action.orphan:
+            assert seen is not None and action.session_id not in ledger and action.session_id in seen
+            assert not seen[action.session_id].deleting
+        else:
+            assert action.session_id in ledger, action
+        if isinstance(action, Finish):
+            assert seen is not None and action.session_id not in seen
+
+    if seen is None:
+        assert all(isinstance(a, Create) for a in actions), actions
+        assert not any(isinstance(a, Finish | Fail | Delete) for a in actions)

@@ -1,0 +1,300 @@
+"""The lifecycle controller on PostgreSQL with the simulator driver: one round at a time, as beat runs it."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from labs.domain.reasons import Reason
+from labs.drivers import get_driver
+from labs.drivers.base import CardBinding, LaunchSpec
+from labs.models import Allocation, LabSession, RepairEvent
+from labs.services.controller import ControllerReport, controller_run, reconcile_once, with_jupyter_token
+from labs.services.sessions import session_launch, session_stop, session_transition
+
+BYE = Reason.of("session.stopped_by", who="student000")
+
+
+@pytest.fixture
+def driver():
+    driver = get_driver()
+    yield driver
+    for session_id in driver.list():
+        driver.delete(session_id)
+
+
+def launch(world, student=0, template="small"):
+    return session_launch(student=world["students"][student], course=world["course"], template=world[template])
+
+
+def settle(*sessions, until=("running",), timeout=10):
+    deadline = time.monotonic() + timeout
+    while True:
+        reconcile_once()
+        for session in sessions:
+            session.refresh_from_db()
+        if all(s.state in until for s in sessions):
+            return
+        assert time.monotonic() < deadline, [(s.state, s.reason) for s in sessions]
+        time.sleep(0.05)
+
+
+def test_one_round_admits_creates_and_a_later_round_sees_it_running(world, driver):
+    session = launch(world)
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state == "starting" and session.driver_ref
+    assert Allocation.objects.get(session=session).entity_id == session.driver_ref
+    settle(session)
+    assert session.access_url.startswith("https://lab.simulator.invalid/")
+    assert session.reason == ""
+
+
+def test_a_stop_deletes_the_instance_and_releases_the_allocation_once(world, driver):
+    session = launch(world)
+    settle(session)
+
+    assert session_stop(session_id=session.pk, reason=BYE)
+    reconcile_once()  # asks the driver to delete
+    session.refresh_from_db()
+    assert session.state == "stopping"
+    reconcile_once()  # sees it gone
+
+    session.refresh_from_db()
+    assert (session.state, session.reason) == ("stopped", "stopped by student000")
+    released = Allocation.objects.get(session=session).released_at
+    assert released is not None
+    assert str(session.pk) not in driver.list()
+    reconcile_once()
+    assert Allocation.objects.get(session=session).released_at == released
+
+
+def test_running_a_round_twice_changes_nothing(world, driver):
+    session = launch(world)
+    settle(session)
+    version = session.version
+
+    reconcile_once()
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert (session.state, session.version) == ("running", version)
+
+
+def test_a_driver_refusal_fails_the_session_at_once_without_retrying(world, driver):
+    world["small"].image = "reject:this-image"
+    world["small"].save(update_fields=["image"])
+    session = launch(world)
+
+    settle(session, until=("failed",))
+
+    assert session.reason.startswith("could not start: the cluster refused")
+    assert session.create_attempts == 0
+    assert Allocation.objects.get(session=session).released_at is not None
+
+
+@override_settings(LAB_CREATE_ATTEMPTS=3)
+def test_a_transient_create_error_is_retried_with_backoff_before_the_session_fails(world, driver, monkeypatch):
+    session = launch(world)
+    monkeypatch.setattr(driver, "create_failure_rate", 1.0)
+
+    reconcile_once()
+    session.refresh_from_db()
+    assert (session.state, session.create_attempts) == ("starting", 1)
+    assert session.reason_code == "session.create_retry" and session.retry_at > timezone.now()
+    reconcile_once()  # too early for the next try
+    session.refresh_from_db()
+    assert session.create_attempts == 1
+
+    monkeypatch.setattr(driver, "create_failure_rate", 0.0)
+    LabSession.objects.filter(pk=session.pk).update(retry_at=timezone.now())
+    settle(session)
+    assert session.create_attempts == 1
+
+
+@override_settings(LAB_CREATE_ATTEMPTS=2)
+def test_a_create_that_keeps_failing_fails_the_session_with_the_error(world, driver, monkeypatch):
+    session = launch(world)
+    monkeypatch.setattr(driver, "create_failure_rate", 1.0)
+    reconcile_once()
+    LabSession.objects.filter(pk=session.pk).update(retry_at=timezone.now())
+
+    settle(session, until=("failed",))
+
+    assert session.reason == "could not start: the cluster API did not answer (simulated)"
+    assert Allocation.objects.get(session=session).released_at is not None
+
+
+def test_an_instance_that_fails_while_starting_fails_the_session_with_its_message(world, driver):
+    session = launch(world)
+    reconcile_once()
+    driver.inject_failure(str(session.pk), "image pull failed: no such image")
+
+    settle(session, until=("failed",))
+
+    assert session.reason == "image pull failed: no such image"
+
+
+@override_settings(LAB_SPAWN_TIMEOUT_SECONDS=5)
+def test_a_session_that_overruns_the_spawn_timeout_fails_with_the_reason(world, driver, settings):
+    driver.start_delay_seconds = 60
+    try:
+        session = launch(world)
+        reconcile_once()
+        LabSession.objects.filter(pk=session.pk).update(started_at=timezone.now() - timedelta(seconds=6))
+        settle(session, until=("failed",))
+    finally:
+        driver.start_delay_seconds = float(settings.LAB_DRIVER["OPTIONS"]["start_delay_seconds"])
+    assert session.reason == "did not start within 5 s"
+
+
+@override_settings(LAB_SPAWN_TIMEOUT_SECONDS=5)
+def test_a_lab_that_is_up_is_never_failed_for_being_late(world, driver):
+    session = launch(world)
+    reconcile_once()
+    time.sleep(0.4)  # the simulator's instance is up
+    LabSession.objects.filter(pk=session.pk).update(started_at=timezone.now() - timedelta(seconds=600))
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state == "running"
+
+
+def test_stopping_before_the_instance_exists_leaves_nothing_behind(world, driver):
+    session = launch(world)
+    from labs.services.allocation import allocation_pass
+
+    allocation_pass()
+    session_stop(session_id=session.pk, reason=BYE)  # admitted: ends at once
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state == "stopped"
+    assert str(session.pk) not in driver.list()
+
+
+def test_a_worker_killed_between_creating_and_recording_the_instance_is_bound_not_recreated(world, driver):
+    session = launch(world)
+    from labs.services.allocation import allocation_pass
+
+    allocation_pass()
+    session_transition(session.pk, to="starting")
+    allocation = Allocation.objects.select_related("card__node").get(session=session)
+    spec = LaunchSpec(
+        session_id=str(session.pk),
+        kind="jupyter",
+        image="img",
+        secret=session.secret,
+        card=CardBinding(world["node"].name, allocation.card.index, "", "Ascend910B", 5, 4096, "development"),
+    )
+    ref = driver.create(spec)  # the worker created it, then died
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.driver_ref == ref and session.state in ("starting", "running")
+    assert list(RepairEvent.objects.values_list("kind", "entity_id")) == [("session_bound", ref)]
+    assert driver.list() == {str(session.pk)}
+
+
+def test_an_instance_no_open_session_owns_is_deleted(world, driver):
+    session = launch(world)
+    settle(session)
+    # The stop marked the session stopped, but its worker died before deleting the instance.
+    LabSession.objects.filter(pk=session.pk).update(state="stopped", ended_at=timezone.now())
+    Allocation.objects.filter(session=session).update(released_at=timezone.now())
+
+    reconcile_once()
+
+    assert str(session.pk) not in driver.list()
+    assert list(RepairEvent.objects.values_list("kind", flat=True)) == ["orphan_deleted"]
+
+
+def test_a_session_whose_instance_vanished_fails_and_releases_its_allocation(world, driver):
+    session, other = launch(world, 0), launch(world, 1)
+    settle(session, other)
+    driver.delete(str(session.pk))  # someone deleted the pod behind the portal's back
+
+    settle(session, until=("failed",))
+
+    other.refresh_from_db()
+    assert (session.state, session.reason) == ("failed", "the lab's instance disappeared from the cluster")
+    assert Allocation.objects.get(session=session).released_at is not None
+    assert other.state == "running"
+    assert list(RepairEvent.objects.values_list("kind", flat=True)) == ["session_failed"]
+
+
+def test_the_ledger_follows_the_card_the_platform_reports(world, driver):
+    session = launch(world)
+    settle(session)
+    allocation = Allocation.objects.select_related("card").get(session=session)
+    moved_to = (allocation.card.index + 1) % 8
+    driver.inject_card(str(session.pk), moved_to)
+
+    reconcile_once()
+
+    allocation.refresh_from_db()
+    assert allocation.card.index == moved_to
+    assert RepairEvent.objects.get(kind="card_rebound").session_id == session.pk
+    reconcile_once()
+    assert RepairEvent.objects.filter(kind="card_rebound").count() == 1
+
+
+def test_a_session_past_its_maximum_length_is_stopped(world, driver):
+    session = launch(world)
+    settle(session)
+    LabSession.objects.filter(pk=session.pk).update(running_at=timezone.now() - timedelta(minutes=181))
+
+    settle(session, until=("stopped",))
+
+    assert session.reason == "reached the 180-minute limit"
+
+
+def test_an_unobservable_driver_fails_nothing_and_deletes_nothing(world, driver, monkeypatch):
+    from labs.drivers import DriverError
+
+    session = launch(world)
+    settle(session)
+
+    def down():
+        raise DriverError("The cluster API did not answer while listing lab pods; try again shortly.")
+
+    monkeypatch.setattr(driver, "observe", down)
+    report = ControllerReport()
+    reconcile_once(report)
+    monkeypatch.undo()
+
+    session.refresh_from_db()
+    assert session.state == "running"
+    assert report.observe_error.startswith("The cluster API did not answer")
+
+
+def test_a_controller_run_that_finds_another_running_returns_at_once(world, driver, django_db_blocker):
+    from django.db import connections
+
+    from labs.services.locks import CONTROLLER_LOCK_KEY
+
+    launch(world)
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [CONTROLLER_LOCK_KEY])
+        report = controller_run()
+    finally:
+        other.close()
+    assert report.skipped and report.rounds == 0
+
+
+def test_a_jupyter_link_without_the_token_gets_the_sessions_token():
+    url = with_jupyter_token("https://labs.example.edu/labs/abc/?x=1", kind="jupyter", secret="s3")
+    assert url == "https://labs.example.edu/labs/abc/?x=1&token=s3"
+    assert with_jupyter_token("http://127.0.0.1:9/lab?token=t", kind="jupyter", secret="s3") == "http://127.0.0.1:9/lab?token=t"
+    assert (
+        with_jupyter_token("https://labs.example.edu/labs/abc/", kind="vllm", secret="s3") == "https://labs.example.edu/labs/abc/"
+    )
