@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class LabsConfig(AppConfig):
@@ -11,3 +12,8 @@ class LabsConfig(AppConfig):
         from labs.services.allocation import placement_config
 
         placement_config()
+        # Likewise an option the cluster driver does not take, or one of the wrong type; the driver
+        # itself, which may need its cluster, is built on first use.
+        from labs.drivers import driver_class
+
+        driver_class(settings.LAB_DRIVER)

@@ -8,6 +8,7 @@ a deployment stops the portal at start-up instead of silently meaning something 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import environ
@@ -79,6 +80,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_json_object(name: str) -> dict[str, Any]:
+    """A JSON object (``{}`` when unset); the error names the variable but never repeats the value (it may hold a token)."""
+    value = _raw(name)
+    if value in (None, ""):
+        return {}
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
+    if not isinstance(parsed, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object {{...}}, got a {type(parsed).__name__}.")
+    return parsed
 
 
 def env_database(name: str, default: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ production sets ``DATABASE_URL`` to PostgreSQL and chooses the ``kubernetes`` dr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
@@ -16,6 +17,7 @@ from portal.env import (
     env_database,
     env_float,
     env_int,
+    env_json_object,
     env_list,
     env_redis_url,
     env_str,
@@ -150,25 +152,55 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Labs ---------------------------------------------------------------------------------------
-# The cluster driver, chosen like Django's EMAIL_BACKEND: a dotted path and its options.
-LAB_DRIVER = {
-    "BACKEND": env_str("LAB_DRIVER", "labs.drivers.local.LocalDriver"),
-    "OPTIONS": {
+# The cluster driver, chosen like Django's EMAIL_BACKEND: a dotted path and its options. Each
+# backend reads only its own variables, and build_driver refuses an option the backend does not
+# take, so OPTIONS holds exactly the chosen backend's options.
+
+
+def _local_driver_options() -> dict[str, Any]:
+    return {"state_dir": str(VAR_DIR / "driver"), "host": env_str("LAB_LOCAL_HOST", "127.0.0.1")}
+
+
+def _simulator_driver_options() -> dict[str, Any]:
+    return {
         "state_dir": str(VAR_DIR / "driver"),
-        "host": env_str("LAB_LOCAL_HOST", "127.0.0.1"),
         "start_delay_seconds": env_float("LAB_SIMULATOR_DELAY_SECONDS", 2.0),
-        # Kubernetes driver (labs.drivers.kubernetes.KubernetesDriver); inside the cluster the
-        # ServiceAccount is used when no API URL is given.
+        "create_delay_seconds": env_float("LAB_SIMULATOR_CREATE_DELAY_SECONDS", 0.0),
+        # Fault injection (make chaos): the share of create / delete calls that fail.
+        "create_failure_rate": env_float("LAB_SIMULATOR_CREATE_FAILURE_RATE", 0.0, minimum=0.0, maximum=1.0),
+        "delete_failure_rate": env_float("LAB_SIMULATOR_DELETE_FAILURE_RATE", 0.0, minimum=0.0, maximum=1.0),
+    }
+
+
+def _kubernetes_driver_options() -> dict[str, Any]:
+    # Inside the cluster the ServiceAccount is used when no API URL is given.
+    options = {
         "api_url": env_str("LAB_K8S_API_URL", ""),
         "token": env_str("LAB_K8S_TOKEN", ""),
         "namespace_prefix": env_str("LAB_K8S_NAMESPACE_PREFIX", "lab-"),
         "profile": env_str("LAB_K8S_PROFILE", "flexnpu"),
-        # Per node pool, by node label: "pool=research:vnpu,pool=hami-nodes:hami".
+        # Per node pool, by node label: "pool=research:vnpu,pool=hami-nodes:hami"; a pool's own
+        # profile options need the dict form, in LAB_DRIVER_OPTIONS.
         "pool_profiles": env_str("LAB_K8S_POOL_PROFILES", ""),
-    },
+    }
+    if url_pattern := env_str("LAB_K8S_URL_PATTERN"):
+        options["url_pattern"] = url_pattern
+    return options
+
+
+_DRIVER_OPTIONS_FROM_ENV = {
+    "labs.drivers.local.LocalDriver": _local_driver_options,
+    "labs.drivers.simulator.SimulatorDriver": _simulator_driver_options,
+    "labs.drivers.kubernetes.KubernetesDriver": _kubernetes_driver_options,
 }
-if env_str("LAB_K8S_URL_PATTERN"):
-    LAB_DRIVER["OPTIONS"]["url_pattern"] = env_str("LAB_K8S_URL_PATTERN")
+_driver_backend = env_str("LAB_DRIVER", "labs.drivers.local.LocalDriver")
+_driver_options_from_env = _DRIVER_OPTIONS_FROM_ENV.get(_driver_backend, dict)
+LAB_DRIVER = {
+    "BACKEND": _driver_backend,
+    # A JSON object in LAB_DRIVER_OPTIONS adds or overrides options of the chosen backend, e.g.
+    # the Kubernetes driver's profile_settings, pod_options or a pool's own profile options.
+    "OPTIONS": {**_driver_options_from_env(), **env_json_object("LAB_DRIVER_OPTIONS")},
+}
 LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
 LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)

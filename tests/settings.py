@@ -19,6 +19,9 @@ os.environ.setdefault("DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postg
 if "PORTAL_VAR_DIR" not in os.environ:
     os.environ["PORTAL_VAR_DIR"] = tempfile.mkdtemp(prefix=f"npu-lab-portal-test-{RUN_ID}-")
 os.environ.setdefault("CHANNELS_PREFIX", f"portal-test-{RUN_ID}")
+# The simulator driver, starting labs quickly; portal.settings gives it its state_dir under PORTAL_VAR_DIR.
+os.environ.setdefault("LAB_DRIVER", "labs.drivers.simulator.SimulatorDriver")
+os.environ.setdefault("LAB_SIMULATOR_DELAY_SECONDS", "0.3")
 
 
 def _claim_redis_database(server_url: str) -> str:
@@ -37,16 +40,8 @@ if "REDIS_URL" not in os.environ:
     os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or _claim_redis_database("redis://127.0.0.1:6379")
 
 from portal.settings import *  # noqa: E402,F403
-from portal.settings import DATABASES, LAB_DRIVER  # noqa: E402
+from portal.settings import DATABASES  # noqa: E402
 
 DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{RUN_ID}"}
-LAB_DRIVER = {
-    "BACKEND": os.environ.get("LAB_DRIVER", "labs.drivers.simulator.SimulatorDriver"),
-    "OPTIONS": {
-        **LAB_DRIVER["OPTIONS"],
-        "start_delay_seconds": float(os.environ.get("LAB_SIMULATOR_DELAY_SECONDS", "0.3")),
-        "create_delay_seconds": float(os.environ.get("LAB_SIMULATOR_CREATE_DELAY_SECONDS", "0")),
-    },
-}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 WHITENOISE_AUTOREFRESH = True

@@ -39,12 +39,20 @@ print(json.dumps({
     "OPTIONS": db.get("OPTIONS", {}),
     "SECRET_KEY_SHA256": hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest(),
     "REDIS_URL": settings.REDIS_URL,
+    "LAB_DRIVER": settings.LAB_DRIVER,
 }))
 """
 
+BUILD_DRIVER = """
+import django
+django.setup()
+from labs.drivers import get_driver
+print(type(get_driver()).__name__)
+"""
 
-def run_settings(tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess[str]:
-    """Import portal.settings in a new interpreter with a clean environment plus ``env`` (None removes)."""
+
+def run_settings(tmp_path: Path, script: str = PRINT_SETTINGS, **env: str | None) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` on portal.settings in a new interpreter with a clean environment plus ``env`` (None removes)."""
     environment = {
         k: v for k, v in os.environ.items() if k not in SETTINGS_VARIABLES and k.removesuffix("_FILE") not in SETTINGS_VARIABLES
     }
@@ -56,9 +64,7 @@ def run_settings(tmp_path: Path, **env: str | None) -> subprocess.CompletedProce
             environment.pop(name, None)
         else:
             environment[name] = value
-    return subprocess.run(
-        [sys.executable, "-c", PRINT_SETTINGS], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
-    )
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)
 
 
 def loaded(result: subprocess.CompletedProcess[str]) -> dict:
@@ -176,3 +182,112 @@ def fresh_driver():
 def test_a_lab_driver_that_is_not_a_driver_is_refused_with_a_clear_message(fresh_driver, backend, message):
     with override_settings(LAB_DRIVER={"BACKEND": backend, "OPTIONS": {}}), pytest.raises(ImproperlyConfigured, match=message):
         get_driver()
+
+
+LOCAL = "labs.drivers.local.LocalDriver"
+SIMULATOR = "labs.drivers.simulator.SimulatorDriver"
+KUBERNETES = "labs.drivers.kubernetes.KubernetesDriver"
+# Set in every driver test below: each backend must read its own and ignore the others'.
+EVERY_BACKENDS_VARIABLES = {
+    "LAB_LOCAL_HOST": "0.0.0.0",
+    "LAB_SIMULATOR_DELAY_SECONDS": "0.5",
+    "LAB_K8S_PROFILE": "vnpu",
+    "LAB_K8S_URL_PATTERN": "https://labs.example.edu/{session_id}/",
+}
+
+
+def test_the_default_driver_is_local_with_only_its_own_options(tmp_path):
+    driver = loaded(run_settings(tmp_path))["LAB_DRIVER"]
+    assert driver == {"BACKEND": LOCAL, "OPTIONS": {"state_dir": str(tmp_path / "driver"), "host": "127.0.0.1"}}
+
+
+@pytest.mark.parametrize(
+    ("backend", "options"),
+    [
+        (LOCAL, {"state_dir": "<var>/driver", "host": "0.0.0.0"}),
+        (SIMULATOR, {"state_dir": "<var>/driver", "start_delay_seconds": 0.5, "create_delay_seconds": 0.0}),
+        (
+            KUBERNETES,
+            {
+                "api_url": "",
+                "token": "",
+                "namespace_prefix": "lab-",
+                "profile": "vnpu",
+                "pool_profiles": "",
+                "url_pattern": "https://labs.example.edu/{session_id}/",
+            },
+        ),
+    ],
+)
+def test_only_the_chosen_backends_options_are_passed(tmp_path, backend, options):
+    driver = loaded(run_settings(tmp_path, LAB_DRIVER=backend, **EVERY_BACKENDS_VARIABLES))["LAB_DRIVER"]
+    expected = {k: v.replace("<var>", str(tmp_path)) if isinstance(v, str) else v for k, v in options.items()}
+    assert driver == {"BACKEND": backend, "OPTIONS": expected}
+
+
+def test_a_variable_of_a_backend_not_chosen_is_not_even_read(tmp_path):
+    assert loaded(run_settings(tmp_path, LAB_DRIVER=LOCAL, LAB_SIMULATOR_DELAY_SECONDS="soon"))["LAB_DRIVER"]["BACKEND"] == LOCAL
+    stderr = refused(run_settings(tmp_path, LAB_DRIVER=SIMULATOR, LAB_SIMULATOR_DELAY_SECONDS="soon"))
+    assert "LAB_SIMULATOR_DELAY_SECONDS='soon' is not a number" in stderr
+
+
+def test_a_negative_simulator_delay_is_refused_naming_the_variable(tmp_path):
+    stderr = refused(run_settings(tmp_path, LAB_DRIVER=SIMULATOR, LAB_SIMULATOR_DELAY_SECONDS="-1"))
+    assert "LAB_SIMULATOR_DELAY_SECONDS=-1.0 must be at least 0.0" in stderr
+
+
+def test_lab_driver_options_adds_options_as_json(tmp_path):
+    pools = {"pool=research": {"profile": "vnpu", "mode": "hard"}}
+    options = json.dumps({"pool_profiles": pools, "spawn_timeout_seconds": 900})
+    driver = loaded(run_settings(tmp_path, LAB_DRIVER=KUBERNETES, LAB_DRIVER_OPTIONS=options))["LAB_DRIVER"]
+    assert driver["OPTIONS"]["pool_profiles"] == pools
+    assert driver["OPTIONS"]["spawn_timeout_seconds"] == 900
+    assert driver["OPTIONS"]["profile"] == "flexnpu"
+
+
+def test_an_unknown_option_stops_start_up_naming_it_the_backend_and_the_closest_key(tmp_path):
+    stderr = refused(run_settings(tmp_path, LAB_DRIVER=KUBERNETES, LAB_DRIVER_OPTIONS='{"profiel": "vnpu"}'))
+    assert f"LAB_DRIVER: unknown option 'profiel' for {KUBERNETES}; did you mean 'profile'? accepted: api_url," in stderr
+
+
+def test_an_option_of_another_backend_stops_start_up(tmp_path):
+    stderr = refused(run_settings(tmp_path, LAB_DRIVER=SIMULATOR, LAB_DRIVER_OPTIONS='{"host": "0.0.0.0"}'))
+    assert f"unknown option 'host' for {SIMULATOR}" in stderr
+
+
+def test_an_option_of_the_wrong_type_stops_start_up(tmp_path):
+    stderr = refused(run_settings(tmp_path, LAB_DRIVER=KUBERNETES, LAB_DRIVER_OPTIONS='{"retries": "three"}'))
+    assert f"option 'retries' for {KUBERNETES} must be int, got 'three'" in stderr
+
+
+@pytest.mark.parametrize("value", ['{"token": "s3cr3t-token"', '["s3cr3t-token"]'])
+def test_lab_driver_options_that_is_not_a_json_object_is_refused_without_printing_it(tmp_path, value):
+    result = run_settings(tmp_path, LAB_DRIVER=KUBERNETES, LAB_DRIVER_OPTIONS=value)
+    stderr = refused(result)
+    assert "LAB_DRIVER_OPTIONS" in stderr
+    assert "s3cr3t-token" not in stderr + result.stdout
+
+
+def test_a_pools_own_profile_options_build_the_driver(tmp_path):
+    options = json.dumps({"pool_profiles": {"pool=research": {"profile": "vnpu", "mode": "hard"}}})
+    result = run_settings(
+        tmp_path, BUILD_DRIVER, LAB_DRIVER=KUBERNETES, LAB_K8S_API_URL="http://127.0.0.1:9", LAB_DRIVER_OPTIONS=options
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "KubernetesDriver"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"LAB_DRIVER_OPTIONS": '{"pool_profiles": {"pool=research": {"profile": "vnpu", "mdoe": "hard"}}}'},
+            "pool_profiles['pool=research']: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'?",
+        ),
+        ({"LAB_K8S_POOL_PROFILES": "pool=research:quantum"}, "pool_profiles['pool=research']: unknown device profile 'quantum'"),
+        ({"LAB_K8S_PROFILE": "quantum"}, "profile: unknown device profile 'quantum'; choose one of flexnpu, hami, vnpu"),
+    ],
+)
+def test_a_bad_profile_or_pool_option_is_refused_when_the_driver_is_built(tmp_path, env, message):
+    result = run_settings(tmp_path, BUILD_DRIVER, LAB_DRIVER=KUBERNETES, LAB_K8S_API_URL="http://127.0.0.1:9", **env)
+    assert f"LAB_DRIVER options for {KUBERNETES}: {message}" in refused(result)

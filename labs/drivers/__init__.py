@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
+from labs.drivers.options import check_options
 
 __all__ = [
     "ClusterDriver",
@@ -20,11 +21,17 @@ __all__ = [
     "PollStatus",
     "get_driver",
     "build_driver",
+    "driver_class",
 ]
 
 
-def build_driver(config: dict) -> ClusterDriver:
-    """Build a driver from ``{"BACKEND": dotted.path, "OPTIONS": {...}}``."""
+def driver_class(config: dict) -> type[ClusterDriver]:
+    """The backend class of ``{"BACKEND": dotted.path, "OPTIONS": {...}}``, its options checked but not used.
+
+    ``ImproperlyConfigured`` for a backend that is not a driver, an option the backend does not
+    take (naming it, the backend, the closest accepted key and all of them) or a value of the
+    wrong type. Values in range are the constructor's to check.
+    """
     if not isinstance(config, dict) or "BACKEND" not in config:
         raise ImproperlyConfigured('LAB_DRIVER must be {"BACKEND": "dotted.path.Driver", "OPTIONS": {...}}.')
     backend = config["BACKEND"]
@@ -34,14 +41,23 @@ def build_driver(config: dict) -> ClusterDriver:
         raise ImproperlyConfigured(f"LAB_DRIVER backend {backend!r} cannot be imported: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, ClusterDriver)):
         raise ImproperlyConfigured(f"LAB_DRIVER backend {backend!r} is not a ClusterDriver.")
-    options = dict(config.get("OPTIONS") or {})
-    accepted = getattr(cls, "option_names", None)
-    if accepted is not None:
-        options = {k: v for k, v in options.items() if k in accepted}
+    options = config.get("OPTIONS") or {}
+    if not isinstance(options, dict):
+        raise ImproperlyConfigured(f"LAB_DRIVER OPTIONS must be a dict, got {type(options).__name__}.")
     try:
-        return cls(**options)
+        check_options(cls, options, owner=backend, accepted=getattr(cls, "option_names", None))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"LAB_DRIVER: {exc}") from None
+    return cls
+
+
+def build_driver(config: dict) -> ClusterDriver:
+    """Build a driver from ``{"BACKEND": dotted.path, "OPTIONS": {...}}``; see ``driver_class`` for what is refused."""
+    cls = driver_class(config)
+    try:
+        return cls(**(config.get("OPTIONS") or {}))
     except (TypeError, ValueError) as exc:
-        raise ImproperlyConfigured(f"LAB_DRIVER options for {backend}: {exc}") from exc
+        raise ImproperlyConfigured(f"LAB_DRIVER options for {config['BACKEND']}: {exc}") from exc
 
 
 @lru_cache(maxsize=1)

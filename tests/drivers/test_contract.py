@@ -15,17 +15,17 @@ from labs.drivers import ClusterDriver, DriverError, PollStatus, build_driver
 from tests.drivers.helpers import make_spec, wait_for
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# Each backend with its own options (build_driver refuses another backend's).
 BACKENDS = {
-    "simulator": "labs.drivers.simulator.SimulatorDriver",
-    "local": "labs.drivers.local.LocalDriver",
+    "simulator": ("labs.drivers.simulator.SimulatorDriver", {"start_delay_seconds": 0.2}),
+    "local": ("labs.drivers.local.LocalDriver", {"host": "127.0.0.1"}),
 }
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def config(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
-    # The options every settings file carries; build_driver hands each driver only its own.
-    options = {"state_dir": str(tmp_path / "state"), "host": "127.0.0.1", "start_delay_seconds": 0.2}
-    return {"BACKEND": BACKENDS[request.param], "OPTIONS": options}
+    backend, options = BACKENDS[request.param]
+    return {"BACKEND": backend, "OPTIONS": {"state_dir": str(tmp_path / "state"), **options}}
 
 
 @pytest.fixture

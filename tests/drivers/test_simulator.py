@@ -107,12 +107,9 @@ def test_the_simulator_runs_vllm_templates_too(state_dir: str) -> None:
     assert wait_for(driver, spec.session_id, PollStatus.RUNNING, timeout=5).access_url
 
 
-def test_build_driver_ignores_options_meant_for_other_drivers(state_dir: str) -> None:
+def test_build_driver_passes_the_simulator_its_options(state_dir: str) -> None:
     driver = build_driver(
-        {
-            "BACKEND": "labs.drivers.simulator.SimulatorDriver",
-            "OPTIONS": {"state_dir": state_dir, "host": "127.0.0.1", "start_delay_seconds": 1.5},
-        }
+        {"BACKEND": "labs.drivers.simulator.SimulatorDriver", "OPTIONS": {"state_dir": state_dir, "start_delay_seconds": 1.5}}
     )
 
     assert isinstance(driver, SimulatorDriver)

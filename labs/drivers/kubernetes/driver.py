@@ -34,7 +34,7 @@ from urllib3.util.retry import Retry
 
 from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
 from labs.drivers.kubernetes import builders
-from labs.drivers.kubernetes.profiles import DeviceProfile, get_profile
+from labs.drivers.kubernetes.profiles import PROFILES, DeviceProfile, get_profile
 from labs.drivers.statefile import canonical_session_id
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -75,6 +75,8 @@ class KubernetesDriver(ClusterDriver):
       ``manage_namespaces`` (true) makes a missing one with its default-deny NetworkPolicy, which
       admits only ``portal_namespace`` and the ingress controller in ``ingress_namespace``.
     * ``profile`` (``flexnpu`` | ``vnpu`` | ``hami``) and ``profile_settings`` (e.g. ``{"mode": "hard"}``).
+    * ``pool_profiles`` — another profile per node pool, by node label: ``"pool=research:vnpu,pool=x:hami"``,
+      or with the pool's own profile options ``{"pool=research": {"profile": "vnpu", "mode": "hard"}}``.
     * ``url_pattern`` — the access URL, with ``{session_id}`` (and ``{namespace}``, ``{service}``, ``{port}``).
     * ``pod_options`` — fields of ``builders.PodOptions`` (persistent home claim, vLLM settings, ...).
     * ``spawn_timeout_seconds`` (600) — a pod still pending after this is ``FAILED``.
@@ -119,7 +121,7 @@ class KubernetesDriver(ClusterDriver):
         ingress_namespace: str = "ingress-nginx",
         profile: str = "flexnpu",
         profile_settings: dict[str, Any] | None = None,
-        pool_profiles: dict[str, str] | str | None = None,
+        pool_profiles: dict[str, str | dict[str, Any]] | str | None = None,
         url_pattern: str = DEFAULT_URL_PATTERN,
         pod_options: dict[str, Any] | None = None,
         spawn_timeout_seconds: float = 600.0,
@@ -146,8 +148,9 @@ class KubernetesDriver(ClusterDriver):
         unknown = sorted(set(pod_options or {}) - known)
         if unknown:
             raise ValueError(f"unknown pod_options {unknown}; known: {sorted(known)}")
-        self.profile: DeviceProfile = get_profile(profile, **(profile_settings or {}))
-        self.pool_profiles = _pool_profiles(pool_profiles, profile_settings or {})
+        where = "profile_settings" if profile in PROFILES else "profile"
+        self.profile: DeviceProfile = _device_profile(where, profile, profile_settings or {})
+        self.pool_profiles = _pool_profiles(pool_profiles)
         self.pod_options = builders.PodOptions(**{**(pod_options or {}), "url_pattern": url_pattern})
         self.namespace_prefix = namespace_prefix
         self.manage_namespaces = _as_bool(manage_namespaces)
@@ -444,15 +447,42 @@ class KubernetesDriver(ClusterDriver):
             pass  # already gone
 
 
-def _pool_profiles(option: dict[str, str] | str | None, settings: dict[str, Any]) -> list[tuple[tuple[str, str], DeviceProfile]]:
-    """``{"pool=research": "vnpu"}`` or ``"pool=research:vnpu,pool=lab:flexnpu"`` -> [((label, value), profile)]."""
+def _device_profile(where: str, name: str, settings: dict[str, Any]) -> DeviceProfile:
+    """``get_profile``, its ``ValueError`` prefixed with the option that asked for the profile."""
+    try:
+        return get_profile(name, **settings)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _pool_profiles(option: dict[str, str | dict[str, Any]] | str | None) -> list[tuple[tuple[str, str], DeviceProfile]]:
+    """Node pools by label and their profiles, first match first: ``[((label, value), profile)]``.
+
+    ``"pool=research:vnpu,pool=lab:hami"``, ``{"pool=research": "vnpu"}``, or a pool's profile with
+    its own options: ``{"pool=research": {"profile": "vnpu", "mode": "hard"}}``. A pool gets only
+    its own options, never the default profile's ``profile_settings`` (they may not even apply).
+    """
     if not option:
         return []
-    pairs = option.items() if isinstance(option, dict) else (item.rsplit(":", 1) for item in option.split(",") if item.strip())
+    if isinstance(option, dict):
+        items = list(option.items())
+    else:
+        items = [tuple(item.strip().rsplit(":", 1)) for item in option.split(",") if item.strip()]
     result = []
-    for selector, name in pairs:
+    for item in items:
+        if len(item) != 2:
+            raise ValueError(f"pool_profiles: {item[0]!r} is not a label selector and a profile like pool=research:vnpu")
+        selector, entry = item
         key, sep, value = str(selector).strip().partition("=")
         if not sep or not key or not value:
             raise ValueError(f"pool_profiles: {selector!r} is not a node label selector like pool=research")
-        result.append(((key, value), get_profile(str(name).strip(), **settings)))
+        where = f"pool_profiles[{selector!r}]"
+        if isinstance(entry, str):
+            name, settings = entry.strip(), {}
+        elif isinstance(entry, dict) and "profile" in entry:
+            settings = {k: v for k, v in entry.items() if k != "profile"}
+            name = entry["profile"]
+        else:
+            raise ValueError(f"{where} must be a profile name or {{'profile': name, ...its options}}, got {entry!r}")
+        result.append(((key, value), _device_profile(where, name, settings)))
     return result

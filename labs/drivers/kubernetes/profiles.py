@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from labs.drivers.base import CardBinding, DriverError
+from labs.drivers.options import check_options
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -172,10 +173,16 @@ class HAMiProfile(DeviceProfile):
 PROFILES: dict[str, type[DeviceProfile]] = {"flexnpu": FlexNPUProfile, "vnpu": VNPUProfile, "hami": HAMiProfile}
 
 
-def get_profile(name: str = "flexnpu", **settings: str) -> DeviceProfile:
-    """The profile called ``name`` (``flexnpu``, ``vnpu`` or ``hami``); ``ValueError`` for any other."""
+def get_profile(name: str = "flexnpu", **settings: object) -> DeviceProfile:
+    """The profile called ``name`` (``flexnpu``, ``vnpu`` or ``hami``) with ``settings``, its own options.
+
+    ``ValueError`` for any other name, and for a setting the profile does not take (``vnpu``:
+    ``mode``, ``policy``; ``hami``: ``device``, ``node_policy``, ``card_policy``; ``flexnpu``: none),
+    of the wrong type or out of range.
+    """
     try:
         cls = PROFILES[name]
-    except KeyError:
+    except (KeyError, TypeError):
         raise ValueError(f"unknown device profile {name!r}; choose one of {', '.join(sorted(PROFILES))}") from None
+    check_options(cls, settings, owner=f"device profile {name!r}")
     return cls(**settings)

@@ -31,8 +31,7 @@ from tests.drivers.test_contract import (  # noqa: F401 - collected here with th
 @pytest.fixture
 def config(emulator: EmulatorThread, kubelet: Kubelet) -> dict:
     kubelet.start_in_background(after_seconds=1.0)
-    # The options of the other drivers ride along, as in a settings file; build_driver drops them.
-    return driver_config(emulator.url, state_dir="/nonexistent", host="127.0.0.1", start_delay_seconds=0.2)
+    return driver_config(emulator.url)
 
 
 @pytest.fixture

@@ -44,3 +44,49 @@ def test_a_node_in_no_listed_pool_keeps_the_default_profile():
 def test_a_bad_pool_setting_is_refused_at_start_up(bad):
     with pytest.raises(ImproperlyConfigured):
         driver(pool_profiles=bad)
+
+
+def test_a_pool_profile_gets_its_own_options():
+    d = driver(
+        profile="vnpu",
+        profile_settings={"mode": "soft"},
+        pool_profiles={
+            "pool=research": {"profile": "vnpu", "mode": "hard"},
+            "pool=hami-nodes": {"profile": "hami", "device": "Ascend910B4"},
+        },
+    )
+
+    assert d.profile.mode == "soft"
+    assert d.profile_for(spec_on({"pool": "research"})).mode == "hard"
+    assert d.profile_for(spec_on({"pool": "hami-nodes"})).device == "Ascend910B4"
+
+
+def test_the_default_profile_settings_do_not_leak_into_a_pool_of_another_profile():
+    d = driver(profile="vnpu", profile_settings={"mode": "hard"}, pool_profiles="pool=hami-nodes:hami,pool=research:vnpu")
+
+    assert d.profile_for(spec_on({"pool": "hami-nodes"})).name == "hami"
+    assert d.profile_for(spec_on({"pool": "research"})).mode == "soft"
+
+
+@pytest.mark.parametrize(
+    ("pool_profiles", "message"),
+    [
+        (
+            {"pool=research": {"profile": "vnpu", "mdoe": "hard"}},
+            "pool_profiles\\['pool=research'\\]: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'\\?"
+            " accepted: mode, policy",
+        ),
+        ({"pool=research": {"profile": "flexnpu", "mode": "hard"}}, "unknown option 'mode' for device profile 'flexnpu'"),
+        ({"pool=research": {"profile": "vnpu", "mode": 1}}, "option 'mode' for device profile 'vnpu' must be str, got 1"),
+        ({"pool=research": {"profile": "vnpu", "policy": "greedy"}}, "pool_profiles\\['pool=research'\\]: vNPU policy"),
+        ({"pool=research": {"profile": "quantum"}}, "pool_profiles\\['pool=research'\\]: unknown device profile 'quantum'"),
+        ({"pool=research": {"profiel": "vnpu"}}, "pool_profiles\\['pool=research'\\] must be a profile name or"),
+        ({"pool=research": 3}, "pool_profiles\\['pool=research'\\] must be a profile name or"),
+        ("pool=research", "'pool=research' is not a label selector and a profile like pool=research:vnpu"),
+    ],
+)
+def test_a_bad_per_pool_option_is_refused_naming_the_pool(pool_profiles, message):
+    with pytest.raises(ImproperlyConfigured, match=message) as refused:
+        driver(pool_profiles=pool_profiles)
+
+    assert "labs.drivers.kubernetes.KubernetesDriver" in str(refused.value)
