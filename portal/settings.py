@@ -167,8 +167,8 @@ def _simulator_driver_options() -> dict[str, Any]:
         "start_delay_seconds": env_float("LAB_SIMULATOR_DELAY_SECONDS", 2.0),
         "create_delay_seconds": env_float("LAB_SIMULATOR_CREATE_DELAY_SECONDS", 0.0),
         # Fault injection (make chaos): the share of create / delete calls that fail.
-        "create_failure_rate": env_float("LAB_SIMULATOR_CREATE_FAILURE_RATE", 0.0, minimum=0.0, maximum=1.0),
-        "delete_failure_rate": env_float("LAB_SIMULATOR_DELETE_FAILURE_RATE", 0.0, minimum=0.0, maximum=1.0),
+        "create_failure_rate": env_float("LAB_SIMULATOR_CREATE_FAILURE_RATE", 0.0),
+        "delete_failure_rate": env_float("LAB_SIMULATOR_DELETE_FAILURE_RATE", 0.0),
     }
 
 

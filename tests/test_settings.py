@@ -205,7 +205,16 @@ def test_the_default_driver_is_local_with_only_its_own_options(tmp_path):
     ("backend", "options"),
     [
         (LOCAL, {"state_dir": "<var>/driver", "host": "0.0.0.0"}),
-        (SIMULATOR, {"state_dir": "<var>/driver", "start_delay_seconds": 0.5, "create_delay_seconds": 0.0}),
+        (
+            SIMULATOR,
+            {
+                "state_dir": "<var>/driver",
+                "start_delay_seconds": 0.5,
+                "create_delay_seconds": 0.0,
+                "create_failure_rate": 0.0,
+                "delete_failure_rate": 0.0,
+            },
+        ),
         (
             KUBERNETES,
             {
