@@ -131,3 +131,32 @@ def test_another_process_sees_and_deletes_the_instance(driver: ClusterDriver, co
 
     assert driver.poll(spec.session_id).status == PollStatus.GONE
     assert driver.list() == set()
+
+
+def test_observe_reports_every_instance_with_its_reference_and_node(driver: ClusterDriver) -> None:
+    one, two = make_spec(), make_spec()
+    refs = {one.session_id: driver.create(one), two.session_id: driver.create(two)}
+
+    observed = driver.observe()
+
+    assert set(observed) == set(refs)
+    for session_id, seen in observed.items():
+        assert seen.session_id == session_id
+        assert seen.ref == refs[session_id]
+        assert seen.node == one.card.node
+        assert seen.status in (PollStatus.PENDING, PollStatus.RUNNING)
+        assert not seen.deleting
+
+
+def test_observe_of_a_deleted_instance_no_longer_lists_it(driver: ClusterDriver) -> None:
+    kept, gone = make_spec(), make_spec()
+    driver.create(kept)
+    driver.create(gone)
+
+    driver.delete(gone.session_id)
+
+    assert set(driver.observe()) == {kept.session_id}
+
+
+def test_observe_with_no_instances_is_empty(driver: ClusterDriver) -> None:
+    assert driver.observe() == {}

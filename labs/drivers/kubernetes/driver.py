@@ -34,7 +34,7 @@ from urllib3.util.retry import Retry
 
 from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
 from labs.drivers.kubernetes import builders
-from labs.drivers.kubernetes.profiles import PROFILES, DeviceProfile, get_profile
+from labs.drivers.kubernetes.profiles import HOSTNAME_LABEL, PROFILES, DeviceProfile, get_profile
 from labs.drivers.statefile import canonical_session_id
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -320,7 +320,8 @@ class KubernetesDriver(ClusterDriver):
                 ref=pod.metadata.uid or "",
                 message=result.message,
                 access_url=result.access_url,
-                node=(pod.spec.node_name if pod.spec else None) or "",
+                # Where it runs once scheduled, else where it is pinned.
+                node=(pod.spec.node_name or (pod.spec.node_selector or {}).get(HOSTNAME_LABEL, "")) if pod.spec else "",
                 deleting=pod.metadata.deletion_timestamp is not None,
             )
         return observed
