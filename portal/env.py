@@ -120,8 +120,15 @@ def env_database(name: str, default: str) -> dict[str, Any]:
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     else:
-        config.setdefault("CONN_MAX_AGE", 60)
-        config["CONN_HEALTH_CHECKS"] = True
+        # A connection pool per process (psycopg's), not persistent per-thread connections:
+        # under ASGI every request may run in a new thread, and per-thread connections pile up
+        # until PostgreSQL refuses more ("too many clients") during a class-start burst.
+        pool_size = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
+        config["CONN_MAX_AGE"] = 0
+        if pool_size:
+            config["OPTIONS"] = {**config.get("OPTIONS", {}), "pool": {"min_size": 1, "max_size": pool_size, "timeout": 30}}
+        else:
+            config["CONN_HEALTH_CHECKS"] = True
     return config
 
 
