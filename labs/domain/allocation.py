@@ -5,10 +5,10 @@ card), the course quotas, how many sessions each student holds, the batch in que
 the time, and returns one decision per request:
 
 - ``Placed`` — admitted on these card(s); ``borrowed`` when it rides on the cohort's idle quota;
-- ``Waiting`` — not now, with the reason in words, and a ``ReclaimPlan`` when the course is
+- ``Waiting`` — not now, with the ``Reason`` (a code and its numbers), and a ``ReclaimPlan`` when the course is
   within its guarantee and only other courses' borrowed sessions stand in the way;
 - ``Refused`` — can never be admitted as configured (larger than any card, than the course's
-  ceiling, a template the course does not allow, ...).
+  ceiling, a template the course does not allow, ...), with the ``Reason``.
 
 Order: requests that fit their course's guarantee are decided first, in queue order; requests
 that need to borrow come after them, in queue order — admission inside a guarantee always beats
@@ -30,6 +30,7 @@ from labs.domain.placement import (
     SharePolicy,
 )
 from labs.domain.quota import CourseQuota, QuotaLedger, Resources
+from labs.domain.reasons import Reason
 from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB
 
 
@@ -47,13 +48,13 @@ class Placed(NamedTuple):
 
 class Waiting(NamedTuple):
     key: str
-    reason: str
+    reason: Reason
     reclaim: ReclaimPlan | None = None
 
 
 class Refused(NamedTuple):
     key: str
-    reason: str
+    reason: Reason
 
 
 Decision = Placed | Waiting | Refused
@@ -94,7 +95,7 @@ class Allocator:
         self.active = dict(student_active)
         self.now = now
         self._borrowed_now: set[str] | None = None
-        self._by_shape: dict[tuple, tuple[str | None, Resources]] = {}
+        self._by_shape: dict[tuple, tuple[Reason | None, Resources]] = {}
 
     def decide(self, requests: Sequence[LaunchRequest]) -> list[Decision]:
         decisions: list[Decision | None] = [None] * len(requests)
@@ -128,14 +129,14 @@ class Allocator:
             elif admission.admitted:
                 decisions[position] = self._place(request, need, borrowed=False)
             else:
-                decisions[position] = Waiting(request.key, admission.reason)
+                decisions[position] = Waiting(request.key, admission.reason)  # type: ignore[arg-type]  # set when not admitted
         for position, request, need in borrowers:
             wait = self._student_wait(request)
             admission = check(request.course_id, need)
             if wait:
                 decisions[position] = Waiting(request.key, wait)
             elif not admission.admitted:
-                decisions[position] = Waiting(request.key, admission.reason)
+                decisions[position] = Waiting(request.key, admission.reason)  # type: ignore[arg-type]  # set when not admitted
             else:
                 decisions[position] = self._place(request, need, borrowed=admission.borrowing)
         return decisions  # type: ignore[return-value]  # every position was filled above
@@ -163,7 +164,7 @@ class Allocator:
             reason = self.cluster.explain(request)
             plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable(request.course_id))
             if plan is not None:
-                reason = f"{reason}; {len(plan.victims)} borrowed session(s) of other courses can be reclaimed to make room"
+                reason = Reason.of("reclaim.possible", reason=reason, victims=len(plan.victims))
             return Waiting(request.key, reason, plan)
         self.cluster.commit(request, choice, started_at=self.now)
         self.ledger.charge(request.course_id, need)
@@ -176,44 +177,47 @@ class Allocator:
             return Placed(request.key, choice.node.name, (card.card_id,), (card.index,), borrowed)
         return Placed(request.key, choice.node.name, tuple(c.card_id for c in cards), tuple(c.index for c in cards), borrowed)
 
-    def _never_fits(self, request: LaunchRequest) -> str | None:
+    def _never_fits(self, request: LaunchRequest) -> Reason | None:
+        """Why ``request`` can never be placed as asked (a refusal), or ``None``."""
         cards = max(1, request.cards)
         best_effort = request.share_policy == SharePolicy.BEST_EFFORT
         if cards > 1:
             if request.core_percent != CORE_PERCENT_MAX * cards:
-                return f"whole cards: {cards} cards need core {CORE_PERCENT_MAX * cards} %, not {request.core_percent} %"
+                return Reason.of(
+                    "whole_cards.core", cards=cards, need_percent=CORE_PERCENT_MAX * cards, core_percent=request.core_percent
+                )
             if cards > self.cluster.most_cards_per_node:
-                return f"whole cards: needs {cards} cards on one node; the largest node has {self.cluster.most_cards_per_node}"
+                return Reason.of("whole_cards.node_size", cards=cards, most=self.cluster.most_cards_per_node)
         elif best_effort and request.core_percent != 0:
-            return "core: a best-effort instance has no floor; its core percent must be 0"
+            return Reason.of("core.best_effort_floor")
         elif not best_effort and not 1 <= request.core_percent <= CORE_PERCENT_MAX:
-            return f"core: {request.core_percent} % is outside 1..{CORE_PERCENT_MAX} %"
+            return Reason.of("core.range", core_percent=request.core_percent, max_percent=CORE_PERCENT_MAX)
         if request.memory_mib <= 0 or request.memory_mib % MEMORY_GRANULE_MIB:
-            return f"memory: {request.memory_mib} MiB is not a positive multiple of {MEMORY_GRANULE_MIB} MiB"
+            return Reason.of("memory.granule", memory_mib=request.memory_mib, granule_mib=MEMORY_GRANULE_MIB)
         quota = self.quotas.get(request.course_id)
         if quota is None:
-            return "course quota: the course has no quota; ask the instructor to set one"
+            return Reason.of("quota.missing")
         if quota.allowed_templates is not None and request.template_id not in quota.allowed_templates:
-            return "template: the course does not offer this template"
+            return Reason.of("template.not_offered")
         need = request_resources(request)
         ceiling = quota.ceiling()
         if ceiling is not None and not need.fits_in(ceiling):
             if ceiling.instances < 1:
-                return "course quota: the course's guarantee allows no instances"
+                return Reason.of("quota.ceiling_instances")
             if need.core_percent > ceiling.core_percent:
-                return f"course quota: needs {need.core_percent} % core; the course can hold at most {ceiling.core_percent} %"
-            return f"course quota: needs {need.memory_mib} MiB; the course can hold at most {ceiling.memory_mib} MiB"
+                return Reason.of("quota.ceiling_core", need=need.core_percent, limit=ceiling.core_percent)
+            return Reason.of("quota.ceiling_memory", need_mib=need.memory_mib, limit_mib=ceiling.memory_mib)
         if request.memory_mib > self.cluster.largest_card_mib:
             if not self.cluster.largest_card_mib:
-                return "capacity: the cluster has no NPU cards"
-            return f"card memory: needs {request.memory_mib} MiB; the largest card has {self.cluster.largest_card_mib} MiB"
+                return Reason.of("capacity.no_cards")
+            return Reason.of("card.too_small", need_mib=request.memory_mib, largest_mib=self.cluster.largest_card_mib)
         return None
 
-    def _student_wait(self, request: LaunchRequest) -> str | None:
+    def _student_wait(self, request: LaunchRequest) -> Reason | None:
         limit = self.quotas[request.course_id].sessions_per_student
         held = self.active.get((request.course_id, request.student_id), 0)
         if held >= limit:
-            return f"student limit: {held} of {limit} concurrent sessions in use"
+            return Reason.of("student.limit", held=held, limit=limit)
         return None
 
     def _reclaimable(self, course_id: int) -> list[str]:

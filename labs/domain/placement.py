@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
+from labs.domain.reasons import Reason
 from labs.domain.units import (
     CARD_INSTANCE_CAP,
     CORE_PERCENT_MAX,
@@ -148,7 +149,7 @@ class StrandedCard(NamedTuple):
     card_index: int
     free_core_percent: int
     free_memory_mib: int
-    why: str
+    why: Reason
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,7 @@ class Cluster:
         self._single = self.nodes[0] if len(self.nodes) == 1 else None
         # Changes with every placement and release; keys the explanation cache.
         self._version = 0
-        self._explained: dict[tuple, tuple[int, str]] = {}
+        self._explained: dict[tuple, tuple[int, Reason]] = {}
         self._by_course: dict[int, set[str]] = {}
         self._single_granule = len({n.granule for n in self.nodes}) <= 1
         # Availability and health are fixed for the life of a Cluster (one pass).
@@ -583,11 +584,11 @@ class Cluster:
                     continue
                 cap = _INF_CARD_CAP if card.inference else _DEV_CARD_CAP
                 if card.count >= cap:
-                    why = f"holds its maximum of {cap} instances"
+                    why = Reason.of("stranded.card_full", cap=cap)
                 elif free_mib < node.granule:
-                    why = f"has {free_mib} MiB free, less than one {node.granule} MiB step"
+                    why = Reason.of("stranded.memory_step", free_mib=free_mib, step_mib=node.granule)
                 elif not node.has_room(False):
-                    why = "its node holds its maximum of instances"
+                    why = Reason.of("stranded.node_full")
                 else:
                     continue
                 stranded.append(StrandedCard(node.name, card.index, free_core, free_mib, why))
@@ -597,8 +598,8 @@ class Cluster:
 
     # --- explaining ---------------------------------------------------------------------------
 
-    def explain(self, request: LaunchRequest) -> str:
-        """Why ``choose`` found nothing: the binding constraint, with numbers.
+    def explain(self, request: LaunchRequest) -> Reason:
+        """Why ``choose`` found nothing: the binding constraint as a ``Reason`` with its numbers.
 
         Remembered per request shape until the next placement or release: when a full cluster
         meets a queue of a thousand launches, one scan explains them all.
@@ -611,7 +612,7 @@ class Cluster:
         self._explained[key] = (self._version, reason)
         return reason
 
-    def _explain(self, request: LaunchRequest) -> str:
+    def _explain(self, request: LaunchRequest) -> Reason:
         core, memory, inference, cards = _shape(request)
         if (
             cards == 1
@@ -627,34 +628,34 @@ class Cluster:
             nodes = [n for n in nodes if _matches(n, request.node_selector)]
             if not nodes:
                 wanted = ", ".join(f"{k}={v}" for k, v in request.node_selector)
-                return f"node selector: no available node has the labels {wanted}"
+                return Reason.of("node.selector", labels=wanted)
         if request.die_id:
             pinned = [(n, c) for n in nodes for c in n.cards if c.die_id == request.die_id]
             if not pinned:
-                return f"pinned card: no available node has a card with die id {request.die_id}"
+                return Reason.of("card.pinned_missing", die_id=request.die_id)
             node, card = pinned[0]
             if not card.healthy:
-                return f"pinned card: the card with die id {request.die_id} (node {node.name}, card {card.index}) is unhealthy"
+                return Reason.of("card.pinned_unhealthy", die_id=request.die_id, node=node.name, card=card.index)
         granular = [n for n in nodes if memory % n.granule == 0]
         if nodes and not granular:
             step = min(n.granule for n in nodes)
-            return f"memory granularity: {memory} MiB is not a multiple of the {step} MiB the nodes allocate in"
+            return Reason.of("memory.granularity", memory_mib=memory, step_mib=step)
         if request.die_id:
             has_usable = any(c.healthy and c.die_id == request.die_id for n in granular for c in n.cards)
         else:
             has_usable = any(n.healthy_cards for n in granular)
         if not has_usable:
-            return "capacity: no healthy NPU card is available"
+            return Reason.of("capacity.no_healthy_card")
         open_nodes = [n for n in granular if n.has_room(inference)]
         if not open_nodes:
             cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
-            return f"node instances: every available node holds its maximum of {cap} instances ({_names(granular)})"
+            return Reason.of("node.instances_cap", cap=cap, nodes=_names(granular))
         if cards > 1:
             node, free = max(
                 ((n, sum(1 for c in n.cards if c.healthy and c.count == 0 and c.memory_mib >= memory)) for n in open_nodes),
                 key=lambda nf: (nf[1], -nf[0].order),
             )
-            return f"whole cards: needs {cards} free cards on one node; the most on a node is {free} (node {node.name})"
+            return Reason.of("whole_cards.free", cards=cards, free=free, node=node.name)
         # One pass, in node then card order, keeping the first of equal maxima; without a pinned
         # card each node's summary already holds its own first maxima.
         most_core = most_mib = -1
@@ -683,22 +684,16 @@ class Cluster:
                     most_mib, mib_at = free_mib, (node, card)
         if core_at is None or mib_at is None:
             cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
-            return f"card instances: every healthy card holds its maximum of {cap} instances"
+            return Reason.of("card.instances_cap", cap=cap)
         if most_core < core:
             node, card = core_at
-            return (
-                f"card core: needs {core} %; the most free on a healthy card is {most_core} % "
-                f"(node {node.name}, card {card.index})"
-            )
+            return Reason.of("card.core", need_percent=core, best_free_percent=most_core, node=node.name, card=card.index)
         if most_mib < memory:
             node, card = mib_at
-            return (
-                f"card memory: needs {memory} MiB; the most free on a healthy card is {most_mib} MiB "
-                f"(node {node.name}, card {card.index})"
-            )
-        return f"capacity: no single card has both {core} % core and {memory} MiB free"
+            return Reason.of("card.memory", need_mib=memory, best_free_mib=most_mib, node=node.name, card=card.index)
+        return Reason.of("capacity.no_single_card", core_percent=core, memory_mib=memory)
 
-    def _explain_from_summaries(self, core: int, memory: int, inference: bool) -> str:
+    def _explain_from_summaries(self, core: int, memory: int, inference: bool) -> Reason:
         """The common case of ``_explain`` from sorted node summaries instead of a scan.
 
         Same answers as the scan (a test compares them): the open nodes' best cards are kept in
@@ -715,27 +710,23 @@ class Cluster:
         if not self._explain_open[inference]:
             cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
             available = [n for n in self.nodes if n.available]
-            return f"node instances: every available node holds its maximum of {cap} instances ({_names(available)})"
+            return Reason.of("node.instances_cap", cap=cap, nodes=_names(available))
         if not by_core:
             cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
-            return f"card instances: every healthy card holds its maximum of {cap} instances"
+            return Reason.of("card.instances_cap", cap=cap)
         most_core, order, position = by_core[0]
         most_core = -most_core
         if most_core < core:
             node = self.nodes[order]
-            return (
-                f"card core: needs {core} %; the most free on a healthy card is {most_core} % "
-                f"(node {node.name}, card {node.cards[position].index})"
-            )
+            card_index = node.cards[position].index
+            return Reason.of("card.core", need_percent=core, best_free_percent=most_core, node=node.name, card=card_index)
         most_mib, order, position = by_mib[0]
         most_mib = -most_mib
         if most_mib < memory:
             node = self.nodes[order]
-            return (
-                f"card memory: needs {memory} MiB; the most free on a healthy card is {most_mib} MiB "
-                f"(node {node.name}, card {node.cards[position].index})"
-            )
-        return f"capacity: no single card has both {core} % core and {memory} MiB free"
+            card_index = node.cards[position].index
+            return Reason.of("card.memory", need_mib=memory, best_free_mib=most_mib, node=node.name, card=card_index)
+        return Reason.of("capacity.no_single_card", core_percent=core, memory_mib=memory)
 
     def _explain_refresh(self, node: _Node) -> None:
         # Summaries are worked out only once some request has missed: a cluster that never

@@ -19,8 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from labs.domain.reasons import Reason
+
 RESOURCE_NAMES = ("core_percent", "memory_mib", "instances")
-_LABEL = {"core_percent": ("% core", "%"), "memory_mib": ("MiB", "MiB"), "instances": ("instances", "")}
+# Reason codes per resource, in RESOURCE_NAMES order.
+_BORROWING_LIMIT = ("quota.borrowing_limit_core", "quota.borrowing_limit_memory", "quota.borrowing_limit_instances")
+_COHORT_IDLE = ("cohort.core", "cohort.memory", "cohort.instances")
 
 
 class Resources(NamedTuple):
@@ -60,12 +64,14 @@ class CourseQuota:
 
 
 class Admission(NamedTuple):
+    """Whether a request may be charged now; ``reason`` says why not (``None`` when admitted)."""
+
     admitted: bool
     borrowing: bool
-    reason: str
+    reason: Reason | None
 
 
-_WITHIN_GUARANTEE = Admission(True, False, "")
+_WITHIN_GUARANTEE = Admission(True, False, None)
 
 
 class QuotaLedger:
@@ -120,31 +126,28 @@ class QuotaLedger:
         if after.fits_in(quota.guarantee):
             return _WITHIN_GUARANTEE
         if quota.cohort is None:
-            return Admission(False, False, _over_guarantee(use, quota.guarantee, request))
+            return Admission(False, False, _over_guarantee(course_id, use, quota.guarantee, request))
         available = self.borrowable(course_id)
-        for i, name in enumerate(RESOURCE_NAMES):
+        for i in range(3):
             over = after[i] - quota.guarantee[i]
             if over <= 0:
                 continue
             if quota.borrowing_limit is not None and over > quota.borrowing_limit[i]:
-                unit = _LABEL[name][0]
-                return Admission(
-                    False,
-                    True,
-                    f"course quota: {use[i]} {unit} in use of a guarantee of {quota.guarantee[i]} plus "
-                    f"a borrowing limit of {quota.borrowing_limit[i]}; needs {request[i]} more",
+                reason = Reason.of(
+                    _BORROWING_LIMIT[i],
+                    used=use[i],
+                    guarantee=quota.guarantee[i],
+                    limit=quota.borrowing_limit[i],
+                    need=request[i],
+                    course=course_id,
                 )
+                return Admission(False, True, reason)
             # Lenders' usage does not move when this course borrows, so their idle lendable
             # amount is the pool for everything the course holds beyond its guarantee.
             if over > available[i]:
-                unit = _LABEL[name][0]
-                return Admission(
-                    False,
-                    True,
-                    f"cohort {quota.cohort}: needs {over} {unit} beyond the course's guarantee; "
-                    f"{available[i]} {unit} is idle and lendable",
-                )
-        return Admission(True, True, "")
+                reason = Reason.of(_COHORT_IDLE[i], cohort=quota.cohort, over=over, idle=available[i], course=course_id)
+                return Admission(False, True, reason)
+        return Admission(True, True, None)
 
     def charge(self, course_id: int, amount: Resources) -> None:
         in_cohort = self.quotas[course_id].cohort is not None
@@ -163,9 +166,12 @@ class QuotaLedger:
             self._add_terms(course_id, +1)
 
 
-def _over_guarantee(use: Resources, guarantee: Resources, request: Resources) -> str:
+def _over_guarantee(course_id: int, use: Resources, guarantee: Resources, request: Resources) -> Reason:
+    """The first resource (instances, core, memory) that ``request`` would take over the guarantee."""
     if use.instances + request.instances > guarantee.instances:
-        return f"course quota: {use.instances} of {guarantee.instances} instances in use"
+        return Reason.of("quota.instances", used=use.instances, limit=guarantee.instances, course=course_id)
     if use.core_percent + request.core_percent > guarantee.core_percent:
-        return f"course quota: {use.core_percent} of {guarantee.core_percent} % core in use; needs {request.core_percent} % more"
-    return f"course quota: {use.memory_mib} of {guarantee.memory_mib} MiB in use; needs {request.memory_mib} MiB more"
+        return Reason.of(
+            "quota.core", used=use.core_percent, limit=guarantee.core_percent, need=request.core_percent, course=course_id
+        )
+    return Reason.of("quota.memory", used=use.memory_mib, limit=guarantee.memory_mib, need=request.memory_mib, course=course_id)

@@ -176,9 +176,9 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         waiting_by_reason: dict[str, list[str]] = defaultdict(list)
         for d in decisions:
             if isinstance(d, Waiting):
-                waiting_by_reason[d.reason[:500]].append(d.key)
+                waiting_by_reason[str(d.reason)[:500]].append(d.key)
             elif isinstance(d, Refused):
-                session_transition(d.key, to=SessionState.FAILED, reason=d.reason)
+                session_transition(d.key, to=SessionState.FAILED, reason=str(d.reason))
                 result.refused.append(d.key)
         changed = list(result.admitted)
         for reason, keys in waiting_by_reason.items():
