@@ -14,9 +14,10 @@ cards on one node (core 100 each).
 Policies, chosen separately for nodes and cards (as Volcano's ``flexnpuaffinity`` and HAMi's
 node/device policies): ``binpack`` puts the instance where utilisation is highest, ``spread``
 where it is lowest. Utilisation is HAMi's weighted sum of instance count, core and memory
-ratios, in integers. Under binpack at both levels a node where the request fits on a partly
-used card ranks above any node where it would open an empty card. Ties go to the lower node
-order, then the lower card index.
+ratios, in integers. Binpack always prefers a partly used card (one holding any instance, a
+best-effort one included) over an empty card, whatever the weights; under binpack at both
+levels a node where the request fits on a partly used card ranks above any node where it would
+open an empty card. Ties go to the lower node order, then the lower card index.
 
 Two ways to find the node, with the same answer (tests compare them): a scan of every node
 (small clusters, label selectors, pinned cards, and the reference in ``bench/``) and, for large
@@ -418,7 +419,9 @@ class Cluster:
             card_inference = card.inference
             if card.count >= (_INF_CARD_CAP if inference or card_inference else _DEV_CARD_CAP):
                 continue
-            key = sign * card.score
+            # Binpack ranks an empty card (score 0 whatever the weights) after every partly used
+            # one, even one whose score is 0 with zero weights or only best-effort instances.
+            key = sign * card.score if card.count or sign > 0 else 1
             if best is None or key < best_key:
                 best, best_key = card, key
         return None if best is None else Choice(node, (best,), shape)
