@@ -259,8 +259,13 @@ class _Node:
             summary[cap] = (core_card, mib_card)
         self.summary = summary
 
-    def has_room(self, inference: bool) -> bool:
-        return self.count < (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
+    def cap(self, inference: bool) -> int:
+        """The node's instance cap once an instance of ``inference`` scenario joins it."""
+        return _INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP
+
+    def has_room(self, inference: bool, instances: int = 1) -> bool:
+        """Whether ``instances`` more (one per card of a whole-card request) stay within the cap."""
+        return self.count + instances <= (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
 
 
 class _Placement(NamedTuple):
@@ -332,7 +337,7 @@ class Cluster:
         if self._single is not None and not request.node_selector:
             # One server (the embedded default): no node to compare, so no node score to compute.
             only = self._single
-            if not only.available or shape[1] % only.granule or not only.has_room(shape[2]):
+            if not only.available or shape[1] % only.granule or not only.has_room(shape[2], shape[3]):
                 return None
             return self._choose_cards(only, request, card_policy, shape)
         if self._use_index and not request.node_selector and not request.die_id:
@@ -371,7 +376,7 @@ class Cluster:
         written out inline, and ``score`` may be passed in when the caller already has it.
         """
         core, memory, inference, cards = shape
-        if not node.available or memory % node.granule or not node.has_room(inference):
+        if not node.available or memory % node.granule or not node.has_room(inference, cards):
             return None
         partly_used = False
         if cards > 1:
@@ -649,10 +654,9 @@ class Cluster:
             has_usable = any(n.healthy_cards for n in granular)
         if not has_usable:
             return Reason.of("capacity.no_healthy_card")
-        open_nodes = [n for n in granular if n.has_room(inference)]
+        open_nodes = [n for n in granular if n.has_room(inference, cards)]
         if not open_nodes:
-            cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
-            return Reason.of("node.instances_cap", cap=cap, nodes=_names(granular))
+            return _node_cap_reason(granular, inference, cards)
         if cards > 1:
             node, free = max(
                 ((n, sum(1 for c in n.cards if c.healthy and c.count == 0 and c.memory_mib >= memory)) for n in open_nodes),
@@ -686,8 +690,7 @@ class Cluster:
                 if free_mib > most_mib:
                     most_mib, mib_at = free_mib, (node, card)
         if core_at is None or mib_at is None:
-            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
-            return Reason.of("card.instances_cap", cap=cap)
+            return _card_cap_reason(open_nodes, inference, request.die_id)
         if most_core < core:
             node, card = core_at
             return Reason.of("card.core", need_percent=core, best_free_percent=most_core, node=node.name, card=card.index)
@@ -711,12 +714,9 @@ class Cluster:
                 self._explain_refresh(node)
         by_core, by_mib, _ = self._explain_lists[inference]
         if not self._explain_open[inference]:
-            cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
-            available = [n for n in self.nodes if n.available]
-            return Reason.of("node.instances_cap", cap=cap, nodes=_names(available))
+            return _node_cap_reason([n for n in self.nodes if n.available], inference, 1)
         if not by_core:
-            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
-            return Reason.of("card.instances_cap", cap=cap)
+            return _card_cap_reason([n for n in self.nodes if n.available and n.has_room(inference)], inference)
         most_core, order, position = by_core[0]
         most_core = -most_core
         if most_core < core:
@@ -876,6 +876,37 @@ def _shape(request: LaunchRequest) -> Shape:
 
 def _matches(node: _Node, selector: tuple[tuple[str, str], ...]) -> bool:
     return all(node.labels.get(k) == v for k, v in selector)
+
+
+def _node_cap_reason(nodes: list[_Node], inference: bool, cards: int) -> Reason:
+    """Why none of ``nodes`` takes ``cards`` more instances, quoting the cap that binds on them.
+
+    A node's cap is 64 once an inference instance is on it or joins it, 128 otherwise.
+    """
+    names = _names(nodes)
+    if cards > 1 and any(n.count < n.cap(inference) for n in nodes):
+        return Reason.of("node.instances_room", cards=cards, nodes=names)
+    caps = {n.cap(inference) for n in nodes}
+    if len(caps) == 1:
+        return Reason.of("node.instances_cap", cap=caps.pop(), nodes=names)
+    return Reason.of("node.instances_caps", inference_cap=_INF_NODE_CAP, development_cap=_DEV_NODE_CAP, nodes=names)
+
+
+def _card_cap_reason(nodes: list[_Node], inference: bool, die_id: str = "") -> Reason:
+    """Why no healthy card of ``nodes`` (the pinned one with ``die_id``) takes one more instance.
+
+    Each such card holds its maximum: 8 once an inference instance is on it or joins it, 16
+    otherwise; the reason quotes the one that binds, or both when the cards differ.
+    """
+    caps = {
+        _INF_CARD_CAP if inference or card.inference else _DEV_CARD_CAP
+        for node in nodes
+        for card in node.cards
+        if card.healthy and (not die_id or card.die_id == die_id)
+    }
+    if len(caps) <= 1:
+        return Reason.of("card.instances_cap", cap=caps.pop() if caps else _INF_CARD_CAP if inference else _DEV_CARD_CAP)
+    return Reason.of("card.instances_caps", inference_cap=_INF_CARD_CAP, development_cap=_DEV_CARD_CAP)
 
 
 def _names(nodes: list[_Node]) -> str:

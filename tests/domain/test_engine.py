@@ -343,6 +343,19 @@ def card_of(cluster: Cluster, name: str, index: int):
 
 def check_reason_names_a_real_constraint(cluster: Cluster, request: LaunchRequest, reason: Reason) -> None:
     params = reason.kwargs
+    inference = request.scenario == INF
+    if reason.code == "card.instances_cap":  # the cap quoted binds on every healthy card of an open node
+        for n in cluster.nodes:
+            if n.available and n.has_room(inference):
+                for c in n.cards:
+                    if c.healthy:
+                        assert c.count >= params["cap"] == (8 if inference or c.inference else 16), reason
+        return
+    if reason.code == "node.instances_cap":
+        for n in cluster.nodes:
+            if n.available and request.memory_mib % n.granule == 0:
+                assert n.count + request.cards > params["cap"] == n.cap(inference), reason
+        return
     if reason.code in ("card.core", "card.memory"):
         card = card_of(cluster, params["node"], params["card"])
         if reason.code == "card.core":
