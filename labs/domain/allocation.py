@@ -28,6 +28,7 @@ from labs.domain.placement import (
     PlacementConfig,
     ReclaimPlan,
     SharePolicy,
+    instance_charge,
 )
 from labs.domain.quota import CourseQuota, QuotaLedger, Resources
 from labs.domain.reasons import Reason
@@ -60,12 +61,15 @@ class Refused(NamedTuple):
 Decision = Placed | Waiting | Refused
 
 
-def request_resources(request: LaunchRequest) -> Resources:
-    """What a request charges against its course's quota."""
-    cards = max(1, request.cards)
-    if cards > 1:
-        return Resources(CORE_PERCENT_MAX * cards, request.memory_mib * cards, 1)
-    return Resources(request.core_percent, request.memory_mib, 1)
+def request_resources(request: LaunchRequest, card_memory_mib: int = 0) -> Resources:
+    """What ``request`` will charge its course once placed, by ``instance_charge``.
+
+    A whole-card request charges all the memory of its cards: ``card_memory_mib`` is the memory
+    of each (``Cluster.whole_card_memory``); without it, the request's own memory per card.
+    """
+    if request.cards > 1:
+        return instance_charge(CORE_PERCENT_MAX, 0, (card_memory_mib or request.memory_mib,) * request.cards)
+    return instance_charge(request.core_percent, request.memory_mib)
 
 
 def allocate(
@@ -98,6 +102,19 @@ class Allocator:
         self._by_shape: dict[tuple, tuple[Reason | None, Resources]] = {}
 
     def decide(self, requests: Sequence[LaunchRequest]) -> list[Decision]:
+        """One decision per request, in the order given (see the module docstring).
+
+        ``ValueError``, before anything is decided, if a key appears twice in the batch or is
+        already placed in the cluster: a key names one instance, and a second one would hold
+        capacity that nothing ever releases.
+        """
+        seen: set[str] = set()
+        for request in requests:
+            if request.key in seen:
+                raise ValueError(f"duplicate request key {request.key!r} in the batch")
+            if request.key in self.cluster:
+                raise ValueError(f"request key {request.key!r} is already placed; a key names one instance")
+            seen.add(request.key)
         decisions: list[Decision | None] = [None] * len(requests)
         borrowers: list[tuple[int, LaunchRequest, Resources]] = []
         check = self.ledger.check
@@ -114,7 +131,9 @@ class Allocator:
             )
             known = self._by_shape.get(shape)
             if known is None:
-                known = self._by_shape[shape] = (self._never_fits(request), request_resources(request))
+                card_mib = self.cluster.whole_card_memory(request.memory_mib) if request.cards > 1 else 0
+                need = request_resources(request, card_mib)
+                known = self._by_shape[shape] = (self._never_fits(request, need), need)
             refusal, need = known
             if refusal:
                 decisions[position] = Refused(request.key, refusal)
@@ -142,24 +161,34 @@ class Allocator:
         return decisions  # type: ignore[return-value]  # every position was filled above
 
     def release(self, key: str) -> bool:
-        """Remove a placed instance (a stop) and give back its quota."""
-        placed = self.cluster.instance_of(key)
-        if placed is None:
+        """Remove a placed instance (a stop): give back its quota and its student's session slot.
+
+        ``False`` if nothing is placed under ``key``.
+        """
+        held = self.cluster.release(key)
+        if held is None:
             return False
-        instance, cards_n = placed
-        self.cluster.release(key)
-        if instance.course_id is not None and instance.course_id in self.ledger.quotas:
-            amount = (
-                Resources(CORE_PERCENT_MAX * cards_n, instance.memory_mib * cards_n, 1)
-                if cards_n > 1
-                else Resources(instance.core_percent, instance.memory_mib, 1)
-            )
-            self.ledger.refund(instance.course_id, amount)
+        course_id = held.course_id
+        if course_id is not None:
+            if course_id in self.ledger.quotas:
+                self.ledger.refund(course_id, held.charge)
+            student = (course_id, held.student_id)
+            if held.student_id is not None and self.active.get(student, 0) > 0:
+                self.active[student] -= 1
         self._borrowed_now = None
         return True
 
     def _place(self, request: LaunchRequest, need: Resources, *, borrowed: bool) -> Decision:
         choice = self.cluster.choose(request)
+        if choice is not None and request.cards > 1:
+            # The charge was worked out on the smallest cards that fit; cards chosen larger
+            # charge more, and the quota has to allow that too.
+            charge = instance_charge(CORE_PERCENT_MAX, 0, tuple(card.memory_mib for card in choice.cards))
+            if charge != need:
+                admission = self.ledger.check(request.course_id, charge)
+                if not admission.admitted:
+                    return Waiting(request.key, admission.reason)  # type: ignore[arg-type]  # set when not admitted
+                need, borrowed = charge, admission.borrowing
         if choice is None:
             reason = self.cluster.explain(request)
             plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable(request.course_id))
@@ -177,9 +206,9 @@ class Allocator:
             return Placed(request.key, choice.node.name, (card.card_id,), (card.index,), borrowed)
         return Placed(request.key, choice.node.name, tuple(c.card_id for c in cards), tuple(c.index for c in cards), borrowed)
 
-    def _never_fits(self, request: LaunchRequest) -> Reason | None:
-        """Why ``request`` can never be placed as asked (a refusal), or ``None``."""
-        cards = max(1, request.cards)
+    def _never_fits(self, request: LaunchRequest, need: Resources) -> Reason | None:
+        """Why ``request`` (charging ``need``) can never be placed as asked (a refusal), or ``None``."""
+        cards = request.cards
         best_effort = request.share_policy == SharePolicy.BEST_EFFORT
         if cards > 1:
             if request.core_percent != CORE_PERCENT_MAX * cards:
@@ -199,7 +228,6 @@ class Allocator:
             return Reason.of("quota.missing")
         if quota.allowed_templates is not None and request.template_id not in quota.allowed_templates:
             return Reason.of("template.not_offered")
-        need = request_resources(request)
         ceiling = quota.ceiling()
         if ceiling is not None and not need.fits_in(ceiling):
             if ceiling.instances < 1:
@@ -245,9 +273,9 @@ class Allocator:
                 if self.ledger.usage[course_id].fits_in(quota.guarantee):
                     continue
                 left = quota.guarantee
-                members = sorted(self.cluster.course_instances(course_id), key=lambda m: (m[1].started_at, m[0]))
-                for key, instance in members:
-                    need = Resources(instance.core_percent, instance.memory_mib, 1)
+                members = sorted(self.cluster.course_holdings(course_id), key=lambda m: (m[1].started_at, m[0]))
+                for key, held in members:
+                    need = held.charge
                     if need.fits_in(left):
                         left = left - need
                     else:

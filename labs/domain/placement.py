@@ -2,14 +2,14 @@
 
 ``Cluster`` is the working state of one allocation pass (or of a benchmark stream): built from a
 capacity snapshot, it chooses a card for a request, records placements and releases, explains
-a miss in words, reports fragmentation and plans reclaims. Nothing here reads a clock or any
-I/O; the caller passes times in.
+a miss (a ``Reason``), reports fragmentation and plans reclaims. Nothing here reads a clock or
+any I/O; the caller passes times in.
 
 Invariants ``commit`` never breaks (DESIGN §1, §3): per card Σ core floors ≤ 100, Σ memory ≤
 usable memory, instances ≤ the tightest scenario cap present (16 development, 8 inference);
 per node ≤ 128 instances, or 64 once an inference instance is there. Unhealthy cards and
 unavailable nodes are never chosen. A request of ``cards`` > 1 takes that many whole, empty
-cards on one node (core 100 each).
+cards on one node (core 100 each) and counts as one instance on each of them.
 
 Policies, chosen separately for nodes and cards (as Volcano's ``flexnpuaffinity`` and HAMi's
 node/device policies): ``binpack`` puts the instance where utilisation is highest, ``spread``
@@ -27,13 +27,14 @@ date as placements and releases change a node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
+from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
 from labs.domain.units import (
     CARD_INSTANCE_CAP,
@@ -62,7 +63,21 @@ class SharePolicy(StrEnum):
     BEST_EFFORT = "best-effort"
 
 
-@dataclass(frozen=True)
+def instance_charge(core_percent: int, memory_mib: int, whole_card_memory_mib: Sequence[int] = ()) -> Resources:
+    """The one charge rule: what an instance counts against its course's quota.
+
+    An instance on part of one card charges its core floor (percent) and memory cap (MiB). An
+    instance on whole cards (``whole_card_memory_mib``: the memory of each of its cards, two or
+    more) charges 100 % and all the memory of every card, whatever it asked for, since nothing
+    else can use the rest. Either way it is one instance. Used for the charge at admission, the
+    refund at release, a course's usage from a snapshot and the borrowed/guaranteed split.
+    """
+    if whole_card_memory_mib:
+        return Resources(CORE_PERCENT_MAX * len(whole_card_memory_mib), sum(whole_card_memory_mib), 1)
+    return Resources(core_percent, memory_mib, 1)
+
+
+@dataclass(frozen=True, slots=True)
 class ScoreWeights:
     """Weights of instance-count, core and memory utilisation in a node's or card's score."""
 
@@ -71,12 +86,12 @@ class ScoreWeights:
     memory: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlacementConfig:
     node_policy: Policy = Policy.BINPACK
     card_policy: Policy = Policy.BINPACK
     weights: ScoreWeights = ScoreWeights()
-    # A borrowed session younger than this is never chosen for reclaim.
+    # A borrowed session younger than this (seconds) is never chosen for reclaim.
     min_runtime_seconds: float = 600.0
     # Clusters with more nodes than this use the per-shape index instead of a scan.
     index_min_nodes: int = 16
@@ -85,8 +100,16 @@ class PlacementConfig:
 DEFAULT_CONFIG = PlacementConfig()
 
 
-class Instance(NamedTuple):
-    """An instance on a card. ``key`` names it (session id or FlexNPU entity-id)."""
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """An instance on a card. ``key`` names it (session id or FlexNPU entity-id).
+
+    ``core_percent`` (0..100; 0 for best-effort) and ``memory_mib`` are what it holds on this
+    card. An instance on whole cards (``cards`` > 1) appears on each of its cards, all on one
+    node, with the same key, ``core_percent`` 100 and the card's memory; it needs a key so that
+    its cards can be put back together. ``started_at`` is in seconds (the caller's clock);
+    ``student_id`` lets a release give the student's session slot back.
+    """
 
     core_percent: int
     memory_mib: int
@@ -94,9 +117,11 @@ class Instance(NamedTuple):
     key: str = ""
     course_id: int | None = None
     started_at: float = 0.0
+    student_id: int | None = None
+    cards: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CardCapacity:
     card_id: int
     index: int
@@ -107,7 +132,7 @@ class CardCapacity:
     chip_type: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeCapacity:
     name: str
     cards: tuple[CardCapacity, ...]
@@ -117,7 +142,7 @@ class NodeCapacity:
     memory_granule_mib: int = MEMORY_GRANULE_MIB
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LaunchRequest:
     """One instance to place. ``cards`` > 1 asks for whole cards (core_percent = 100 x cards)."""
 
@@ -177,6 +202,7 @@ class _Card:
         "node",
         "index",
         "die_id",
+        "chip_type",
         "memory_mib",
         "healthy",
         "core_used",
@@ -191,6 +217,7 @@ class _Card:
         self.node = node
         self.index = card.index
         self.die_id = card.die_id
+        self.chip_type = card.chip_type
         self.memory_mib = card.memory_mib
         self.healthy = card.healthy
         self.core_used = 0
@@ -269,9 +296,45 @@ class _Node:
 
 
 class _Placement(NamedTuple):
-    instance: Instance
+    """One placed instance: per-card amounts, who holds it, and its card(s)."""
+
+    key: str
+    core_percent: int  # on each card: 100 for whole cards
+    memory_mib: int  # on each card; for whole cards each card's own memory counts (``charge``)
+    scenario: Scenario
+    course_id: int | None
+    student_id: int | None
+    started_at: float
     cards: tuple[_Card, ...]
     whole: bool  # whole cards: all of each card's core and memory
+
+    def instance_on(self, card: _Card) -> Instance:
+        if self.whole:
+            return Instance(
+                CORE_PERCENT_MAX,
+                card.memory_mib,
+                self.scenario,
+                self.key,
+                self.course_id,
+                self.started_at,
+                self.student_id,
+                len(self.cards),
+            )
+        return Instance(
+            self.core_percent, self.memory_mib, self.scenario, self.key, self.course_id, self.started_at, self.student_id
+        )
+
+    def charge(self) -> Resources:
+        return instance_charge(self.core_percent, self.memory_mib, tuple(c.memory_mib for c in self.cards) if self.whole else ())
+
+
+class Holding(NamedTuple):
+    """What a released instance held: its course and student (``None`` when unknown) and its charge."""
+
+    course_id: int | None
+    student_id: int | None
+    started_at: float
+    charge: Resources
 
 
 class Cluster:
@@ -295,16 +358,76 @@ class Cluster:
         self._explain_lists: dict[bool, tuple] | None = None  # built on the first miss
         self.largest_card_mib = max((c.memory_mib for n in self.nodes for c in n.cards), default=0)
         self.most_cards_per_node = max((len(n.cards) for n in self.nodes), default=0)
+        self.granules = frozenset(n.granule for n in self.nodes)
+        self._whole_card_mib: dict[int, int] = {}
         for source, node in zip(sources, self.nodes, strict=True):
-            for card_source, card in zip(sorted(source.cards, key=lambda c: c.index), node.cards, strict=True):
-                for instance in card_source.instances:
-                    # Instances the snapshot cannot name (residuals) still take their capacity.
-                    key = instance.key or f"~{len(self._placements)}"
-                    placement = _Placement(instance, (card,), False)
-                    self._apply(placement, +1)
-                    self._placements[key] = placement
-                    if instance.course_id is not None:
-                        self._by_course.setdefault(instance.course_id, set()).add(key)
+            self._load(node, source)
+
+    def _load(self, node: _Node, source: NodeCapacity) -> None:
+        """Record the instances a snapshot has on ``node``; ``ValueError`` if one cannot be placed back.
+
+        A whole-card instance is listed on each of its cards with the same key: those entries
+        become one placement again, so a snapshot round trip is exact and a release frees every
+        card. A key may name one instance only, in the whole snapshot.
+        """
+        whole: dict[str, list[tuple[_Card, Instance]]] = {}
+        for card_source, card in zip(sorted(source.cards, key=lambda c: c.index), node.cards, strict=True):
+            for instance in card_source.instances:
+                if instance.cards > 1:
+                    whole.setdefault(instance.key, []).append((card, instance))
+                    continue
+                key = instance.key
+                if not key:  # a residual the snapshot cannot name still takes its capacity
+                    key = f"~{len(self._placements)}"
+                    while key in self._placements:
+                        key += "~"
+                self._add(
+                    _Placement(
+                        key,
+                        instance.core_percent,
+                        instance.memory_mib,
+                        instance.scenario,
+                        instance.course_id,
+                        instance.student_id,
+                        instance.started_at,
+                        (card,),
+                        False,
+                    ),
+                    f"node {node.name}, card {card.index}",
+                )
+        for key, entries in whole.items():
+            first = entries[0][1]
+            same = all(
+                (i.scenario, i.course_id, i.student_id, i.started_at, i.cards)
+                == (first.scenario, first.course_id, first.student_id, first.started_at, first.cards)
+                for _, i in entries
+            )
+            if not same or len(entries) != first.cards or len({id(card) for card, _ in entries}) != first.cards:
+                raise ValueError(
+                    f"snapshot: whole-card instance {key!r} on node {node.name} must appear once on each of its "
+                    f"{first.cards} cards with the same fields; found {len(entries)} entries"
+                )
+            cards = tuple(card for card, _ in entries)
+            placement = _Placement(
+                key,
+                CORE_PERCENT_MAX,
+                cards[0].memory_mib,
+                first.scenario,
+                first.course_id,
+                first.student_id,
+                first.started_at,
+                cards,
+                True,
+            )
+            self._add(placement, f"node {node.name}")
+
+    def _add(self, placement: _Placement, where: str) -> None:
+        if placement.key in self._placements:
+            raise ValueError(f"snapshot: instance key {placement.key!r} appears twice (again on {where})")
+        self._apply(placement, +1)
+        self._placements[placement.key] = placement
+        if placement.course_id is not None:
+            self._by_course.setdefault(placement.course_id, set()).add(placement.key)
 
     # --- scores -------------------------------------------------------------------------------
 
@@ -441,13 +564,21 @@ class Cluster:
     # --- changing -----------------------------------------------------------------------------
 
     def commit(self, request: LaunchRequest, choice: Choice, *, started_at: float = 0.0) -> None:
-        """Record ``request`` on the chosen card(s)."""
+        """Record ``request`` on the chosen card(s); ``started_at`` is in seconds.
+
+        ``choice`` must come from ``choose`` for this request with nothing committed in between.
+        ``ValueError`` if an instance is already placed under ``request.key``: one key, one instance.
+        """
+        key = request.key
+        if key in self._placements:
+            raise ValueError(f"request key {key!r} is already placed; a key names one instance")
         core, memory, inference, cards = choice.shape
-        instance = Instance(core, memory, request.scenario, request.key, request.course_id, started_at)
-        placement = _Placement(instance, choice.cards, cards > 1)
         if cards == 1:  # the common case, spelled out: this runs for every placement
             card = choice.cards[0]
             node = choice.node
+            placement = _Placement(
+                key, core, memory, request.scenario, request.course_id, request.student_id, started_at, choice.cards, False
+            )
             card.core_used += core
             card.memory_used += memory
             card.count += 1
@@ -459,36 +590,51 @@ class Cluster:
                 node.inference += 1
             card.score = self.card_score(card)
         else:
+            placement = _Placement(
+                key,
+                CORE_PERCENT_MAX,
+                choice.cards[0].memory_mib,
+                request.scenario,
+                request.course_id,
+                request.student_id,
+                started_at,
+                choice.cards,
+                True,
+            )
             self._apply(placement, +1)
-        self._placements[request.key] = placement
+        self._placements[key] = placement
         self._version += 1
         if request.course_id is not None:
-            self._by_course.setdefault(request.course_id, set()).add(request.key)
+            self._by_course.setdefault(request.course_id, set()).add(key)
         choice.node.summary = None
         self._explain_refresh(choice.node)
         if self._indexes:
             self._refresh(choice.node)
 
-    def release(self, key: str) -> bool:
-        """Remove an instance; ``False`` if there is none by that key."""
+    def release(self, key: str) -> Holding | None:
+        """Remove the instance placed under ``key`` from every card it holds.
+
+        Returns what it held (course, student, charge by ``instance_charge``), or ``None`` if
+        there is no instance by that key.
+        """
         placement = self._placements.pop(key, None)
         if placement is None:
-            return False
+            return None
         self._version += 1
-        if placement.instance.course_id is not None:
-            self._by_course.get(placement.instance.course_id, set()).discard(key)
+        if placement.course_id is not None:
+            self._by_course.get(placement.course_id, set()).discard(key)
         self._apply(placement, -1)
-        placement.cards[0].node.summary = None
-        self._explain_refresh(placement.cards[0].node)
-        self._refresh(placement.cards[0].node)
-        return True
+        node = placement.cards[0].node
+        node.summary = None
+        self._explain_refresh(node)
+        self._refresh(node)
+        return Holding(placement.course_id, placement.student_id, placement.started_at, placement.charge())
 
     def _apply(self, placement: _Placement, sign: int) -> None:
-        instance = placement.instance
-        inference = instance.scenario == Scenario.INFERENCE
+        inference = placement.scenario == Scenario.INFERENCE
         for card in placement.cards:
-            core = CORE_PERCENT_MAX if placement.whole else instance.core_percent
-            memory = card.memory_mib if placement.whole else instance.memory_mib
+            core = CORE_PERCENT_MAX if placement.whole else placement.core_percent
+            memory = card.memory_mib if placement.whole else placement.memory_mib
             card.core_used += sign * core
             card.memory_used += sign * memory
             card.count += sign
@@ -510,56 +656,72 @@ class Cluster:
 
     # --- reading ------------------------------------------------------------------------------
 
+    def __contains__(self, key: str) -> bool:
+        """Whether an instance is placed under ``key``."""
+        return key in self._placements
+
     def instance_of(self, key: str) -> tuple[Instance, int] | None:
-        """The instance placed under ``key`` and how many cards it holds."""
+        """The instance placed under ``key`` (as on its first card) and how many cards it holds."""
         placement = self._placements.get(key)
-        return None if placement is None else (placement.instance, len(placement.cards))
+        return None if placement is None else (placement.instance_on(placement.cards[0]), len(placement.cards))
 
     def placement_of(self, key: str) -> tuple[Instance, tuple[tuple[str, int], ...]] | None:
+        """The instance placed under ``key`` and its (node name, card index) pairs."""
         placement = self._placements.get(key)
         if placement is None:
             return None
-        return placement.instance, tuple((c.node.name, c.index) for c in placement.cards)
+        return placement.instance_on(placement.cards[0]), tuple((c.node.name, c.index) for c in placement.cards)
 
-    def course_instances(self, course_id: int) -> Iterable[tuple[str, Instance]]:
+    def course_holdings(self, course_id: int) -> Iterable[tuple[str, Holding]]:
+        """The key and holding of every instance of ``course_id``, in no particular order."""
         for key in self._by_course.get(course_id, ()):
-            yield key, self._placements[key].instance
+            placement = self._placements[key]
+            yield key, Holding(placement.course_id, placement.student_id, placement.started_at, placement.charge())
 
     def instances(self) -> Iterable[tuple[str, Instance, _Card]]:
+        """Every placed instance with its (first) card."""
         for key, placement in self._placements.items():
-            yield key, placement.instance, placement.cards[0]
+            yield key, placement.instance_on(placement.cards[0]), placement.cards[0]
 
     def usage_by_course(self) -> dict[int, tuple[int, int, int]]:
-        """(core percent, memory MiB, instances) per course, over every placed instance."""
+        """(core percent, memory MiB, instances) per course, each instance charged by ``instance_charge``."""
         usage: dict[int, tuple[int, int, int]] = {}
         for placement in self._placements.values():
-            instance = placement.instance
-            if instance.course_id is None:
+            if placement.course_id is None:
                 continue
-            core, memory, count = usage.get(instance.course_id, (0, 0, 0))
-            if placement.whole:  # charged as requested: 100 % and the asked memory per card
-                core += CORE_PERCENT_MAX * len(placement.cards)
-                memory += instance.memory_mib * len(placement.cards)
-            else:
-                core += instance.core_percent
-                memory += instance.memory_mib
-            usage[instance.course_id] = (core, memory, count + 1)
+            core, memory, count = usage.get(placement.course_id, (0, 0, 0))
+            charge = placement.charge()
+            usage[placement.course_id] = (core + charge.core_percent, memory + charge.memory_mib, count + charge.instances)
         return usage
 
+    def whole_card_memory(self, memory_mib: int) -> int:
+        """The memory (MiB) of the smallest healthy card of at least ``memory_mib``, or 0 if none.
+
+        What each card of a whole-card request for ``memory_mib`` per card would be charged,
+        known before the cards are chosen (exact when a cluster's cards are all alike).
+        """
+        known = self._whole_card_mib.get(memory_mib)
+        if known is None:
+            sizes = [c.memory_mib for n in self.nodes for c in n.cards if c.healthy and c.memory_mib >= memory_mib]
+            known = self._whole_card_mib[memory_mib] = min(sizes, default=0)
+        return known
+
     def snapshot(self) -> list[NodeCapacity]:
-        """The current state as a capacity snapshot (whole-card placements as full instances)."""
+        """The current state as a capacity snapshot; ``Cluster(snapshot())`` is this state again.
+
+        A whole-card instance appears on each of its cards, with the same key and ``cards``.
+        """
         on_card: dict[int, list[Instance]] = {}
         for placement in self._placements.values():
             for card in placement.cards:
-                instance = placement.instance
-                if placement.whole:
-                    instance = Instance(CORE_PERCENT_MAX, card.memory_mib, instance.scenario, instance.key, instance.course_id)
-                on_card.setdefault(id(card), []).append(instance)
+                on_card.setdefault(id(card), []).append(placement.instance_on(card))
         return [
             NodeCapacity(
                 n.name,
                 tuple(
-                    CardCapacity(c.card_id, c.index, c.memory_mib, c.healthy, tuple(on_card.get(id(c), ())), c.die_id)
+                    CardCapacity(
+                        c.card_id, c.index, c.memory_mib, c.healthy, tuple(on_card.get(id(c), ())), c.die_id, c.chip_type
+                    )
                     for c in n.cards
                 ),
                 n.available,
@@ -776,14 +938,14 @@ class Cluster:
         core, memory, inference, cards = _shape(request)
         if cards > 1:
             return None
-        by_card: dict[int, list[tuple[float, str, Instance]]] = {}
+        by_card: dict[int, list[tuple[float, str, _Placement]]] = {}
         cards_with_victims: dict[int, _Card] = {}
         for key in candidates:
             placement = self._placements.get(key)
             if placement is None or placement.whole:
                 continue
             card = placement.cards[0]
-            by_card.setdefault(id(card), []).append((placement.instance.started_at, key, placement.instance))
+            by_card.setdefault(id(card), []).append((placement.started_at, key, placement))
             cards_with_victims[id(card)] = card
         best: tuple[int, int, int] | None = None
         plan: ReclaimPlan | None = None

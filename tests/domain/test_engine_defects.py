@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
-from labs.domain.allocation import Allocator, Waiting, allocate
+import pytest
+
+from labs.domain.allocation import Allocator, Placed, Waiting, allocate
 from labs.domain.placement import Cluster, Instance, PlacementConfig, ScoreWeights
+from labs.domain.quota import CourseQuota, Resources
 from tests.domain.test_engine import DEV, GIB, INF, UNLIMITED, node, req
 
 
 def whole(key, cards=2, memory=32 * GIB, **extra):
     return req(key, core=100 * cards, memory=memory, cards=cards, **extra)
+
+
+def place(cluster, request, started_at=0.0):
+    choice = cluster.choose(request)
+    assert choice is not None
+    cluster.commit(request, choice, started_at=started_at)
+
+
+# --- 1. snapshots of multi-card instances -------------------------------------------------------
+
+
+def test_a_multi_card_instance_survives_a_snapshot_round_trip():
+    cluster = Cluster([node("a", cards=4)])
+    place(cluster, whole("w", cards=3), started_at=5.0)
+    place(cluster, req("s"))
+    again = Cluster(cluster.snapshot())
+    assert again.snapshot() == cluster.snapshot()
+    assert again.usage_by_course() == cluster.usage_by_course()
+    assert again.placement_of("w") == cluster.placement_of("w")
+
+
+def test_releasing_a_multi_card_instance_from_a_snapshot_frees_every_card():
+    cluster = Cluster([node("a", cards=4)])
+    place(cluster, whole("w", cards=3))
+    again = Cluster(cluster.snapshot())
+    assert again.release("w")
+    assert [(c.count, c.core_used, c.memory_used) for c in again.nodes[0].cards] == [(0, 0, 0)] * 4
 
 
 # --- 2. the cap quoted is the cap that binds ------------------------------------------------------
@@ -63,3 +93,59 @@ def test_binpack_across_nodes_with_zero_weights_prefers_the_node_with_a_partly_u
     nodes = [node("a"), node("b", instances={5: [Instance(0, 128, DEV)]})]
     (decision,) = allocate(nodes, [req("r")], {1: UNLIMITED}, {}, now=0, config=config)
     assert (decision.node, decision.card_indices) == ("b", (5,))
+
+
+# --- 6. whole-card charges --------------------------------------------------------------------------
+
+
+def test_a_whole_card_request_is_charged_all_the_memory_of_its_cards():
+    cluster = Cluster([node("a", cards=4)])
+    allocator = Allocator(cluster, {1: UNLIMITED}, {}, now=0)
+    (decision,) = allocator.decide([whole("w", memory=32 * GIB)])
+    assert isinstance(decision, Placed)
+    assert allocator.ledger.usage[1] == Resources(200, 128 * GIB, 1)
+    assert cluster.usage_by_course()[1] == (200, 128 * GIB, 1)
+    assert allocator.release("w")
+    assert allocator.ledger.usage[1] == Resources(0, 0, 0)
+
+
+def test_a_whole_card_request_over_the_memory_guarantee_is_not_admitted():
+    quota = CourseQuota(Resources(800, 100 * GIB, 10))  # 2 x 64 GiB cards exceed 100 GiB
+    (decision,) = allocate([node("a", cards=4)], [whole("w", memory=32 * GIB)], {1: quota}, {}, now=0)
+    assert not isinstance(decision, Placed)
+
+
+# --- 7. release gives back the student's session slot ---------------------------------------------
+
+
+def test_releasing_an_instance_gives_the_student_their_session_slot_back():
+    quota = CourseQuota(Resources(100, 10**6, 10), sessions_per_student=1)
+    allocator = Allocator(Cluster([node("a")]), {1: quota}, {}, now=0)
+    assert isinstance(allocator.decide([req("first", student=7)])[0], Placed)
+    assert allocator.release("first")
+    assert isinstance(allocator.decide([req("second", student=7)])[0], Placed)
+
+
+# --- 8. duplicate keys ------------------------------------------------------------------------------
+
+
+def test_a_batch_with_a_key_twice_is_rejected():
+    allocator = Allocator(Cluster([node("a")]), {1: UNLIMITED}, {}, now=0)
+    with pytest.raises(ValueError, match="duplicate request key 'r'"):
+        allocator.decide([req("r"), req("r")])
+    assert not list(allocator.cluster.instances())
+
+
+def test_a_request_whose_key_is_already_placed_is_rejected():
+    allocator = Allocator(Cluster([node("a")]), {1: UNLIMITED}, {}, now=0)
+    allocator.decide([req("r")])
+    with pytest.raises(ValueError, match="'r' is already placed"):
+        allocator.decide([req("r")])
+    with pytest.raises(ValueError, match="'r' is already placed"):
+        allocator.cluster.commit(req("r"), allocator.cluster.choose(req("r")))
+
+
+def test_a_snapshot_naming_one_instance_twice_is_rejected():
+    twice = {0: [Instance(5, GIB, DEV, key="x")], 1: [Instance(5, GIB, DEV, key="x")]}
+    with pytest.raises(ValueError, match="'x'"):
+        Cluster([node("a", instances=twice)])
