@@ -189,11 +189,16 @@ class FragmentationReport:
 
 @dataclass(frozen=True)
 class ReclaimPlan:
-    """Borrowed sessions of other courses whose removal makes room on one card, newest first."""
+    """Borrowed sessions of other courses whose removal makes room, newest first.
+
+    The room is on one card (``card_index``) or, for a whole-card request, on whole cards of one
+    node (``card_indices``; ``card_index`` is the first of them).
+    """
 
     victims: tuple[str, ...]
     node: str
     card_index: int
+    card_indices: tuple[int, ...] = ()
 
 
 class _Card:
@@ -928,16 +933,17 @@ class Cluster:
     # --- reclaiming ---------------------------------------------------------------------------
 
     def reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
-        """The fewest ``eligible`` instances on one card whose removal lets ``request`` fit there.
+        """The fewest ``candidates`` whose removal lets ``request`` fit, or ``None`` if none can.
 
-        ``candidates`` are the keys that may be taken (borrowed, old enough). Victims are taken
-        newest first on each card; among cards the one needing the fewest wins, ties by node
-        order then card index. ``None`` when no card can be freed enough.
-        Whole-card requests are not planned for here.
+        ``candidates`` are the keys that may be taken (borrowed, old enough). For a request on
+        part of a card, victims are taken newest first on each card; among cards the one needing
+        the fewest wins, ties by node order then card index. For a whole-card request, see
+        ``_whole_card_reclaim_plan``. The plan never counts on capacity the request could not use
+        (unhealthy cards, unavailable or unmatched nodes, node instance caps).
         """
         core, memory, inference, cards = _shape(request)
         if cards > 1:
-            return None
+            return self._whole_card_reclaim_plan(request, candidates)
         by_card: dict[int, list[tuple[float, str, _Placement]]] = {}
         cards_with_victims: dict[int, _Card] = {}
         for key in candidates:
@@ -981,8 +987,61 @@ class Cluster:
                 ):
                     rank = (len(chosen), node.order, card.index)
                     if chosen and (best is None or rank < best):
-                        best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index)
+                        best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index, (card.index,))
                     break
+        return plan
+
+    def _whole_card_reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
+        """Victims whose removal leaves ``request.cards`` whole, empty cards on one node.
+
+        A card can be emptied when every instance on it is a candidate (a whole-card victim
+        empties all of its cards). On each node the cards needing the fewest further victims are
+        taken first (ties by card index); among nodes the one needing the fewest victims wins,
+        ties by node order. Victims are listed newest first.
+        """
+        _, memory, inference, cards = _shape(request)
+        eligible: dict[str, _Placement] = {}
+        on_card: dict[int, set[str]] = {}
+        for key in candidates:
+            placement = self._placements.get(key)
+            if placement is None:
+                continue
+            eligible[key] = placement
+            for card in placement.cards:
+                on_card.setdefault(id(card), set()).add(key)
+        best: tuple[int, int] | None = None
+        plan: ReclaimPlan | None = None
+        for node in self.nodes:
+            if not node.available or memory % node.granule:
+                continue
+            if request.node_selector and not _matches(node, request.node_selector):
+                continue
+            freeable: list[tuple[_Card, set[str]]] = []
+            for card in node.cards:
+                keys = on_card.get(id(card), set())
+                if card.healthy and card.memory_mib >= memory and len(keys) == card.count:
+                    freeable.append((card, keys))
+            if len(freeable) < cards:
+                continue
+            chosen: set[str] = set()
+            taken: list[_Card] = []
+            while len(taken) < cards:
+                position = min(range(len(freeable)), key=lambda i: (len(freeable[i][1] - chosen), freeable[i][0].index))
+                card, keys = freeable.pop(position)
+                taken.append(card)
+                chosen |= keys
+            if not chosen:
+                continue  # the request fits here already: nothing to reclaim
+            freed = sum(len(eligible[key].cards) for key in chosen)
+            freed_inference = sum(len(eligible[key].cards) for key in chosen if eligible[key].scenario == Scenario.INFERENCE)
+            cap = _INF_NODE_CAP if inference or node.inference > freed_inference else _DEV_NODE_CAP
+            if node.count - freed + cards > cap:
+                continue
+            rank = (len(chosen), node.order)
+            if best is None or rank < best:
+                victims = tuple(sorted(chosen, key=lambda key: (-eligible[key].started_at, key)))
+                indices = tuple(sorted(card.index for card in taken))
+                best, plan = rank, ReclaimPlan(victims, node.name, indices[0], indices)
         return plan
 
 

@@ -7,7 +7,7 @@ import pytest
 from labs.domain.allocation import Allocator, Placed, Waiting, allocate
 from labs.domain.placement import Cluster, Instance, PlacementConfig, ScoreWeights
 from labs.domain.quota import CourseQuota, Resources
-from tests.domain.test_engine import DEV, GIB, INF, UNLIMITED, node, req
+from tests.domain.test_engine import DEV, GIB, INF, UNLIMITED, cohort_quota, node, req
 
 
 def whole(key, cards=2, memory=32 * GIB, **extra):
@@ -93,6 +93,26 @@ def test_binpack_across_nodes_with_zero_weights_prefers_the_node_with_a_partly_u
     nodes = [node("a"), node("b", instances={5: [Instance(0, 128, DEV)]})]
     (decision,) = allocate(nodes, [req("r")], {1: UNLIMITED}, {}, now=0, config=config)
     assert (decision.node, decision.card_indices) == ("b", (5,))
+
+
+# --- 5. reclaim for whole-card requests -----------------------------------------------------------
+
+
+def test_a_whole_card_request_inside_its_guarantee_gets_a_reclaim_plan():
+    quotas = {1: cohort_quota(800, 10, per_student=9), 2: cohort_quota(0, 0, per_student=99)}
+    borrowed = {
+        0: [Instance(10, GIB, DEV, key="old0", course_id=2, started_at=0.0)],
+        1: [Instance(10, GIB, DEV, key="old1", course_id=2, started_at=1.0)],
+    }
+    cluster = Cluster([node("a", cards=2, instances=borrowed)])
+    allocator = Allocator(cluster, quotas, {}, now=10_000)
+    (decision,) = allocator.decide([whole("mine", course=1)])
+    assert isinstance(decision, Waiting) and decision.reclaim is not None
+    assert decision.reclaim.victims == ("old1", "old0")
+    for victim in decision.reclaim.victims:
+        allocator.release(victim)
+    (again,) = allocator.decide([whole("mine-again", course=1)])
+    assert isinstance(again, Placed)
 
 
 # --- 6. whole-card charges --------------------------------------------------------------------------
