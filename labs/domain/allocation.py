@@ -223,6 +223,10 @@ class Allocator:
             return Reason.of("core.range", core_percent=request.core_percent, max_percent=CORE_PERCENT_MAX)
         if request.memory_mib <= 0 or request.memory_mib % MEMORY_GRANULE_MIB:
             return Reason.of("memory.granule", memory_mib=request.memory_mib, granule_mib=MEMORY_GRANULE_MIB)
+        steps = self.cluster.granules
+        if steps and all(request.memory_mib % step for step in steps):
+            # Every node allocates memory in larger steps (openFuyao vNPU: 1 GiB): no node ever can.
+            return Reason.of("memory.granularity", memory_mib=request.memory_mib, step_mib=min(steps))
         quota = self.quotas.get(request.course_id)
         if quota is None:
             return Reason.of("quota.missing")

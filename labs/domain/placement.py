@@ -23,6 +23,10 @@ Two ways to find the node, with the same answer (tests compare them): a scan of 
 (small clusters, label selectors, pinned cards, and the reference in ``bench/``) and, for large
 clusters, an index per request shape — a sorted list of the nodes the shape fits on, kept up to
 date as placements and releases change a node.
+
+The records coming in (``NodeCapacity``, ``CardCapacity``, ``Instance``, ``LaunchRequest``,
+``PlacementConfig``) check their fields when made and raise ``TypeError``/``ValueError`` naming
+the field; the engine trusts them afterwards.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
+from labs.domain.checks import (
+    as_enum,
+    check_bool,
+    check_int,
+    check_number,
+    check_optional_int,
+    check_str,
+    check_type,
+)
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
 from labs.domain.units import (
@@ -79,11 +92,15 @@ def instance_charge(core_percent: int, memory_mib: int, whole_card_memory_mib: S
 
 @dataclass(frozen=True, slots=True)
 class ScoreWeights:
-    """Weights of instance-count, core and memory utilisation in a node's or card's score."""
+    """Weights (non-negative ints) of instance-count, core and memory utilisation in a score."""
 
     instances: int = 1
     core: int = 1
     memory: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("instances", "core", "memory"):
+            check_int("ScoreWeights", name, getattr(self, name), 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +112,13 @@ class PlacementConfig:
     min_runtime_seconds: float = 600.0
     # Clusters with more nodes than this use the per-shape index instead of a scan.
     index_min_nodes: int = 16
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node_policy", as_enum("PlacementConfig", "node_policy", self.node_policy, Policy))
+        object.__setattr__(self, "card_policy", as_enum("PlacementConfig", "card_policy", self.card_policy, Policy))
+        check_type("PlacementConfig", "weights", self.weights, ScoreWeights)
+        check_number("PlacementConfig", "min_runtime_seconds", self.min_runtime_seconds)
+        check_int("PlacementConfig", "index_min_nodes", self.index_min_nodes, 0)
 
 
 DEFAULT_CONFIG = PlacementConfig()
@@ -120,6 +144,23 @@ class Instance:
     student_id: int | None = None
     cards: int = 1
 
+    def __post_init__(self) -> None:
+        check_int("Instance", "core_percent", self.core_percent, 0, CORE_PERCENT_MAX)
+        check_int("Instance", "memory_mib", self.memory_mib, 0)
+        object.__setattr__(self, "scenario", as_enum("Instance", "scenario", self.scenario, Scenario))
+        check_str("Instance", "key", self.key)
+        check_optional_int("Instance", "course_id", self.course_id)
+        check_number("Instance", "started_at", self.started_at, float("-inf"))
+        check_optional_int("Instance", "student_id", self.student_id)
+        check_int("Instance", "cards", self.cards, 1)
+        if self.cards > 1:
+            if self.core_percent != CORE_PERCENT_MAX:
+                raise ValueError(
+                    f"Instance.core_percent must be 100 on each card of a whole-card instance, not {self.core_percent}"
+                )
+            if not self.key:
+                raise ValueError("Instance.key must name a whole-card instance (its cards are matched by key)")
+
 
 @dataclass(frozen=True, slots=True)
 class CardCapacity:
@@ -131,6 +172,20 @@ class CardCapacity:
     die_id: str = ""
     chip_type: str = ""
 
+    def __post_init__(self) -> None:
+        check_int("CardCapacity", "card_id", self.card_id)
+        check_int("CardCapacity", "index", self.index, 0)
+        check_int("CardCapacity", "memory_mib", self.memory_mib, 0)
+        check_bool("CardCapacity", "healthy", self.healthy)
+        if not isinstance(self.instances, tuple | list):
+            raise TypeError(f"CardCapacity.instances must be a tuple of Instance, not {self.instances!r}")
+        object.__setattr__(self, "instances", tuple(self.instances))
+        for instance in self.instances:
+            if not isinstance(instance, Instance):
+                raise TypeError(f"CardCapacity.instances must hold Instance records, not {instance!r}")
+        check_str("CardCapacity", "die_id", self.die_id)
+        check_str("CardCapacity", "chip_type", self.chip_type)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeCapacity:
@@ -141,10 +196,38 @@ class NodeCapacity:
     # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
     memory_granule_mib: int = MEMORY_GRANULE_MIB
 
+    def __post_init__(self) -> None:
+        check_str("NodeCapacity", "name", self.name, empty=False)
+        if not isinstance(self.cards, tuple | list):
+            raise TypeError(f"NodeCapacity.cards must be a tuple of CardCapacity, not {self.cards!r}")
+        object.__setattr__(self, "cards", tuple(self.cards))
+        indices = set()
+        for card in self.cards:
+            if not isinstance(card, CardCapacity):
+                raise TypeError(f"NodeCapacity.cards must hold CardCapacity records, not {card!r}")
+            if card.index in indices:
+                raise ValueError(f"NodeCapacity {self.name}: card index {card.index} appears twice")
+            indices.add(card.index)
+        check_bool("NodeCapacity", "available", self.available)
+        if not isinstance(self.labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
+        ):
+            raise TypeError(f"NodeCapacity.labels must map str to str, not {self.labels!r}")
+        check_int("NodeCapacity", "memory_granule_mib", self.memory_granule_mib, 1)
+        if self.memory_granule_mib % MEMORY_GRANULE_MIB:
+            step = self.memory_granule_mib
+            raise ValueError(f"NodeCapacity.memory_granule_mib must be a positive multiple of {MEMORY_GRANULE_MIB}, not {step}")
+
 
 @dataclass(frozen=True, slots=True)
 class LaunchRequest:
-    """One instance to place. ``cards`` > 1 asks for whole cards (core_percent = 100 x cards)."""
+    """One instance to place. ``cards`` > 1 asks for whole cards (core_percent = 100 x cards).
+
+    Fields are checked when the request is made (types, known policy and scenario names, no
+    negative amounts, ``cards`` >= 1). Whether the amounts can ever be placed — core 1..100 (0
+    for best-effort), memory a positive multiple of 128 MiB and of some node's step, within the
+    course's ceiling — is the allocator's to decide, with a ``Refused`` and its reason.
+    """
 
     key: str
     course_id: int
@@ -159,6 +242,29 @@ class LaunchRequest:
     node_policy: Policy | None = None
     card_policy: Policy | None = None
     template_id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_str("LaunchRequest", "key", self.key, empty=False)
+        check_int("LaunchRequest", "course_id", self.course_id)
+        check_int("LaunchRequest", "student_id", self.student_id)
+        check_int("LaunchRequest", "core_percent", self.core_percent, 0)
+        check_int("LaunchRequest", "memory_mib", self.memory_mib, 0)
+        check_int("LaunchRequest", "cards", self.cards, 1)
+        setattr_ = object.__setattr__
+        setattr_(self, "scenario", as_enum("LaunchRequest", "scenario", self.scenario, Scenario))
+        setattr_(self, "share_policy", as_enum("LaunchRequest", "share_policy", self.share_policy, SharePolicy))
+        if self.node_policy is not None:
+            setattr_(self, "node_policy", as_enum("LaunchRequest", "node_policy", self.node_policy, Policy))
+        if self.card_policy is not None:
+            setattr_(self, "card_policy", as_enum("LaunchRequest", "card_policy", self.card_policy, Policy))
+        if not isinstance(self.node_selector, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, str) for part in pair)
+            for pair in self.node_selector
+        ):
+            selector = self.node_selector
+            raise TypeError(f"LaunchRequest.node_selector must be a tuple of (label, value) str pairs, not {selector!r}")
+        check_str("LaunchRequest", "die_id", self.die_id)
+        check_optional_int("LaunchRequest", "template_id", self.template_id)
 
 
 Shape = tuple[int, int, bool, int]  # core per card, memory per card, inference, cards

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from labs.domain.checks import check_int, check_str, check_type
 from labs.domain.reasons import Reason
 
 RESOURCE_NAMES = ("core_percent", "memory_mib", "instances")
@@ -27,25 +28,56 @@ _BORROWING_LIMIT = ("quota.borrowing_limit_core", "quota.borrowing_limit_memory"
 _COHORT_IDLE = ("cohort.core", "cohort.memory", "cohort.instances")
 
 
-class Resources(NamedTuple):
+class _Amounts(NamedTuple):
     core_percent: int = 0
     memory_mib: int = 0
     instances: int = 0
 
+
+_new = tuple.__new__
+
+
+class Resources(_Amounts):
+    """Core percent, memory MiB and instances: non-negative ints, checked when made.
+
+    Sums and differences inside the ledger are made without the check (they may go below zero
+    in between, as in ``guarantee - use``); a value from outside always passes through it.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, core_percent: int = 0, memory_mib: int = 0, instances: int = 0) -> Resources:
+        if not (
+            type(core_percent) is int
+            and type(memory_mib) is int
+            and type(instances) is int
+            and core_percent >= 0
+            and memory_mib >= 0
+            and instances >= 0
+        ):
+            check_int("Resources", "core_percent", core_percent, 0)
+            check_int("Resources", "memory_mib", memory_mib, 0)
+            check_int("Resources", "instances", instances, 0)
+        return _new(cls, (core_percent, memory_mib, instances))
+
     # Spelled out rather than zipped: these run several times per placement.
     def __add__(self, other: Resources) -> Resources:  # type: ignore[override]
-        return Resources(self[0] + other[0], self[1] + other[1], self[2] + other[2])
+        return _new(Resources, (self[0] + other[0], self[1] + other[1], self[2] + other[2]))
 
     def __sub__(self, other: Resources) -> Resources:
-        return Resources(self[0] - other[0], self[1] - other[1], self[2] - other[2])
+        return _new(Resources, (self[0] - other[0], self[1] - other[1], self[2] - other[2]))
 
     def fits_in(self, other: Resources) -> bool:
         return self[0] <= other[0] and self[1] <= other[1] and self[2] <= other[2]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CourseQuota:
-    """A course's guarantee and limits. ``None`` limits: unlimited borrowing / lend all idle."""
+    """A course's guarantee and limits. ``None`` limits: unlimited borrowing / lend all idle.
+
+    ``sessions_per_student`` counts concurrent sessions; ``allowed_templates`` are template ids
+    (``None``: any). Fields are checked when the quota is made.
+    """
 
     guarantee: Resources
     cohort: str | None = None
@@ -53,6 +85,20 @@ class CourseQuota:
     lending_limit: Resources | None = None
     sessions_per_student: int = 1
     allowed_templates: frozenset[int] | None = None
+
+    def __post_init__(self) -> None:
+        check_type("CourseQuota", "guarantee", self.guarantee, Resources)
+        if self.cohort is not None:
+            check_str("CourseQuota", "cohort", self.cohort, empty=False)
+        for name in ("borrowing_limit", "lending_limit"):
+            if getattr(self, name) is not None:
+                check_type("CourseQuota", name, getattr(self, name), Resources, "Resources or None")
+        check_int("CourseQuota", "sessions_per_student", self.sessions_per_student, 0)
+        templates = self.allowed_templates
+        if templates is not None:
+            check_type("CourseQuota", "allowed_templates", templates, frozenset, "frozenset of template ids or None")
+            for template_id in templates:
+                check_int("CourseQuota", "allowed_templates", template_id)
 
     def ceiling(self) -> Resources | None:
         """The most the course can ever hold, or ``None`` when unbounded."""

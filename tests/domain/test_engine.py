@@ -163,7 +163,7 @@ def test_a_pinned_card_is_used_or_the_reason_names_it():
 def test_memory_must_match_the_node_profiles_granularity():
     vnpu = node("v", granule=1024)
     decisions = allocate([vnpu], [req("r", memory=1536), req("s", memory=2048)], {1: UNLIMITED}, {}, now=0)
-    assert str(decisions[0].reason) == "memory granularity: 1536 MiB is not a multiple of the 1024 MiB the nodes allocate in"
+    assert decisions[0] == Refused("r", Reason.of("memory.granularity", memory_mib=1536, step_mib=1024))
     assert isinstance(decisions[1], Placed)
 
 
