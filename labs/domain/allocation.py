@@ -5,14 +5,18 @@ card), the course quotas, how many sessions each student holds, the batch in que
 the time, and returns one decision per request:
 
 - ``Placed`` — admitted on these card(s); ``borrowed`` when it rides on the cohort's idle quota;
-- ``Waiting`` — not now, with the ``Reason`` (a code and its numbers), and a ``ReclaimPlan`` when the course is
-  within its guarantee and only other courses' borrowed sessions stand in the way;
+- ``Waiting`` — not now, with the ``Reason`` (a code and its numbers), and a ``ReclaimPlan``
+  when the course is within its guarantee and only other courses' borrowed sessions stand in
+  the way;
 - ``Refused`` — can never be admitted as configured (larger than any card, than the course's
-  ceiling, a template the course does not allow, ...), with the ``Reason``.
+  ceiling, a template the course does not allow, a memory size off every node's step, ...),
+  with the ``Reason``.
 
 Order: requests that fit their course's guarantee are decided first, in queue order; requests
 that need to borrow come after them, in queue order — admission inside a guarantee always beats
-borrowing. A decision for one request never stops the rest of the batch.
+borrowing. A decision for one request never stops the rest of the batch; a batch that names a
+key twice, or a key already placed, is rejected whole (``ValueError``). Every instance is
+charged by ``instance_charge``; a release gives back that charge and the student's session slot.
 """
 
 from __future__ import annotations
