@@ -49,7 +49,9 @@ class NaiveCluster:
                     node_key = (tier, -node_score, order)
                 else:
                     node_key = (node_score, order)
-                card_key = (-score if self.config.card_policy == Policy.BINPACK else score, source.index)
+                # Binpack: a partly used card before any empty one, whatever the weights.
+                binpack_key = -score if instances else 1
+                card_key = (binpack_key if self.config.card_policy == Policy.BINPACK else score, source.index)
                 key = (node_key, card_key)
                 if best_key is None or key < best_key:
                     best_key, best = key, (order, source.index)

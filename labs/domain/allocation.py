@@ -5,14 +5,18 @@ card), the course quotas, how many sessions each student holds, the batch in que
 the time, and returns one decision per request:
 
 - ``Placed`` — admitted on these card(s); ``borrowed`` when it rides on the cohort's idle quota;
-- ``Waiting`` — not now, with the reason in words, and a ``ReclaimPlan`` when the course is
-  within its guarantee and only other courses' borrowed sessions stand in the way;
+- ``Waiting`` — not now, with the ``Reason`` (a code and its numbers), and a ``ReclaimPlan``
+  when the course is within its guarantee and only other courses' borrowed sessions stand in
+  the way;
 - ``Refused`` — can never be admitted as configured (larger than any card, than the course's
-  ceiling, a template the course does not allow, ...).
+  ceiling, a template the course does not allow, a memory size off every node's step, ...),
+  with the ``Reason``.
 
 Order: requests that fit their course's guarantee are decided first, in queue order; requests
 that need to borrow come after them, in queue order — admission inside a guarantee always beats
-borrowing. A decision for one request never stops the rest of the batch.
+borrowing. A decision for one request never stops the rest of the batch; a batch that names a
+key twice, or a key already placed, is rejected whole (``ValueError``). Every instance is
+charged by ``instance_charge``; a release gives back that charge and the student's session slot.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from labs.domain.placement import (
     PlacementConfig,
     ReclaimPlan,
     SharePolicy,
+    instance_charge,
 )
 from labs.domain.quota import CourseQuota, QuotaLedger, Resources
+from labs.domain.reasons import Reason
 from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB
 
 
@@ -47,24 +53,27 @@ class Placed(NamedTuple):
 
 class Waiting(NamedTuple):
     key: str
-    reason: str
+    reason: Reason
     reclaim: ReclaimPlan | None = None
 
 
 class Refused(NamedTuple):
     key: str
-    reason: str
+    reason: Reason
 
 
 Decision = Placed | Waiting | Refused
 
 
-def request_resources(request: LaunchRequest) -> Resources:
-    """What a request charges against its course's quota."""
-    cards = max(1, request.cards)
-    if cards > 1:
-        return Resources(CORE_PERCENT_MAX * cards, request.memory_mib * cards, 1)
-    return Resources(request.core_percent, request.memory_mib, 1)
+def request_resources(request: LaunchRequest, card_memory_mib: int = 0) -> Resources:
+    """What ``request`` will charge its course once placed, by ``instance_charge``.
+
+    A whole-card request charges all the memory of its cards: ``card_memory_mib`` is the memory
+    of each (``Cluster.whole_card_memory``); without it, the request's own memory per card.
+    """
+    if request.cards > 1:
+        return instance_charge(CORE_PERCENT_MAX, 0, (card_memory_mib or request.memory_mib,) * request.cards)
+    return instance_charge(request.core_percent, request.memory_mib)
 
 
 def allocate(
@@ -94,9 +103,22 @@ class Allocator:
         self.active = dict(student_active)
         self.now = now
         self._borrowed_now: set[str] | None = None
-        self._by_shape: dict[tuple, tuple[str | None, Resources]] = {}
+        self._by_shape: dict[tuple, tuple[Reason | None, Resources]] = {}
 
     def decide(self, requests: Sequence[LaunchRequest]) -> list[Decision]:
+        """One decision per request, in the order given (see the module docstring).
+
+        ``ValueError``, before anything is decided, if a key appears twice in the batch or is
+        already placed in the cluster: a key names one instance, and a second one would hold
+        capacity that nothing ever releases.
+        """
+        seen: set[str] = set()
+        for request in requests:
+            if request.key in seen:
+                raise ValueError(f"duplicate request key {request.key!r} in the batch")
+            if request.key in self.cluster:
+                raise ValueError(f"request key {request.key!r} is already placed; a key names one instance")
+            seen.add(request.key)
         decisions: list[Decision | None] = [None] * len(requests)
         borrowers: list[tuple[int, LaunchRequest, Resources]] = []
         check = self.ledger.check
@@ -113,7 +135,9 @@ class Allocator:
             )
             known = self._by_shape.get(shape)
             if known is None:
-                known = self._by_shape[shape] = (self._never_fits(request), request_resources(request))
+                card_mib = self.cluster.whole_card_memory(request.memory_mib) if request.cards > 1 else 0
+                need = request_resources(request, card_mib)
+                known = self._by_shape[shape] = (self._never_fits(request, need), need)
             refusal, need = known
             if refusal:
                 decisions[position] = Refused(request.key, refusal)
@@ -128,42 +152,52 @@ class Allocator:
             elif admission.admitted:
                 decisions[position] = self._place(request, need, borrowed=False)
             else:
-                decisions[position] = Waiting(request.key, admission.reason)
+                decisions[position] = Waiting(request.key, admission.reason)  # type: ignore[arg-type]  # set when not admitted
         for position, request, need in borrowers:
             wait = self._student_wait(request)
             admission = check(request.course_id, need)
             if wait:
                 decisions[position] = Waiting(request.key, wait)
             elif not admission.admitted:
-                decisions[position] = Waiting(request.key, admission.reason)
+                decisions[position] = Waiting(request.key, admission.reason)  # type: ignore[arg-type]  # set when not admitted
             else:
                 decisions[position] = self._place(request, need, borrowed=admission.borrowing)
         return decisions  # type: ignore[return-value]  # every position was filled above
 
     def release(self, key: str) -> bool:
-        """Remove a placed instance (a stop) and give back its quota."""
-        placed = self.cluster.instance_of(key)
-        if placed is None:
+        """Remove a placed instance (a stop): give back its quota and its student's session slot.
+
+        ``False`` if nothing is placed under ``key``.
+        """
+        held = self.cluster.release(key)
+        if held is None:
             return False
-        instance, cards_n = placed
-        self.cluster.release(key)
-        if instance.course_id is not None and instance.course_id in self.ledger.quotas:
-            amount = (
-                Resources(CORE_PERCENT_MAX * cards_n, instance.memory_mib * cards_n, 1)
-                if cards_n > 1
-                else Resources(instance.core_percent, instance.memory_mib, 1)
-            )
-            self.ledger.refund(instance.course_id, amount)
+        course_id = held.course_id
+        if course_id is not None:
+            if course_id in self.ledger.quotas:
+                self.ledger.refund(course_id, held.charge)
+            student = (course_id, held.student_id)
+            if held.student_id is not None and self.active.get(student, 0) > 0:
+                self.active[student] -= 1
         self._borrowed_now = None
         return True
 
     def _place(self, request: LaunchRequest, need: Resources, *, borrowed: bool) -> Decision:
         choice = self.cluster.choose(request)
+        if choice is not None and request.cards > 1:
+            # The charge was worked out on the smallest cards that fit; cards chosen larger
+            # charge more, and the quota has to allow that too.
+            charge = instance_charge(CORE_PERCENT_MAX, 0, tuple(card.memory_mib for card in choice.cards))
+            if charge != need:
+                admission = self.ledger.check(request.course_id, charge)
+                if not admission.admitted:
+                    return Waiting(request.key, admission.reason)  # type: ignore[arg-type]  # set when not admitted
+                need, borrowed = charge, admission.borrowing
         if choice is None:
             reason = self.cluster.explain(request)
             plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable(request.course_id))
             if plan is not None:
-                reason = f"{reason}; {len(plan.victims)} borrowed session(s) of other courses can be reclaimed to make room"
+                reason = Reason.of("reclaim.possible", reason=reason, victims=len(plan.victims))
             return Waiting(request.key, reason, plan)
         self.cluster.commit(request, choice, started_at=self.now)
         self.ledger.charge(request.course_id, need)
@@ -176,44 +210,50 @@ class Allocator:
             return Placed(request.key, choice.node.name, (card.card_id,), (card.index,), borrowed)
         return Placed(request.key, choice.node.name, tuple(c.card_id for c in cards), tuple(c.index for c in cards), borrowed)
 
-    def _never_fits(self, request: LaunchRequest) -> str | None:
-        cards = max(1, request.cards)
+    def _never_fits(self, request: LaunchRequest, need: Resources) -> Reason | None:
+        """Why ``request`` (charging ``need``) can never be placed as asked (a refusal), or ``None``."""
+        cards = request.cards
         best_effort = request.share_policy == SharePolicy.BEST_EFFORT
         if cards > 1:
             if request.core_percent != CORE_PERCENT_MAX * cards:
-                return f"whole cards: {cards} cards need core {CORE_PERCENT_MAX * cards} %, not {request.core_percent} %"
+                return Reason.of(
+                    "whole_cards.core", cards=cards, need_percent=CORE_PERCENT_MAX * cards, core_percent=request.core_percent
+                )
             if cards > self.cluster.most_cards_per_node:
-                return f"whole cards: needs {cards} cards on one node; the largest node has {self.cluster.most_cards_per_node}"
+                return Reason.of("whole_cards.node_size", cards=cards, most=self.cluster.most_cards_per_node)
         elif best_effort and request.core_percent != 0:
-            return "core: a best-effort instance has no floor; its core percent must be 0"
+            return Reason.of("core.best_effort_floor")
         elif not best_effort and not 1 <= request.core_percent <= CORE_PERCENT_MAX:
-            return f"core: {request.core_percent} % is outside 1..{CORE_PERCENT_MAX} %"
+            return Reason.of("core.range", core_percent=request.core_percent, max_percent=CORE_PERCENT_MAX)
         if request.memory_mib <= 0 or request.memory_mib % MEMORY_GRANULE_MIB:
-            return f"memory: {request.memory_mib} MiB is not a positive multiple of {MEMORY_GRANULE_MIB} MiB"
+            return Reason.of("memory.granule", memory_mib=request.memory_mib, granule_mib=MEMORY_GRANULE_MIB)
+        steps = self.cluster.granules
+        if steps and all(request.memory_mib % step for step in steps):
+            # Every node allocates memory in larger steps (openFuyao vNPU: 1 GiB): no node ever can.
+            return Reason.of("memory.granularity", memory_mib=request.memory_mib, step_mib=min(steps))
         quota = self.quotas.get(request.course_id)
         if quota is None:
-            return "course quota: the course has no quota; ask the instructor to set one"
+            return Reason.of("quota.missing")
         if quota.allowed_templates is not None and request.template_id not in quota.allowed_templates:
-            return "template: the course does not offer this template"
-        need = request_resources(request)
+            return Reason.of("template.not_offered")
         ceiling = quota.ceiling()
         if ceiling is not None and not need.fits_in(ceiling):
             if ceiling.instances < 1:
-                return "course quota: the course's guarantee allows no instances"
+                return Reason.of("quota.ceiling_instances")
             if need.core_percent > ceiling.core_percent:
-                return f"course quota: needs {need.core_percent} % core; the course can hold at most {ceiling.core_percent} %"
-            return f"course quota: needs {need.memory_mib} MiB; the course can hold at most {ceiling.memory_mib} MiB"
+                return Reason.of("quota.ceiling_core", need=need.core_percent, limit=ceiling.core_percent)
+            return Reason.of("quota.ceiling_memory", need_mib=need.memory_mib, limit_mib=ceiling.memory_mib)
         if request.memory_mib > self.cluster.largest_card_mib:
             if not self.cluster.largest_card_mib:
-                return "capacity: the cluster has no NPU cards"
-            return f"card memory: needs {request.memory_mib} MiB; the largest card has {self.cluster.largest_card_mib} MiB"
+                return Reason.of("capacity.no_cards")
+            return Reason.of("card.too_small", need_mib=request.memory_mib, largest_mib=self.cluster.largest_card_mib)
         return None
 
-    def _student_wait(self, request: LaunchRequest) -> str | None:
+    def _student_wait(self, request: LaunchRequest) -> Reason | None:
         limit = self.quotas[request.course_id].sessions_per_student
         held = self.active.get((request.course_id, request.student_id), 0)
         if held >= limit:
-            return f"student limit: {held} of {limit} concurrent sessions in use"
+            return Reason.of("student.limit", held=held, limit=limit)
         return None
 
     def _reclaimable(self, course_id: int) -> list[str]:
@@ -241,9 +281,9 @@ class Allocator:
                 if self.ledger.usage[course_id].fits_in(quota.guarantee):
                     continue
                 left = quota.guarantee
-                members = sorted(self.cluster.course_instances(course_id), key=lambda m: (m[1].started_at, m[0]))
-                for key, instance in members:
-                    need = Resources(instance.core_percent, instance.memory_mib, 1)
+                members = sorted(self.cluster.course_holdings(course_id), key=lambda m: (m[1].started_at, m[0]))
+                for key, held in members:
+                    need = held.charge
                     if need.fits_in(left):
                         left = left - need
                     else:

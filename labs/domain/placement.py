@@ -2,37 +2,53 @@
 
 ``Cluster`` is the working state of one allocation pass (or of a benchmark stream): built from a
 capacity snapshot, it chooses a card for a request, records placements and releases, explains
-a miss in words, reports fragmentation and plans reclaims. Nothing here reads a clock or any
-I/O; the caller passes times in.
+a miss (a ``Reason``), reports fragmentation and plans reclaims. Nothing here reads a clock or
+any I/O; the caller passes times in.
 
 Invariants ``commit`` never breaks (DESIGN §1, §3): per card Σ core floors ≤ 100, Σ memory ≤
 usable memory, instances ≤ the tightest scenario cap present (16 development, 8 inference);
 per node ≤ 128 instances, or 64 once an inference instance is there. Unhealthy cards and
 unavailable nodes are never chosen. A request of ``cards`` > 1 takes that many whole, empty
-cards on one node (core 100 each).
+cards on one node (core 100 each) and counts as one instance on each of them.
 
 Policies, chosen separately for nodes and cards (as Volcano's ``flexnpuaffinity`` and HAMi's
 node/device policies): ``binpack`` puts the instance where utilisation is highest, ``spread``
 where it is lowest. Utilisation is HAMi's weighted sum of instance count, core and memory
-ratios, in integers. Under binpack at both levels a node where the request fits on a partly
-used card ranks above any node where it would open an empty card. Ties go to the lower node
-order, then the lower card index.
+ratios, in integers. Binpack always prefers a partly used card (one holding any instance, a
+best-effort one included) over an empty card, whatever the weights; under binpack at both
+levels a node where the request fits on a partly used card ranks above any node where it would
+open an empty card. Ties go to the lower node order, then the lower card index.
 
 Two ways to find the node, with the same answer (tests compare them): a scan of every node
 (small clusters, label selectors, pinned cards, and the reference in ``bench/``) and, for large
 clusters, an index per request shape — a sorted list of the nodes the shape fits on, kept up to
 date as placements and releases change a node.
+
+The records coming in (``NodeCapacity``, ``CardCapacity``, ``Instance``, ``LaunchRequest``,
+``PlacementConfig``) check their fields when made and raise ``TypeError``/``ValueError`` naming
+the field; the engine trusts them afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
+from labs.domain.checks import (
+    as_enum,
+    check_bool,
+    check_int,
+    check_number,
+    check_optional_int,
+    check_str,
+    check_type,
+)
+from labs.domain.quota import Resources
+from labs.domain.reasons import Reason
 from labs.domain.units import (
     CARD_INSTANCE_CAP,
     CORE_PERCENT_MAX,
@@ -60,31 +76,64 @@ class SharePolicy(StrEnum):
     BEST_EFFORT = "best-effort"
 
 
-@dataclass(frozen=True)
+def instance_charge(core_percent: int, memory_mib: int, whole_card_memory_mib: Sequence[int] = ()) -> Resources:
+    """The one charge rule: what an instance counts against its course's quota.
+
+    An instance on part of one card charges its core floor (percent) and memory cap (MiB). An
+    instance on whole cards (``whole_card_memory_mib``: the memory of each of its cards, two or
+    more) charges 100 % and all the memory of every card, whatever it asked for, since nothing
+    else can use the rest. Either way it is one instance. Used for the charge at admission, the
+    refund at release, a course's usage from a snapshot and the borrowed/guaranteed split.
+    """
+    if whole_card_memory_mib:
+        return Resources(CORE_PERCENT_MAX * len(whole_card_memory_mib), sum(whole_card_memory_mib), 1)
+    return Resources(core_percent, memory_mib, 1)
+
+
+@dataclass(frozen=True, slots=True)
 class ScoreWeights:
-    """Weights of instance-count, core and memory utilisation in a node's or card's score."""
+    """Weights (non-negative ints) of instance-count, core and memory utilisation in a score."""
 
     instances: int = 1
     core: int = 1
     memory: int = 1
 
+    def __post_init__(self) -> None:
+        for name in ("instances", "core", "memory"):
+            check_int("ScoreWeights", name, getattr(self, name), 0)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class PlacementConfig:
     node_policy: Policy = Policy.BINPACK
     card_policy: Policy = Policy.BINPACK
     weights: ScoreWeights = ScoreWeights()
-    # A borrowed session younger than this is never chosen for reclaim.
+    # A borrowed session younger than this (seconds) is never chosen for reclaim.
     min_runtime_seconds: float = 600.0
     # Clusters with more nodes than this use the per-shape index instead of a scan.
     index_min_nodes: int = 16
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node_policy", as_enum("PlacementConfig", "node_policy", self.node_policy, Policy))
+        object.__setattr__(self, "card_policy", as_enum("PlacementConfig", "card_policy", self.card_policy, Policy))
+        check_type("PlacementConfig", "weights", self.weights, ScoreWeights)
+        check_number("PlacementConfig", "min_runtime_seconds", self.min_runtime_seconds)
+        check_int("PlacementConfig", "index_min_nodes", self.index_min_nodes, 0)
 
 
 DEFAULT_CONFIG = PlacementConfig()
 
 
-class Instance(NamedTuple):
-    """An instance on a card. ``key`` names it (session id or FlexNPU entity-id)."""
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """An instance on a card. ``key`` names it (session id or FlexNPU entity-id).
+
+    ``core_percent`` (0..100; 0 for best-effort) and ``memory_mib`` are what it holds on this
+    card. An instance on whole cards (``cards`` > 1) appears on each of its cards, all on one
+    node, with the same key, ``core_percent`` 100 and the card's memory; it needs a key so that
+    its cards can be put back together. ``started_at`` is in seconds (the caller's clock);
+    ``student_id`` lets a release give the student's session slot back.
+    """
 
     core_percent: int
     memory_mib: int
@@ -92,9 +141,28 @@ class Instance(NamedTuple):
     key: str = ""
     course_id: int | None = None
     started_at: float = 0.0
+    student_id: int | None = None
+    cards: int = 1
+
+    def __post_init__(self) -> None:
+        check_int("Instance", "core_percent", self.core_percent, 0, CORE_PERCENT_MAX)
+        check_int("Instance", "memory_mib", self.memory_mib, 0)
+        object.__setattr__(self, "scenario", as_enum("Instance", "scenario", self.scenario, Scenario))
+        check_str("Instance", "key", self.key)
+        check_optional_int("Instance", "course_id", self.course_id)
+        check_number("Instance", "started_at", self.started_at, float("-inf"))
+        check_optional_int("Instance", "student_id", self.student_id)
+        check_int("Instance", "cards", self.cards, 1)
+        if self.cards > 1:
+            if self.core_percent != CORE_PERCENT_MAX:
+                raise ValueError(
+                    f"Instance.core_percent must be 100 on each card of a whole-card instance, not {self.core_percent}"
+                )
+            if not self.key:
+                raise ValueError("Instance.key must name a whole-card instance (its cards are matched by key)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CardCapacity:
     card_id: int
     index: int
@@ -104,8 +172,22 @@ class CardCapacity:
     die_id: str = ""
     chip_type: str = ""
 
+    def __post_init__(self) -> None:
+        check_int("CardCapacity", "card_id", self.card_id)
+        check_int("CardCapacity", "index", self.index, 0)
+        check_int("CardCapacity", "memory_mib", self.memory_mib, 0)
+        check_bool("CardCapacity", "healthy", self.healthy)
+        if not isinstance(self.instances, tuple | list):
+            raise TypeError(f"CardCapacity.instances must be a tuple of Instance, not {self.instances!r}")
+        object.__setattr__(self, "instances", tuple(self.instances))
+        for instance in self.instances:
+            if not isinstance(instance, Instance):
+                raise TypeError(f"CardCapacity.instances must hold Instance records, not {instance!r}")
+        check_str("CardCapacity", "die_id", self.die_id)
+        check_str("CardCapacity", "chip_type", self.chip_type)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class NodeCapacity:
     name: str
     cards: tuple[CardCapacity, ...]
@@ -114,10 +196,38 @@ class NodeCapacity:
     # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
     memory_granule_mib: int = MEMORY_GRANULE_MIB
 
+    def __post_init__(self) -> None:
+        check_str("NodeCapacity", "name", self.name, empty=False)
+        if not isinstance(self.cards, tuple | list):
+            raise TypeError(f"NodeCapacity.cards must be a tuple of CardCapacity, not {self.cards!r}")
+        object.__setattr__(self, "cards", tuple(self.cards))
+        indices = set()
+        for card in self.cards:
+            if not isinstance(card, CardCapacity):
+                raise TypeError(f"NodeCapacity.cards must hold CardCapacity records, not {card!r}")
+            if card.index in indices:
+                raise ValueError(f"NodeCapacity {self.name}: card index {card.index} appears twice")
+            indices.add(card.index)
+        check_bool("NodeCapacity", "available", self.available)
+        if not isinstance(self.labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
+        ):
+            raise TypeError(f"NodeCapacity.labels must map str to str, not {self.labels!r}")
+        check_int("NodeCapacity", "memory_granule_mib", self.memory_granule_mib, 1)
+        if self.memory_granule_mib % MEMORY_GRANULE_MIB:
+            step = self.memory_granule_mib
+            raise ValueError(f"NodeCapacity.memory_granule_mib must be a positive multiple of {MEMORY_GRANULE_MIB}, not {step}")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class LaunchRequest:
-    """One instance to place. ``cards`` > 1 asks for whole cards (core_percent = 100 x cards)."""
+    """One instance to place. ``cards`` > 1 asks for whole cards (core_percent = 100 x cards).
+
+    Fields are checked when the request is made (types, known policy and scenario names, no
+    negative amounts, ``cards`` >= 1). Whether the amounts can ever be placed — core 1..100 (0
+    for best-effort), memory a positive multiple of 128 MiB and of some node's step, within the
+    course's ceiling — is the allocator's to decide, with a ``Refused`` and its reason.
+    """
 
     key: str
     course_id: int
@@ -132,6 +242,29 @@ class LaunchRequest:
     node_policy: Policy | None = None
     card_policy: Policy | None = None
     template_id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_str("LaunchRequest", "key", self.key, empty=False)
+        check_int("LaunchRequest", "course_id", self.course_id)
+        check_int("LaunchRequest", "student_id", self.student_id)
+        check_int("LaunchRequest", "core_percent", self.core_percent, 0)
+        check_int("LaunchRequest", "memory_mib", self.memory_mib, 0)
+        check_int("LaunchRequest", "cards", self.cards, 1)
+        setattr_ = object.__setattr__
+        setattr_(self, "scenario", as_enum("LaunchRequest", "scenario", self.scenario, Scenario))
+        setattr_(self, "share_policy", as_enum("LaunchRequest", "share_policy", self.share_policy, SharePolicy))
+        if self.node_policy is not None:
+            setattr_(self, "node_policy", as_enum("LaunchRequest", "node_policy", self.node_policy, Policy))
+        if self.card_policy is not None:
+            setattr_(self, "card_policy", as_enum("LaunchRequest", "card_policy", self.card_policy, Policy))
+        if not isinstance(self.node_selector, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, str) for part in pair)
+            for pair in self.node_selector
+        ):
+            selector = self.node_selector
+            raise TypeError(f"LaunchRequest.node_selector must be a tuple of (label, value) str pairs, not {selector!r}")
+        check_str("LaunchRequest", "die_id", self.die_id)
+        check_optional_int("LaunchRequest", "template_id", self.template_id)
 
 
 Shape = tuple[int, int, bool, int]  # core per card, memory per card, inference, cards
@@ -148,7 +281,7 @@ class StrandedCard(NamedTuple):
     card_index: int
     free_core_percent: int
     free_memory_mib: int
-    why: str
+    why: Reason
 
 
 @dataclass(frozen=True)
@@ -162,11 +295,16 @@ class FragmentationReport:
 
 @dataclass(frozen=True)
 class ReclaimPlan:
-    """Borrowed sessions of other courses whose removal makes room on one card, newest first."""
+    """Borrowed sessions of other courses whose removal makes room, newest first.
+
+    The room is on one card (``card_index``) or, for a whole-card request, on whole cards of one
+    node (``card_indices``; ``card_index`` is the first of them).
+    """
 
     victims: tuple[str, ...]
     node: str
     card_index: int
+    card_indices: tuple[int, ...] = ()
 
 
 class _Card:
@@ -175,6 +313,7 @@ class _Card:
         "node",
         "index",
         "die_id",
+        "chip_type",
         "memory_mib",
         "healthy",
         "core_used",
@@ -189,6 +328,7 @@ class _Card:
         self.node = node
         self.index = card.index
         self.die_id = card.die_id
+        self.chip_type = card.chip_type
         self.memory_mib = card.memory_mib
         self.healthy = card.healthy
         self.core_used = 0
@@ -257,14 +397,55 @@ class _Node:
             summary[cap] = (core_card, mib_card)
         self.summary = summary
 
-    def has_room(self, inference: bool) -> bool:
-        return self.count < (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
+    def cap(self, inference: bool) -> int:
+        """The node's instance cap once an instance of ``inference`` scenario joins it."""
+        return _INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP
+
+    def has_room(self, inference: bool, instances: int = 1) -> bool:
+        """Whether ``instances`` more (one per card of a whole-card request) stay within the cap."""
+        return self.count + instances <= (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
 
 
 class _Placement(NamedTuple):
-    instance: Instance
+    """One placed instance: per-card amounts, who holds it, and its card(s)."""
+
+    key: str
+    core_percent: int  # on each card: 100 for whole cards
+    memory_mib: int  # on each card; for whole cards each card's own memory counts (``charge``)
+    scenario: Scenario
+    course_id: int | None
+    student_id: int | None
+    started_at: float
     cards: tuple[_Card, ...]
     whole: bool  # whole cards: all of each card's core and memory
+
+    def instance_on(self, card: _Card) -> Instance:
+        if self.whole:
+            return Instance(
+                CORE_PERCENT_MAX,
+                card.memory_mib,
+                self.scenario,
+                self.key,
+                self.course_id,
+                self.started_at,
+                self.student_id,
+                len(self.cards),
+            )
+        return Instance(
+            self.core_percent, self.memory_mib, self.scenario, self.key, self.course_id, self.started_at, self.student_id
+        )
+
+    def charge(self) -> Resources:
+        return instance_charge(self.core_percent, self.memory_mib, tuple(c.memory_mib for c in self.cards) if self.whole else ())
+
+
+class Holding(NamedTuple):
+    """What a released instance held: its course and student (``None`` when unknown) and its charge."""
+
+    course_id: int | None
+    student_id: int | None
+    started_at: float
+    charge: Resources
 
 
 class Cluster:
@@ -280,7 +461,7 @@ class Cluster:
         self._single = self.nodes[0] if len(self.nodes) == 1 else None
         # Changes with every placement and release; keys the explanation cache.
         self._version = 0
-        self._explained: dict[tuple, tuple[int, str]] = {}
+        self._explained: dict[tuple, tuple[int, Reason]] = {}
         self._by_course: dict[int, set[str]] = {}
         self._single_granule = len({n.granule for n in self.nodes}) <= 1
         # Availability and health are fixed for the life of a Cluster (one pass).
@@ -288,16 +469,76 @@ class Cluster:
         self._explain_lists: dict[bool, tuple] | None = None  # built on the first miss
         self.largest_card_mib = max((c.memory_mib for n in self.nodes for c in n.cards), default=0)
         self.most_cards_per_node = max((len(n.cards) for n in self.nodes), default=0)
+        self.granules = frozenset(n.granule for n in self.nodes)
+        self._whole_card_mib: dict[int, int] = {}
         for source, node in zip(sources, self.nodes, strict=True):
-            for card_source, card in zip(sorted(source.cards, key=lambda c: c.index), node.cards, strict=True):
-                for instance in card_source.instances:
-                    # Instances the snapshot cannot name (residuals) still take their capacity.
-                    key = instance.key or f"~{len(self._placements)}"
-                    placement = _Placement(instance, (card,), False)
-                    self._apply(placement, +1)
-                    self._placements[key] = placement
-                    if instance.course_id is not None:
-                        self._by_course.setdefault(instance.course_id, set()).add(key)
+            self._load(node, source)
+
+    def _load(self, node: _Node, source: NodeCapacity) -> None:
+        """Record the instances a snapshot has on ``node``; ``ValueError`` if one cannot be placed back.
+
+        A whole-card instance is listed on each of its cards with the same key: those entries
+        become one placement again, so a snapshot round trip is exact and a release frees every
+        card. A key may name one instance only, in the whole snapshot.
+        """
+        whole: dict[str, list[tuple[_Card, Instance]]] = {}
+        for card_source, card in zip(sorted(source.cards, key=lambda c: c.index), node.cards, strict=True):
+            for instance in card_source.instances:
+                if instance.cards > 1:
+                    whole.setdefault(instance.key, []).append((card, instance))
+                    continue
+                key = instance.key
+                if not key:  # a residual the snapshot cannot name still takes its capacity
+                    key = f"~{len(self._placements)}"
+                    while key in self._placements:
+                        key += "~"
+                self._add(
+                    _Placement(
+                        key,
+                        instance.core_percent,
+                        instance.memory_mib,
+                        instance.scenario,
+                        instance.course_id,
+                        instance.student_id,
+                        instance.started_at,
+                        (card,),
+                        False,
+                    ),
+                    f"node {node.name}, card {card.index}",
+                )
+        for key, entries in whole.items():
+            first = entries[0][1]
+            same = all(
+                (i.scenario, i.course_id, i.student_id, i.started_at, i.cards)
+                == (first.scenario, first.course_id, first.student_id, first.started_at, first.cards)
+                for _, i in entries
+            )
+            if not same or len(entries) != first.cards or len({id(card) for card, _ in entries}) != first.cards:
+                raise ValueError(
+                    f"snapshot: whole-card instance {key!r} on node {node.name} must appear once on each of its "
+                    f"{first.cards} cards with the same fields; found {len(entries)} entries"
+                )
+            cards = tuple(card for card, _ in entries)
+            placement = _Placement(
+                key,
+                CORE_PERCENT_MAX,
+                cards[0].memory_mib,
+                first.scenario,
+                first.course_id,
+                first.student_id,
+                first.started_at,
+                cards,
+                True,
+            )
+            self._add(placement, f"node {node.name}")
+
+    def _add(self, placement: _Placement, where: str) -> None:
+        if placement.key in self._placements:
+            raise ValueError(f"snapshot: instance key {placement.key!r} appears twice (again on {where})")
+        self._apply(placement, +1)
+        self._placements[placement.key] = placement
+        if placement.course_id is not None:
+            self._by_course.setdefault(placement.course_id, set()).add(placement.key)
 
     # --- scores -------------------------------------------------------------------------------
 
@@ -330,7 +571,7 @@ class Cluster:
         if self._single is not None and not request.node_selector:
             # One server (the embedded default): no node to compare, so no node score to compute.
             only = self._single
-            if not only.available or shape[1] % only.granule or not only.has_room(shape[2]):
+            if not only.available or shape[1] % only.granule or not only.has_room(shape[2], shape[3]):
                 return None
             return self._choose_cards(only, request, card_policy, shape)
         if self._use_index and not request.node_selector and not request.die_id:
@@ -369,7 +610,7 @@ class Cluster:
         written out inline, and ``score`` may be passed in when the caller already has it.
         """
         core, memory, inference, cards = shape
-        if not node.available or memory % node.granule or not node.has_room(inference):
+        if not node.available or memory % node.granule or not node.has_room(inference, cards):
             return None
         partly_used = False
         if cards > 1:
@@ -417,7 +658,9 @@ class Cluster:
             card_inference = card.inference
             if card.count >= (_INF_CARD_CAP if inference or card_inference else _DEV_CARD_CAP):
                 continue
-            key = sign * card.score
+            # Binpack ranks an empty card (score 0 whatever the weights) after every partly used
+            # one, even one whose score is 0 with zero weights or only best-effort instances.
+            key = sign * card.score if card.count or sign > 0 else 1
             if best is None or key < best_key:
                 best, best_key = card, key
         return None if best is None else Choice(node, (best,), shape)
@@ -432,13 +675,21 @@ class Cluster:
     # --- changing -----------------------------------------------------------------------------
 
     def commit(self, request: LaunchRequest, choice: Choice, *, started_at: float = 0.0) -> None:
-        """Record ``request`` on the chosen card(s)."""
+        """Record ``request`` on the chosen card(s); ``started_at`` is in seconds.
+
+        ``choice`` must come from ``choose`` for this request with nothing committed in between.
+        ``ValueError`` if an instance is already placed under ``request.key``: one key, one instance.
+        """
+        key = request.key
+        if key in self._placements:
+            raise ValueError(f"request key {key!r} is already placed; a key names one instance")
         core, memory, inference, cards = choice.shape
-        instance = Instance(core, memory, request.scenario, request.key, request.course_id, started_at)
-        placement = _Placement(instance, choice.cards, cards > 1)
         if cards == 1:  # the common case, spelled out: this runs for every placement
             card = choice.cards[0]
             node = choice.node
+            placement = _Placement(
+                key, core, memory, request.scenario, request.course_id, request.student_id, started_at, choice.cards, False
+            )
             card.core_used += core
             card.memory_used += memory
             card.count += 1
@@ -450,36 +701,51 @@ class Cluster:
                 node.inference += 1
             card.score = self.card_score(card)
         else:
+            placement = _Placement(
+                key,
+                CORE_PERCENT_MAX,
+                choice.cards[0].memory_mib,
+                request.scenario,
+                request.course_id,
+                request.student_id,
+                started_at,
+                choice.cards,
+                True,
+            )
             self._apply(placement, +1)
-        self._placements[request.key] = placement
+        self._placements[key] = placement
         self._version += 1
         if request.course_id is not None:
-            self._by_course.setdefault(request.course_id, set()).add(request.key)
+            self._by_course.setdefault(request.course_id, set()).add(key)
         choice.node.summary = None
         self._explain_refresh(choice.node)
         if self._indexes:
             self._refresh(choice.node)
 
-    def release(self, key: str) -> bool:
-        """Remove an instance; ``False`` if there is none by that key."""
+    def release(self, key: str) -> Holding | None:
+        """Remove the instance placed under ``key`` from every card it holds.
+
+        Returns what it held (course, student, charge by ``instance_charge``), or ``None`` if
+        there is no instance by that key.
+        """
         placement = self._placements.pop(key, None)
         if placement is None:
-            return False
+            return None
         self._version += 1
-        if placement.instance.course_id is not None:
-            self._by_course.get(placement.instance.course_id, set()).discard(key)
+        if placement.course_id is not None:
+            self._by_course.get(placement.course_id, set()).discard(key)
         self._apply(placement, -1)
-        placement.cards[0].node.summary = None
-        self._explain_refresh(placement.cards[0].node)
-        self._refresh(placement.cards[0].node)
-        return True
+        node = placement.cards[0].node
+        node.summary = None
+        self._explain_refresh(node)
+        self._refresh(node)
+        return Holding(placement.course_id, placement.student_id, placement.started_at, placement.charge())
 
     def _apply(self, placement: _Placement, sign: int) -> None:
-        instance = placement.instance
-        inference = instance.scenario == Scenario.INFERENCE
+        inference = placement.scenario == Scenario.INFERENCE
         for card in placement.cards:
-            core = CORE_PERCENT_MAX if placement.whole else instance.core_percent
-            memory = card.memory_mib if placement.whole else instance.memory_mib
+            core = CORE_PERCENT_MAX if placement.whole else placement.core_percent
+            memory = card.memory_mib if placement.whole else placement.memory_mib
             card.core_used += sign * core
             card.memory_used += sign * memory
             card.count += sign
@@ -501,56 +767,72 @@ class Cluster:
 
     # --- reading ------------------------------------------------------------------------------
 
+    def __contains__(self, key: str) -> bool:
+        """Whether an instance is placed under ``key``."""
+        return key in self._placements
+
     def instance_of(self, key: str) -> tuple[Instance, int] | None:
-        """The instance placed under ``key`` and how many cards it holds."""
+        """The instance placed under ``key`` (as on its first card) and how many cards it holds."""
         placement = self._placements.get(key)
-        return None if placement is None else (placement.instance, len(placement.cards))
+        return None if placement is None else (placement.instance_on(placement.cards[0]), len(placement.cards))
 
     def placement_of(self, key: str) -> tuple[Instance, tuple[tuple[str, int], ...]] | None:
+        """The instance placed under ``key`` and its (node name, card index) pairs."""
         placement = self._placements.get(key)
         if placement is None:
             return None
-        return placement.instance, tuple((c.node.name, c.index) for c in placement.cards)
+        return placement.instance_on(placement.cards[0]), tuple((c.node.name, c.index) for c in placement.cards)
 
-    def course_instances(self, course_id: int) -> Iterable[tuple[str, Instance]]:
+    def course_holdings(self, course_id: int) -> Iterable[tuple[str, Holding]]:
+        """The key and holding of every instance of ``course_id``, in no particular order."""
         for key in self._by_course.get(course_id, ()):
-            yield key, self._placements[key].instance
+            placement = self._placements[key]
+            yield key, Holding(placement.course_id, placement.student_id, placement.started_at, placement.charge())
 
     def instances(self) -> Iterable[tuple[str, Instance, _Card]]:
+        """Every placed instance with its (first) card."""
         for key, placement in self._placements.items():
-            yield key, placement.instance, placement.cards[0]
+            yield key, placement.instance_on(placement.cards[0]), placement.cards[0]
 
     def usage_by_course(self) -> dict[int, tuple[int, int, int]]:
-        """(core percent, memory MiB, instances) per course, over every placed instance."""
+        """(core percent, memory MiB, instances) per course, each instance charged by ``instance_charge``."""
         usage: dict[int, tuple[int, int, int]] = {}
         for placement in self._placements.values():
-            instance = placement.instance
-            if instance.course_id is None:
+            if placement.course_id is None:
                 continue
-            core, memory, count = usage.get(instance.course_id, (0, 0, 0))
-            if placement.whole:  # charged as requested: 100 % and the asked memory per card
-                core += CORE_PERCENT_MAX * len(placement.cards)
-                memory += instance.memory_mib * len(placement.cards)
-            else:
-                core += instance.core_percent
-                memory += instance.memory_mib
-            usage[instance.course_id] = (core, memory, count + 1)
+            core, memory, count = usage.get(placement.course_id, (0, 0, 0))
+            charge = placement.charge()
+            usage[placement.course_id] = (core + charge.core_percent, memory + charge.memory_mib, count + charge.instances)
         return usage
 
+    def whole_card_memory(self, memory_mib: int) -> int:
+        """The memory (MiB) of the smallest healthy card of at least ``memory_mib``, or 0 if none.
+
+        What each card of a whole-card request for ``memory_mib`` per card would be charged,
+        known before the cards are chosen (exact when a cluster's cards are all alike).
+        """
+        known = self._whole_card_mib.get(memory_mib)
+        if known is None:
+            sizes = [c.memory_mib for n in self.nodes for c in n.cards if c.healthy and c.memory_mib >= memory_mib]
+            known = self._whole_card_mib[memory_mib] = min(sizes, default=0)
+        return known
+
     def snapshot(self) -> list[NodeCapacity]:
-        """The current state as a capacity snapshot (whole-card placements as full instances)."""
+        """The current state as a capacity snapshot; ``Cluster(snapshot())`` is this state again.
+
+        A whole-card instance appears on each of its cards, with the same key and ``cards``.
+        """
         on_card: dict[int, list[Instance]] = {}
         for placement in self._placements.values():
             for card in placement.cards:
-                instance = placement.instance
-                if placement.whole:
-                    instance = Instance(CORE_PERCENT_MAX, card.memory_mib, instance.scenario, instance.key, instance.course_id)
-                on_card.setdefault(id(card), []).append(instance)
+                on_card.setdefault(id(card), []).append(placement.instance_on(card))
         return [
             NodeCapacity(
                 n.name,
                 tuple(
-                    CardCapacity(c.card_id, c.index, c.memory_mib, c.healthy, tuple(on_card.get(id(c), ())), c.die_id)
+                    CardCapacity(
+                        c.card_id, c.index, c.memory_mib, c.healthy, tuple(on_card.get(id(c), ())), c.die_id, c.chip_type
+                    )
                     for c in n.cards
                 ),
                 n.available,
@@ -583,11 +865,11 @@ class Cluster:
                     continue
                 cap = _INF_CARD_CAP if card.inference else _DEV_CARD_CAP
                 if card.count >= cap:
-                    why = f"holds its maximum of {cap} instances"
+                    why = Reason.of("stranded.card_full", cap=cap)
                 elif free_mib < node.granule:
-                    why = f"has {free_mib} MiB free, less than one {node.granule} MiB step"
+                    why = Reason.of("stranded.memory_step", free_mib=free_mib, step_mib=node.granule)
                 elif not node.has_room(False):
-                    why = "its node holds its maximum of instances"
+                    why = Reason.of("stranded.node_full")
                 else:
                     continue
                 stranded.append(StrandedCard(node.name, card.index, free_core, free_mib, why))
@@ -597,8 +879,8 @@ class Cluster:
 
     # --- explaining ---------------------------------------------------------------------------
 
-    def explain(self, request: LaunchRequest) -> str:
-        """Why ``choose`` found nothing: the binding constraint, with numbers.
+    def explain(self, request: LaunchRequest) -> Reason:
+        """Why ``choose`` found nothing: the binding constraint as a ``Reason`` with its numbers.
 
         Remembered per request shape until the next placement or release: when a full cluster
         meets a queue of a thousand launches, one scan explains them all.
@@ -611,7 +893,7 @@ class Cluster:
         self._explained[key] = (self._version, reason)
         return reason
 
-    def _explain(self, request: LaunchRequest) -> str:
+    def _explain(self, request: LaunchRequest) -> Reason:
         core, memory, inference, cards = _shape(request)
         if (
             cards == 1
@@ -627,34 +909,33 @@ class Cluster:
             nodes = [n for n in nodes if _matches(n, request.node_selector)]
             if not nodes:
                 wanted = ", ".join(f"{k}={v}" for k, v in request.node_selector)
-                return f"node selector: no available node has the labels {wanted}"
+                return Reason.of("node.selector", labels=wanted)
         if request.die_id:
             pinned = [(n, c) for n in nodes for c in n.cards if c.die_id == request.die_id]
             if not pinned:
-                return f"pinned card: no available node has a card with die id {request.die_id}"
+                return Reason.of("card.pinned_missing", die_id=request.die_id)
             node, card = pinned[0]
             if not card.healthy:
-                return f"pinned card: the card with die id {request.die_id} (node {node.name}, card {card.index}) is unhealthy"
+                return Reason.of("card.pinned_unhealthy", die_id=request.die_id, node=node.name, card=card.index)
         granular = [n for n in nodes if memory % n.granule == 0]
         if nodes and not granular:
             step = min(n.granule for n in nodes)
-            return f"memory granularity: {memory} MiB is not a multiple of the {step} MiB the nodes allocate in"
+            return Reason.of("memory.granularity", memory_mib=memory, step_mib=step)
         if request.die_id:
             has_usable = any(c.healthy and c.die_id == request.die_id for n in granular for c in n.cards)
         else:
             has_usable = any(n.healthy_cards for n in granular)
         if not has_usable:
-            return "capacity: no healthy NPU card is available"
-        open_nodes = [n for n in granular if n.has_room(inference)]
+            return Reason.of("capacity.no_healthy_card")
+        open_nodes = [n for n in granular if n.has_room(inference, cards)]
         if not open_nodes:
-            cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
-            return f"node instances: every available node holds its maximum of {cap} instances ({_names(granular)})"
+            return _node_cap_reason(granular, inference, cards)
         if cards > 1:
             node, free = max(
                 ((n, sum(1 for c in n.cards if c.healthy and c.count == 0 and c.memory_mib >= memory)) for n in open_nodes),
                 key=lambda nf: (nf[1], -nf[0].order),
             )
-            return f"whole cards: needs {cards} free cards on one node; the most on a node is {free} (node {node.name})"
+            return Reason.of("whole_cards.free", cards=cards, free=free, node=node.name)
         # One pass, in node then card order, keeping the first of equal maxima; without a pinned
         # card each node's summary already holds its own first maxima.
         most_core = most_mib = -1
@@ -682,23 +963,16 @@ class Cluster:
                 if free_mib > most_mib:
                     most_mib, mib_at = free_mib, (node, card)
         if core_at is None or mib_at is None:
-            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
-            return f"card instances: every healthy card holds its maximum of {cap} instances"
+            return _card_cap_reason(open_nodes, inference, request.die_id)
         if most_core < core:
             node, card = core_at
-            return (
-                f"card core: needs {core} %; the most free on a healthy card is {most_core} % "
-                f"(node {node.name}, card {card.index})"
-            )
+            return Reason.of("card.core", need_percent=core, best_free_percent=most_core, node=node.name, card=card.index)
         if most_mib < memory:
             node, card = mib_at
-            return (
-                f"card memory: needs {memory} MiB; the most free on a healthy card is {most_mib} MiB "
-                f"(node {node.name}, card {card.index})"
-            )
-        return f"capacity: no single card has both {core} % core and {memory} MiB free"
+            return Reason.of("card.memory", need_mib=memory, best_free_mib=most_mib, node=node.name, card=card.index)
+        return Reason.of("capacity.no_single_card", core_percent=core, memory_mib=memory)
 
-    def _explain_from_summaries(self, core: int, memory: int, inference: bool) -> str:
+    def _explain_from_summaries(self, core: int, memory: int, inference: bool) -> Reason:
         """The common case of ``_explain`` from sorted node summaries instead of a scan.
 
         Same answers as the scan (a test compares them): the open nodes' best cards are kept in
@@ -713,29 +987,22 @@ class Cluster:
                 self._explain_refresh(node)
         by_core, by_mib, _ = self._explain_lists[inference]
         if not self._explain_open[inference]:
-            cap = _INF_NODE_CAP if inference else _DEV_NODE_CAP
-            available = [n for n in self.nodes if n.available]
-            return f"node instances: every available node holds its maximum of {cap} instances ({_names(available)})"
+            return _node_cap_reason([n for n in self.nodes if n.available], inference, 1)
         if not by_core:
-            cap = _INF_CARD_CAP if inference else _DEV_CARD_CAP
-            return f"card instances: every healthy card holds its maximum of {cap} instances"
+            return _card_cap_reason([n for n in self.nodes if n.available and n.has_room(inference)], inference)
         most_core, order, position = by_core[0]
         most_core = -most_core
         if most_core < core:
             node = self.nodes[order]
-            return (
-                f"card core: needs {core} %; the most free on a healthy card is {most_core} % "
-                f"(node {node.name}, card {node.cards[position].index})"
-            )
+            card_index = node.cards[position].index
+            return Reason.of("card.core", need_percent=core, best_free_percent=most_core, node=node.name, card=card_index)
         most_mib, order, position = by_mib[0]
         most_mib = -most_mib
         if most_mib < memory:
             node = self.nodes[order]
-            return (
-                f"card memory: needs {memory} MiB; the most free on a healthy card is {most_mib} MiB "
-                f"(node {node.name}, card {node.cards[position].index})"
-            )
-        return f"capacity: no single card has both {core} % core and {memory} MiB free"
+            card_index = node.cards[position].index
+            return Reason.of("card.memory", need_mib=memory, best_free_mib=most_mib, node=node.name, card=card_index)
+        return Reason.of("capacity.no_single_card", core_percent=core, memory_mib=memory)
 
     def _explain_refresh(self, node: _Node) -> None:
         # Summaries are worked out only once some request has missed: a cluster that never
@@ -772,24 +1039,25 @@ class Cluster:
     # --- reclaiming ---------------------------------------------------------------------------
 
     def reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
-        """The fewest ``eligible`` instances on one card whose removal lets ``request`` fit there.
+        """The fewest ``candidates`` whose removal lets ``request`` fit, or ``None`` if none can.
 
-        ``candidates`` are the keys that may be taken (borrowed, old enough). Victims are taken
-        newest first on each card; among cards the one needing the fewest wins, ties by node
-        order then card index. ``None`` when no card can be freed enough.
-        Whole-card requests are not planned for here.
+        ``candidates`` are the keys that may be taken (borrowed, old enough). For a request on
+        part of a card, victims are taken newest first on each card; among cards the one needing
+        the fewest wins, ties by node order then card index. For a whole-card request, see
+        ``_whole_card_reclaim_plan``. The plan never counts on capacity the request could not use
+        (unhealthy cards, unavailable or unmatched nodes, node instance caps).
         """
         core, memory, inference, cards = _shape(request)
         if cards > 1:
-            return None
-        by_card: dict[int, list[tuple[float, str, Instance]]] = {}
+            return self._whole_card_reclaim_plan(request, candidates)
+        by_card: dict[int, list[tuple[float, str, _Placement]]] = {}
         cards_with_victims: dict[int, _Card] = {}
         for key in candidates:
             placement = self._placements.get(key)
             if placement is None or placement.whole:
                 continue
             card = placement.cards[0]
-            by_card.setdefault(id(card), []).append((placement.instance.started_at, key, placement.instance))
+            by_card.setdefault(id(card), []).append((placement.started_at, key, placement))
             cards_with_victims[id(card)] = card
         best: tuple[int, int, int] | None = None
         plan: ReclaimPlan | None = None
@@ -825,8 +1093,61 @@ class Cluster:
                 ):
                     rank = (len(chosen), node.order, card.index)
                     if chosen and (best is None or rank < best):
-                        best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index)
+                        best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index, (card.index,))
                     break
+        return plan
+
+    def _whole_card_reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
+        """Victims whose removal leaves ``request.cards`` whole, empty cards on one node.
+
+        A card can be emptied when every instance on it is a candidate (a whole-card victim
+        empties all of its cards). On each node the cards needing the fewest further victims are
+        taken first (ties by card index); among nodes the one needing the fewest victims wins,
+        ties by node order. Victims are listed newest first.
+        """
+        _, memory, inference, cards = _shape(request)
+        eligible: dict[str, _Placement] = {}
+        on_card: dict[int, set[str]] = {}
+        for key in candidates:
+            placement = self._placements.get(key)
+            if placement is None:
+                continue
+            eligible[key] = placement
+            for card in placement.cards:
+                on_card.setdefault(id(card), set()).add(key)
+        best: tuple[int, int] | None = None
+        plan: ReclaimPlan | None = None
+        for node in self.nodes:
+            if not node.available or memory % node.granule:
+                continue
+            if request.node_selector and not _matches(node, request.node_selector):
+                continue
+            freeable: list[tuple[_Card, set[str]]] = []
+            for card in node.cards:
+                keys = on_card.get(id(card), set())
+                if card.healthy and card.memory_mib >= memory and len(keys) == card.count:
+                    freeable.append((card, keys))
+            if len(freeable) < cards:
+                continue
+            chosen: set[str] = set()
+            taken: list[_Card] = []
+            while len(taken) < cards:
+                position = min(range(len(freeable)), key=lambda i: (len(freeable[i][1] - chosen), freeable[i][0].index))
+                card, keys = freeable.pop(position)
+                taken.append(card)
+                chosen |= keys
+            if not chosen:
+                continue  # the request fits here already: nothing to reclaim
+            freed = sum(len(eligible[key].cards) for key in chosen)
+            freed_inference = sum(len(eligible[key].cards) for key in chosen if eligible[key].scenario == Scenario.INFERENCE)
+            cap = _INF_NODE_CAP if inference or node.inference > freed_inference else _DEV_NODE_CAP
+            if node.count - freed + cards > cap:
+                continue
+            rank = (len(chosen), node.order)
+            if best is None or rank < best:
+                victims = tuple(sorted(chosen, key=lambda key: (-eligible[key].started_at, key)))
+                indices = tuple(sorted(card.index for card in taken))
+                best, plan = rank, ReclaimPlan(victims, node.name, indices[0], indices)
         return plan
 
 
@@ -882,6 +1203,37 @@ def _shape(request: LaunchRequest) -> Shape:
 
 def _matches(node: _Node, selector: tuple[tuple[str, str], ...]) -> bool:
     return all(node.labels.get(k) == v for k, v in selector)
+
+
+def _node_cap_reason(nodes: list[_Node], inference: bool, cards: int) -> Reason:
+    """Why none of ``nodes`` takes ``cards`` more instances, quoting the cap that binds on them.
+
+    A node's cap is 64 once an inference instance is on it or joins it, 128 otherwise.
+    """
+    names = _names(nodes)
+    if cards > 1 and any(n.count < n.cap(inference) for n in nodes):
+        return Reason.of("node.instances_room", cards=cards, nodes=names)
+    caps = {n.cap(inference) for n in nodes}
+    if len(caps) == 1:
+        return Reason.of("node.instances_cap", cap=caps.pop(), nodes=names)
+    return Reason.of("node.instances_caps", inference_cap=_INF_NODE_CAP, development_cap=_DEV_NODE_CAP, nodes=names)
+
+
+def _card_cap_reason(nodes: list[_Node], inference: bool, die_id: str = "") -> Reason:
+    """Why no healthy card of ``nodes`` (the pinned one with ``die_id``) takes one more instance.
+
+    Each such card holds its maximum: 8 once an inference instance is on it or joins it, 16
+    otherwise; the reason quotes the one that binds, or both when the cards differ.
+    """
+    caps = {
+        _INF_CARD_CAP if inference or card.inference else _DEV_CARD_CAP
+        for node in nodes
+        for card in node.cards
+        if card.healthy and (not die_id or card.die_id == die_id)
+    }
+    if len(caps) <= 1:
+        return Reason.of("card.instances_cap", cap=caps.pop() if caps else _INF_CARD_CAP if inference else _DEV_CARD_CAP)
+    return Reason.of("card.instances_caps", inference_cap=_INF_CARD_CAP, development_cap=_DEV_CARD_CAP)
 
 
 def _names(nodes: list[_Node]) -> str:

@@ -19,29 +19,65 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from labs.domain.checks import check_int, check_str, check_type
+from labs.domain.reasons import Reason
+
 RESOURCE_NAMES = ("core_percent", "memory_mib", "instances")
-_LABEL = {"core_percent": ("% core", "%"), "memory_mib": ("MiB", "MiB"), "instances": ("instances", "")}
+# Reason codes per resource, in RESOURCE_NAMES order.
+_BORROWING_LIMIT = ("quota.borrowing_limit_core", "quota.borrowing_limit_memory", "quota.borrowing_limit_instances")
+_COHORT_IDLE = ("cohort.core", "cohort.memory", "cohort.instances")
 
 
-class Resources(NamedTuple):
+class _Amounts(NamedTuple):
     core_percent: int = 0
     memory_mib: int = 0
     instances: int = 0
 
+
+_new = tuple.__new__
+
+
+class Resources(_Amounts):
+    """Core percent, memory MiB and instances: non-negative ints, checked when made.
+
+    Sums and differences inside the ledger are made without the check (they may go below zero
+    in between, as in ``guarantee - use``); a value from outside always passes through it.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, core_percent: int = 0, memory_mib: int = 0, instances: int = 0) -> Resources:
+        if not (
+            type(core_percent) is int
+            and type(memory_mib) is int
+            and type(instances) is int
+            and core_percent >= 0
+            and memory_mib >= 0
+            and instances >= 0
+        ):
+            check_int("Resources", "core_percent", core_percent, 0)
+            check_int("Resources", "memory_mib", memory_mib, 0)
+            check_int("Resources", "instances", instances, 0)
+        return _new(cls, (core_percent, memory_mib, instances))
+
     # Spelled out rather than zipped: these run several times per placement.
     def __add__(self, other: Resources) -> Resources:  # type: ignore[override]
-        return Resources(self[0] + other[0], self[1] + other[1], self[2] + other[2])
+        return _new(Resources, (self[0] + other[0], self[1] + other[1], self[2] + other[2]))
 
     def __sub__(self, other: Resources) -> Resources:
-        return Resources(self[0] - other[0], self[1] - other[1], self[2] - other[2])
+        return _new(Resources, (self[0] - other[0], self[1] - other[1], self[2] - other[2]))
 
     def fits_in(self, other: Resources) -> bool:
         return self[0] <= other[0] and self[1] <= other[1] and self[2] <= other[2]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CourseQuota:
-    """A course's guarantee and limits. ``None`` limits: unlimited borrowing / lend all idle."""
+    """A course's guarantee and limits. ``None`` limits: unlimited borrowing / lend all idle.
+
+    ``sessions_per_student`` counts concurrent sessions; ``allowed_templates`` are template ids
+    (``None``: any). Fields are checked when the quota is made.
+    """
 
     guarantee: Resources
     cohort: str | None = None
@@ -49,6 +85,20 @@ class CourseQuota:
     lending_limit: Resources | None = None
     sessions_per_student: int = 1
     allowed_templates: frozenset[int] | None = None
+
+    def __post_init__(self) -> None:
+        check_type("CourseQuota", "guarantee", self.guarantee, Resources)
+        if self.cohort is not None:
+            check_str("CourseQuota", "cohort", self.cohort, empty=False)
+        for name in ("borrowing_limit", "lending_limit"):
+            if getattr(self, name) is not None:
+                check_type("CourseQuota", name, getattr(self, name), Resources, "Resources or None")
+        check_int("CourseQuota", "sessions_per_student", self.sessions_per_student, 0)
+        templates = self.allowed_templates
+        if templates is not None:
+            check_type("CourseQuota", "allowed_templates", templates, frozenset, "frozenset of template ids or None")
+            for template_id in templates:
+                check_int("CourseQuota", "allowed_templates", template_id)
 
     def ceiling(self) -> Resources | None:
         """The most the course can ever hold, or ``None`` when unbounded."""
@@ -60,12 +110,14 @@ class CourseQuota:
 
 
 class Admission(NamedTuple):
+    """Whether a request may be charged now; ``reason`` says why not (``None`` when admitted)."""
+
     admitted: bool
     borrowing: bool
-    reason: str
+    reason: Reason | None
 
 
-_WITHIN_GUARANTEE = Admission(True, False, "")
+_WITHIN_GUARANTEE = Admission(True, False, None)
 
 
 class QuotaLedger:
@@ -120,31 +172,28 @@ class QuotaLedger:
         if after.fits_in(quota.guarantee):
             return _WITHIN_GUARANTEE
         if quota.cohort is None:
-            return Admission(False, False, _over_guarantee(use, quota.guarantee, request))
+            return Admission(False, False, _over_guarantee(course_id, use, quota.guarantee, request))
         available = self.borrowable(course_id)
-        for i, name in enumerate(RESOURCE_NAMES):
+        for i in range(3):
             over = after[i] - quota.guarantee[i]
             if over <= 0:
                 continue
             if quota.borrowing_limit is not None and over > quota.borrowing_limit[i]:
-                unit = _LABEL[name][0]
-                return Admission(
-                    False,
-                    True,
-                    f"course quota: {use[i]} {unit} in use of a guarantee of {quota.guarantee[i]} plus "
-                    f"a borrowing limit of {quota.borrowing_limit[i]}; needs {request[i]} more",
+                reason = Reason.of(
+                    _BORROWING_LIMIT[i],
+                    used=use[i],
+                    guarantee=quota.guarantee[i],
+                    limit=quota.borrowing_limit[i],
+                    need=request[i],
+                    course=course_id,
                 )
+                return Admission(False, True, reason)
             # Lenders' usage does not move when this course borrows, so their idle lendable
             # amount is the pool for everything the course holds beyond its guarantee.
             if over > available[i]:
-                unit = _LABEL[name][0]
-                return Admission(
-                    False,
-                    True,
-                    f"cohort {quota.cohort}: needs {over} {unit} beyond the course's guarantee; "
-                    f"{available[i]} {unit} is idle and lendable",
-                )
-        return Admission(True, True, "")
+                reason = Reason.of(_COHORT_IDLE[i], cohort=quota.cohort, over=over, idle=available[i], course=course_id)
+                return Admission(False, True, reason)
+        return Admission(True, True, None)
 
     def charge(self, course_id: int, amount: Resources) -> None:
         in_cohort = self.quotas[course_id].cohort is not None
@@ -163,9 +212,12 @@ class QuotaLedger:
             self._add_terms(course_id, +1)
 
 
-def _over_guarantee(use: Resources, guarantee: Resources, request: Resources) -> str:
+def _over_guarantee(course_id: int, use: Resources, guarantee: Resources, request: Resources) -> Reason:
+    """The first resource (instances, core, memory) that ``request`` would take over the guarantee."""
     if use.instances + request.instances > guarantee.instances:
-        return f"course quota: {use.instances} of {guarantee.instances} instances in use"
+        return Reason.of("quota.instances", used=use.instances, limit=guarantee.instances, course=course_id)
     if use.core_percent + request.core_percent > guarantee.core_percent:
-        return f"course quota: {use.core_percent} of {guarantee.core_percent} % core in use; needs {request.core_percent} % more"
-    return f"course quota: {use.memory_mib} of {guarantee.memory_mib} MiB in use; needs {request.memory_mib} MiB more"
+        return Reason.of(
+            "quota.core", used=use.core_percent, limit=guarantee.core_percent, need=request.core_percent, course=course_id
+        )
+    return Reason.of("quota.memory", used=use.memory_mib, limit=guarantee.memory_mib, need=request.memory_mib, course=course_id)

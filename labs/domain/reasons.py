@@ -40,6 +40,90 @@ MESSAGES: dict[str, str] = {
     "session.portal_shutdown": gettext_noop("the portal was shut down"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- admission and placement (labs/domain) ------------------------------------------------------
+    # what the request itself asks for: refused, it can never be placed as asked
+    "core.range": gettext_noop("core: %(core_percent)s %% is outside 1..%(max_percent)s %%"),
+    "core.best_effort_floor": gettext_noop("core: a best-effort instance has no floor; its core percent must be 0"),
+    "memory.granule": gettext_noop("memory: %(memory_mib)s MiB is not a positive multiple of %(granule_mib)s MiB"),
+    "memory.granularity": gettext_noop(
+        "memory granularity: %(memory_mib)s MiB is not a multiple of the %(step_mib)s MiB the nodes allocate in"
+    ),
+    "template.not_offered": gettext_noop("template: the course does not offer this template"),
+    "whole_cards.core": gettext_noop("whole cards: %(cards)s cards need core %(need_percent)s %%, not %(core_percent)s %%"),
+    "whole_cards.node_size": gettext_noop("whole cards: needs %(cards)s cards on one node; the largest node has %(most)s"),
+    "whole_cards.free": gettext_noop(
+        "whole cards: needs %(cards)s free cards on one node; the most on a node is %(free)s (node %(node)s)"
+    ),
+    # the course's quota: guarantee, ceiling, borrowing within the cohort
+    "quota.missing": gettext_noop("course quota: the course has no quota; ask the instructor to set one"),
+    "quota.ceiling_instances": gettext_noop("course quota: the course's guarantee allows no instances"),
+    "quota.ceiling_core": gettext_noop("course quota: needs %(need)s %% core; the course can hold at most %(limit)s %%"),
+    "quota.ceiling_memory": gettext_noop("course quota: needs %(need_mib)s MiB; the course can hold at most %(limit_mib)s MiB"),
+    "quota.instances": gettext_noop("course quota: %(used)s of %(limit)s instances in use"),
+    "quota.core": gettext_noop("course quota: %(used)s of %(limit)s %% core in use; needs %(need)s %% more"),
+    "quota.memory": gettext_noop("course quota: %(used)s of %(limit)s MiB in use; needs %(need)s MiB more"),
+    "quota.borrowing_limit_instances": gettext_noop(
+        "course quota: %(used)s instances in use of a guarantee of %(guarantee)s plus a borrowing limit of %(limit)s; "
+        "needs %(need)s more"
+    ),
+    "quota.borrowing_limit_core": gettext_noop(
+        "course quota: %(used)s %% core in use of a guarantee of %(guarantee)s plus a borrowing limit of %(limit)s; "
+        "needs %(need)s more"
+    ),
+    "quota.borrowing_limit_memory": gettext_noop(
+        "course quota: %(used)s MiB in use of a guarantee of %(guarantee)s plus a borrowing limit of %(limit)s; "
+        "needs %(need)s more"
+    ),
+    "cohort.instances": gettext_noop(
+        "cohort %(cohort)s: needs %(over)s instances beyond the course's guarantee; %(idle)s instances is idle and lendable"
+    ),
+    "cohort.core": gettext_noop(
+        "cohort %(cohort)s: needs %(over)s %% core beyond the course's guarantee; %(idle)s %% core is idle and lendable"
+    ),
+    "cohort.memory": gettext_noop(
+        "cohort %(cohort)s: needs %(over)s MiB beyond the course's guarantee; %(idle)s MiB is idle and lendable"
+    ),
+    "student.limit": gettext_noop("student limit: %(held)s of %(limit)s concurrent sessions in use"),
+    # the cluster: nodes and cards, now
+    "capacity.no_cards": gettext_noop("capacity: the cluster has no NPU cards"),
+    "capacity.no_healthy_card": gettext_noop("capacity: no healthy NPU card is available"),
+    "capacity.no_single_card": gettext_noop(
+        "capacity: no single card has both %(core_percent)s %% core and %(memory_mib)s MiB free"
+    ),
+    "node.selector": gettext_noop("node selector: no available node has the labels %(labels)s"),
+    "node.instances_cap": gettext_noop("node instances: every available node holds its maximum of %(cap)s instances (%(nodes)s)"),
+    "node.instances_caps": gettext_noop(
+        "node instances: every available node holds its maximum of instances, %(inference_cap)s with an inference "
+        "instance and %(development_cap)s without (%(nodes)s)"
+    ),
+    "node.instances_room": gettext_noop(
+        "node instances: no available node has room for %(cards)s more instances under its maximum (%(nodes)s)"
+    ),
+    "card.pinned_missing": gettext_noop("pinned card: no available node has a card with die id %(die_id)s"),
+    "card.pinned_unhealthy": gettext_noop(
+        "pinned card: the card with die id %(die_id)s (node %(node)s, card %(card)s) is unhealthy"
+    ),
+    "card.too_small": gettext_noop("card memory: needs %(need_mib)s MiB; the largest card has %(largest_mib)s MiB"),
+    "card.instances_cap": gettext_noop("card instances: every healthy card holds its maximum of %(cap)s instances"),
+    "card.instances_caps": gettext_noop(
+        "card instances: every healthy card holds its maximum of instances, %(inference_cap)s with an inference "
+        "instance and %(development_cap)s without"
+    ),
+    "card.core": gettext_noop(
+        "card core: needs %(need_percent)s %%; the most free on a healthy card is %(best_free_percent)s %% "
+        "(node %(node)s, card %(card)s)"
+    ),
+    "card.memory": gettext_noop(
+        "card memory: needs %(need_mib)s MiB; the most free on a healthy card is %(best_free_mib)s MiB "
+        "(node %(node)s, card %(card)s)"
+    ),
+    # reclaim: the course is within its guarantee and other courses' borrowed sessions stand in the way
+    "reclaim.possible": gettext_noop(
+        "%(reason)s; %(victims)s borrowed session(s) of other courses can be reclaimed to make room"
+    ),
+    # fragmentation: why free capacity on a card is usable by nobody
+    "stranded.card_full": gettext_noop("holds its maximum of %(cap)s instances"),
+    "stranded.memory_step": gettext_noop("has %(free_mib)s MiB free, less than one %(step_mib)s MiB step"),
+    "stranded.node_full": gettext_noop("its node holds its maximum of instances"),
 }
 
 ParamValue = Union[int, str, "Reason"]

@@ -85,7 +85,14 @@ def capacity_snapshot() -> list[NodeCapacity]:
             )
         )
     return [
-        NodeCapacity(node.name, tuple(cards_by_node.get(node.pk, ())), node.available, node.labels or {}, node.memory_granule_mib)
+        NodeCapacity(
+            node.name,
+            tuple(cards_by_node.get(node.pk, ())),
+            node.available,
+            # Labels are JSON in the database; the engine compares strings.
+            {str(key): str(value) for key, value in (node.labels or {}).items()},
+            node.memory_granule_mib,
+        )
         for node in Node.objects.order_by("name")
     ]
 
@@ -177,9 +184,9 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         waiting_by_reason: dict[Reason, list[str]] = defaultdict(list)
         for d in decisions:
             if isinstance(d, Waiting):
-                waiting_by_reason[_reason(d.reason)].append(d.key)
+                waiting_by_reason[d.reason].append(d.key)
             elif isinstance(d, Refused):
-                session_transition(d.key, to=SessionState.FAILED, reason=_reason(d.reason))
+                session_transition(d.key, to=SessionState.FAILED, reason=d.reason)
                 result.refused.append(d.key)
         changed = list(result.admitted)
         for reason, keys in waiting_by_reason.items():
@@ -191,8 +198,3 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 changed.extend(stale)
         session_changes_publish(changed)
     return result
-
-
-def _reason(reason) -> Reason:
-    # Until the engine returns structured reasons (branch engine).
-    return reason if isinstance(reason, Reason) else Reason.of("session.driver", message=str(reason)[:300])

@@ -7,6 +7,7 @@ from labs.domain.allocation import Placed, Refused, Waiting
 from labs.domain.allocation import allocate as _allocate
 from labs.domain.placement import CardCapacity, Instance, LaunchRequest, NodeCapacity
 from labs.domain.quota import CourseQuota, Resources
+from labs.domain.reasons import Reason
 from labs.domain.units import Scenario
 
 
@@ -52,14 +53,16 @@ def test_128_small_sessions_fill_one_server_exactly():
     assert Counter(d.card_indices[0] for d in placed) == {i: 16 for i in range(8)}
     waiting = [d for d in decisions if isinstance(d, Waiting)]
     assert [w.key for w in waiting] == ["r128", "r129"]
-    assert "maximum of 128 instances" in waiting[0].reason
+    assert waiting[0].reason == Reason.of("node.instances_cap", cap=128, nodes="n1")
+    assert "maximum of 128 instances" in str(waiting[0].reason)
 
 
 def test_medium_sessions_are_bound_by_card_memory():
     decisions = allocate([server()], requests(70, core=10, memory=8192), {1: BIG}, {})
     assert sum(isinstance(d, Placed) for d in decisions) == 64
     reason = decisions[-1].reason
-    assert reason.startswith("card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB")
+    assert (reason.code, reason.kwargs["need_mib"], reason.kwargs["best_free_mib"]) == ("card.memory", 8192, 0)
+    assert str(reason).startswith("card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB")
 
 
 def test_binpack_fills_the_used_card_before_opening_an_empty_one():
@@ -71,7 +74,7 @@ def test_binpack_fills_the_used_card_before_opening_an_empty_one():
 def test_inference_instances_cap_a_card_at_eight():
     decisions = allocate([server(cards=1)], requests(10, core=5, memory=2048, scenario=INF), {1: BIG}, {})
     assert sum(isinstance(d, Placed) for d in decisions) == 8
-    assert "card instances" in decisions[-1].reason and "8 instances" in decisions[-1].reason
+    assert decisions[-1].reason == Reason.of("card.instances_cap", cap=8)
 
 
 def test_a_development_instance_cannot_join_a_card_holding_eight_inference_instances():
@@ -92,7 +95,8 @@ def test_course_quota_stops_admission_with_numbers_in_the_reason():
     limits = {1: CourseLimits(core_percent=800, memory_mib=10**9, instances=32, sessions_per_student=1)}
     decisions = allocate([server()], requests(40), limits, {})
     assert sum(isinstance(d, Placed) for d in decisions) == 32
-    assert decisions[32] == Waiting("r32", "course quota: 32 of 32 instances in use")
+    assert decisions[32] == Waiting("r32", Reason.of("quota.instances", used=32, limit=32, course=1))
+    assert str(decisions[32].reason) == "course quota: 32 of 32 instances in use"
 
 
 def test_course_usage_already_held_counts_against_the_guarantee():
@@ -100,26 +104,29 @@ def test_course_usage_already_held_counts_against_the_guarantee():
     held = {0: [Instance(5, 1024, DEV, key=f"old{i}", course_id=1) for i in range(3)]}
     decisions = allocate([server(instances=held)], requests(2), limits, {})
     assert isinstance(decisions[0], Placed)
-    assert decisions[1].reason == "course quota: 20 of 20 % core in use; needs 5 % more"
+    assert str(decisions[1].reason) == "course quota: 20 of 20 % core in use; needs 5 % more"
 
 
 def test_a_student_at_their_limit_waits_while_others_are_admitted():
     limits = {1: CourseLimits(100, 10**9, 100, sessions_per_student=1)}
     reqs = [LaunchRequest("a", 1, 7, 5, 4096, DEV), LaunchRequest("b", 1, 8, 5, 4096, DEV)]
     decisions = allocate([server()], reqs, limits, {(1, 7): 1})
-    assert decisions[0] == Waiting("a", "student limit: 1 of 1 concurrent sessions in use")
+    assert decisions[0] == Waiting("a", Reason.of("student.limit", held=1, limit=1))
+    assert str(decisions[0].reason) == "student limit: 1 of 1 concurrent sessions in use"
     assert isinstance(decisions[1], Placed)
 
 
 def test_a_request_larger_than_any_card_is_refused_not_queued():
     decisions = allocate([server(memory_mib=32768)], requests(1, memory=40960), {1: BIG}, {})
-    assert decisions == [Refused("r0", "card memory: needs 40960 MiB; the largest card has 32768 MiB")]
+    assert decisions == [Refused("r0", Reason.of("card.too_small", need_mib=40960, largest_mib=32768))]
+    assert str(decisions[0].reason) == "card memory: needs 40960 MiB; the largest card has 32768 MiB"
 
 
 def test_a_request_larger_than_the_course_guarantee_is_refused():
     limits = {1: CourseLimits(5, 10**9, 10, 1)}
     decisions = allocate([server()], requests(1, core=10), limits, {})
-    assert decisions == [Refused("r0", "course quota: needs 10 % core; the course can hold at most 5 %")]
+    assert decisions == [Refused("r0", Reason.of("quota.ceiling_core", need=10, limit=5))]
+    assert str(decisions[0].reason) == "course quota: needs 10 % core; the course can hold at most 5 %"
 
 
 def test_a_course_without_quota_is_refused():
@@ -180,7 +187,7 @@ def test_no_batch_ever_breaks_a_card_node_or_quota_invariant(cards, nodes, memor
             per_course.setdefault(r.course_id, []).append(r)
             per_student[(r.course_id, r.student_id)] += 1
         else:
-            assert d.reason  # every non-placement says why
+            assert isinstance(d.reason, Reason) and str(d.reason)  # every non-placement says why
     for placed in per_card.values():
         assert sum(r.core_percent for r in placed) <= 100
         assert sum(r.memory_mib for r in placed) <= memory_units * 128
@@ -211,7 +218,7 @@ def test_a_request_waiting_for_capacity_really_fits_on_no_card(reqs):
         if isinstance(d, Placed):
             used[d.card_indices[0]].append(by_key[d.key])
     for d in decisions:
-        if isinstance(d, Waiting) and not d.reason.startswith("student limit"):
+        if isinstance(d, Waiting) and d.reason.code != "student.limit":
             r = by_key[d.key]
             for placed in used.values():
                 scenarios = [p.scenario for p in placed] + [r.scenario]
