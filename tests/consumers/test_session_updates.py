@@ -116,12 +116,3 @@ async def test_a_reason_reaches_the_page_in_words_with_its_code(async_world):
     assert (events[0]["reason"], events[0]["reason_code"]) == ("waiting for the allocation pass", "session.queued")
     assert events[0]["state_label"] == "queued"
     await comm.disconnect()
-
-
-def test_the_reader_language_comes_from_the_cookie_then_the_browser():
-    from labs.consumers import reader_language
-
-    assert reader_language({"cookies": {"django_language": "zh-hans"}}) == "zh-hans"
-    assert reader_language({"headers": [(b"accept-language", b"zh-CN,zh;q=0.9,en;q=0.5")]}) == "zh-hans"
-    assert reader_language({"headers": [(b"accept-language", b"fr-FR")]}) == "en"
-    assert reader_language({}) == "en"
