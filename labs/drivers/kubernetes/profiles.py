@@ -56,6 +56,10 @@ class DeviceProfile:
     """Base class. ``render`` is for a pod, ``quota`` for a namespace's ResourceQuota."""
 
     name = ""
+    # How the portal learns which card an instance really got: "reported" (the node agent lists
+    # each instance's card, and the ledger follows it), "pinned" (the pod names the card) or
+    # "none" (neither: the ledger's card is a guess; only node totals are certain).
+    card_truth = "none"
 
     def render(self, card: CardBinding) -> DeviceRequest:
         raise NotImplementedError
@@ -79,6 +83,7 @@ class FlexNPUProfile(DeviceProfile):
     """Huawei CCE FlexNPU: core floor in percent, memory cap in 128 MiB units, one card per instance."""
 
     name = "flexnpu"
+    card_truth = "reported"  # flexnpu-smi info lists each entity-id on its card
     CORE = "volcano.sh/flexnpu-core.percentage"
     MEMORY = "volcano.sh/flexnpu-memory.128mi"
     NUM = "volcano.sh/flexnpu-num"
@@ -107,6 +112,7 @@ class VNPUProfile(DeviceProfile):
     mode: str = "soft"
     policy: str = "elastic"
     name = "vnpu"
+    card_truth = "pinned"  # by die id (huawei.com/vnpu-use-npu-dieID), where the agent knows it
     NUMBER = "huawei.com/vnpu-number"
     CORES = "huawei.com/vnpu-cores"
     MEMORY = "huawei.com/vnpu-memory.1Gi"
@@ -147,6 +153,7 @@ class HAMiProfile(DeviceProfile):
     node_policy: str = "binpack"
     card_policy: str = "binpack"
     name = "hami"
+    card_truth = "none"  # HAMi's scheduler picks the card and the portal's agent cannot see it
 
     def __post_init__(self) -> None:
         for policy in (self.node_policy, self.card_policy):
