@@ -123,7 +123,8 @@ def build_class(launches: int, servers: int):
     for s in range(servers):
         node = Node.objects.create(name=f"npu-{s + 1:03d}")
         Card.objects.bulk_create(
-            Card(node=node, index=i, die_id=f"{node.name}-die-{i}", chip_type="Ascend910B", memory_mib=64 * 1024) for i in range(8)
+            Card(node=node, index=i, die_id=f"{node.name}-die-{i}", chip_type="Ascend910B", memory_mib=64 * 1024)
+            for i in range(8)
         )
     course = Course.objects.create(institution=institution, code="BENCH101", title="Class start bench", term="bench")
     CourseQuota.objects.create(
@@ -207,7 +208,9 @@ def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace
     web_env = dict(env)
     if args.web_conn_max_age is not None:
         web_env["DATABASE_URL"] = f"{env['DATABASE_URL']}?conn_max_age={args.web_conn_max_age}"
-    web = res.start("daphne", [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"], env=web_env)
+    web = res.start(
+        "daphne", [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"], env=web_env
+    )
     workers = [
         res.start(
             f"worker{i + 1}",

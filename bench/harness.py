@@ -132,7 +132,13 @@ class Service:
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            command, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
 
     def output(self) -> str:
@@ -285,9 +291,7 @@ def fire_at_once(requests: list[tuple[str, Callable[[], Response]]], *, threads:
         sent_at = time.time()
         response = send()
         retry_after = response.headers.get("retry-after")
-        return Fired(
-            key, sent_at, time.time(), response.status, response.error, float(retry_after) if retry_after else None
-        )
+        return Fired(key, sent_at, time.time(), response.status, response.error, float(retry_after) if retry_after else None)
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="launch") as pool:
         return list(pool.map(one, requests))
