@@ -23,8 +23,10 @@ straight into the database and its cookie used (cheap; --http-login logs in thro
 page instead, which costs a password hash per student). Then K POSTs to the student's Launch
 endpoint (/sessions/launch/, the form the page submits, with CSRF token, Accept: application/json)
 are queued at once on a pool of --threads threads, and the database is polled every 0.2 s until
-every session is running, or --timeout seconds have passed (then it says how many are stuck and
-in which state).
+every student's session is running, or --timeout seconds have passed (then it says how many are
+stuck and in which state). A launch answered with a server error (5xx) or a broken connection is
+pressed again 1 s later, as the student would (--no-retry: not); its times count from the first
+press, and "time to all running" needs all K students running.
 
 Printed: launches; time spent submitting; HTTP statuses; time from the first POST to the last
 session running; p50/p99 of launch -> running per session (client send time to the session's
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -45,6 +48,7 @@ from bench.harness import (
     POSTGRES_SERVER_URL,
     REDIS_SERVER_URL,
     ROOT,
+    Fired,
     Resources,
     fire_at_once,
     fmt_seconds,
@@ -57,6 +61,7 @@ from bench.harness import (
     raise_keyboard_interrupt_on_sigterm,
     redis_claim_database,
     redis_release_database,
+    retry_until_accepted,
     run_id,
     status_counts,
     wait_until,
@@ -86,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "every request runs in a thread of its own, each keeping its connection: Django's docs advise 0 there",
     )
     parser.add_argument("--http-login", action="store_true", help="log every student in through the login page (slow)")
+    parser.add_argument("--no-retry", action="store_true", help="do not press Launch again after a server error")
     parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the services' logs")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (used by bench.side_by_side)")
     args = parser.parse_args(argv)
@@ -241,7 +247,8 @@ def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace
     return base_url
 
 
-def poll_until_running(course, expected: int, started: float, timeout: float) -> dict[str, int]:
+def poll_until_running(course, expected: int, started: float, timeout: float, retrier: threading.Thread) -> dict[str, int]:
+    """Poll every 0.2 s until ``expected`` sessions run, the timeout passes, or nothing can change any more."""
     from django.db.models import Count
 
     from labs.models import LabSession
@@ -251,7 +258,34 @@ def poll_until_running(course, expected: int, started: float, timeout: float) ->
         by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
         if by_state.get("running", 0) >= expected or time.time() >= deadline:
             return by_state
+        if not retrier.is_alive() and set(by_state) <= {"running", "failed", "stopped"}:
+            return by_state  # every launch answered and every session settled, not all running
         time.sleep(0.2)
+
+
+class ConnectionSampler(threading.Thread):
+    """Counts the connections to the run's database every 0.1 s, on a connection of its own."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__(daemon=True)
+        import psycopg
+
+        self.conn = psycopg.connect(database_url, autocommit=True)
+        self.max_connections = int(self.conn.execute("SHOW max_connections").fetchone()[0])
+        self.peak = 0
+        self.stopping = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            count = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()").fetchone()[0]
+            self.peak = max(self.peak, count)
+            self.stopping.wait(0.1)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=5)
+        self.conn.close()
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -310,38 +344,57 @@ def run(args: argparse.Namespace) -> dict:
             }
             return lambda: http_request("POST", f"{base_url}/sessions/launch/", headers=headers, body=body)
 
+        sampler = ConnectionSampler(database_url)
         fired = fire_at_once([(str(u.pk), launch(u.pk)) for u in students], threads=args.threads)
         started = min(f.sent_at for f in fired)
         submitted = max(f.done_at for f in fired) - started
-        accepted = sum(1 for f in fired if f.status == 201)
-        by_state = poll_until_running(course, accepted, started, args.timeout)
-        figures.update(collect(course, fired, started, submitted, accepted, by_state))
+        retried: list[Fired] = []
+        retrier = threading.Thread(
+            target=retry_until_accepted,
+            args=(fired, lambda key: launch(int(key))),
+            kwargs={
+                # A server error or a broken connection: the student presses Launch again a second later.
+                # (A 400 is a refusal, e.g. "you already have a session open": pressing again changes nothing.)
+                "should_retry": lambda f: (f.status == 0 or f.status >= 500) and not args.no_retry,
+                "delay": lambda f: 1.0,
+                "deadline": started + args.timeout,
+                "retried": retried,
+            },
+            daemon=True,
+        )
+        retrier.start()
+        by_state = poll_until_running(course, args.launches, started, args.timeout, retrier)
+        sampler.stop()
+        retrier.join(timeout=1)
+        figures.update(collect(course, fired, retried, started, submitted, args.launches, by_state))
         figures["threads"] = args.threads
+        figures["peak_db_connections"] = sampler.peak
+        figures["max_connections"] = sampler.max_connections
         report(figures, args)
         return figures
     finally:
         res.close()
 
 
-def collect(course, fired, started: float, submitted: float, accepted: int, by_state: dict[str, int]) -> dict:
+def collect(course, fired, retried, started: float, submitted: float, launches: int, by_state: dict[str, int]) -> dict:
     from labs.models import LabSession
 
-    sent = {int(f.key): f.sent_at for f in fired}
+    sent = {int(f.key): f.sent_at for f in fired}  # a retried launch counts from the first press
     rows = list(LabSession.objects.filter(course=course).values_list("student_id", "created_at", "admitted_at", "running_at"))
     launch_to_running = [r.timestamp() - sent[s] for s, _, _, r in rows if r is not None]
     queued_to_admitted = [(a - c).total_seconds() for _, c, a, _ in rows if a is not None]
     admitted_to_running = [(r - a).total_seconds() for _, _, a, r in rows if a is not None and r is not None]
     running = by_state.get("running", 0)
-    all_running = running == len(rows) == accepted and accepted > 0
     last_running = max((r.timestamp() for *_, r in rows if r is not None), default=None)
     return {
-        "accepted": accepted,
+        "accepted": sum(1 for f in fired if f.status == 201),
         "sessions": len(rows),
         "running": running,
         "stuck": {state: n for state, n in by_state.items() if state != "running"},
         "http_statuses": status_counts(fired),
+        "retry_statuses": status_counts(retried) if retried else "",
         "submit_seconds": submitted,
-        "time_to_all_running": (last_running - started) if all_running and last_running else None,
+        "time_to_all_running": (last_running - started) if running >= launches and last_running else None,
         "time_to_last_running": (last_running - started) if last_running else None,
         "launch_to_running_p50": percentile(launch_to_running, 50),
         "launch_to_running_p99": percentile(launch_to_running, 99),
@@ -362,14 +415,18 @@ def report(f: dict, args: argparse.Namespace) -> None:
         print(f"  Daphne's CONN_MAX_AGE set to {args.web_conn_max_age} s (--web-conn-max-age)")
     print(f"  submitting: {f['launches']} POSTs from {args.threads} threads took {f['submit_seconds']:.2f} s")
     print(f"  HTTP statuses: {f['http_statuses']}")
+    if f["retry_statuses"]:
+        print(f"  launches pressed again 1 s after a server error: {f['retry_statuses']}")
     if f["time_to_all_running"] is not None:
         print(f"  time to all running: {f['time_to_all_running']:.2f} s ({f['running']} of {f['launches']} running)")
     else:
         stuck = ", ".join(f"{state}: {n}" for state, n in sorted(f["stuck"].items())) or "none"
         print(
-            f"  NOT all running after {args.timeout:g} s: {f['running']} of {f['launches']} running "
-            f"({f['sessions']} sessions created); stuck by state: {stuck}"
+            f"  NOT all running: {f['running']} of {f['launches']} running "
+            f"({f['sessions']} sessions created); stuck by state: {stuck}; timeout {args.timeout:g} s"
         )
+        if f["time_to_last_running"] is not None:
+            print(f"  the last of those {f['running']} was running after {f['time_to_last_running']:.2f} s")
     print(
         f"  launch -> running per session: p50 {fmt_seconds(f['launch_to_running_p50'])}, "
         f"p99 {fmt_seconds(f['launch_to_running_p99'])}"
@@ -377,6 +434,10 @@ def report(f: dict, args: argparse.Namespace) -> None:
     print(
         f"  queued -> admitted p50 {fmt_seconds(f['queued_to_admitted_p50'])}; "
         f"admitted -> running p50 {fmt_seconds(f['admitted_to_running_p50'])}"
+    )
+    print(
+        f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
+        f"(server max_connections {f['max_connections']}, shared with anything else on it)"
     )
 
 

@@ -297,6 +297,35 @@ def fire_at_once(requests: list[tuple[str, Callable[[], Response]]], *, threads:
         return list(pool.map(one, requests))
 
 
+def retry_until_accepted(
+    fired: list[Fired],
+    make_send: Callable[[str], Callable[[], Response]],
+    *,
+    should_retry: Callable[[Fired], bool],
+    delay: Callable[[Fired], float],
+    deadline: float,
+    retried: list[Fired],
+) -> None:
+    """Send each request ``should_retry`` picks again ``delay`` seconds after its answer, as a user pressing again would.
+
+    Runs until none is left to retry or ``deadline`` (time.time()) passes; appends every retry to ``retried``.
+    """
+    pending = [(f.done_at + delay(f), f.key) for f in fired if should_retry(f)]
+    while pending:
+        pending.sort()
+        due, key = pending.pop(0)
+        if due >= deadline:
+            return
+        time.sleep(max(0.0, due - time.time()))
+        sent_at = time.time()
+        response = make_send(key)()
+        retry_after = response.headers.get("retry-after")
+        result = Fired(key, sent_at, time.time(), response.status, response.error, float(retry_after) if retry_after else None)
+        retried.append(result)
+        if should_retry(result):
+            pending.append((result.done_at + delay(result), key))
+
+
 def status_counts(fired: Iterable[Fired]) -> str:
     counts = Counter(f.status if f.status else f"error:{f.error}" for f in fired)
     return ", ".join(f"{status}: {n}" for status, n in sorted(counts.items(), key=lambda kv: str(kv[0]))) or "none"

@@ -54,6 +54,7 @@ from bench.harness import (
     new_token,
     percentile,
     raise_keyboard_interrupt_on_sigterm,
+    retry_until_accepted,
     run_id,
     status_counts,
     wait_until,
@@ -249,7 +250,17 @@ def run(args: argparse.Namespace) -> dict:
         retried: list[Fired] = []
         retrier = None
         if first_429 and not args.no_retry:
-            retrier = threading.Thread(target=retry_429, args=(fired, spawn, retried, started + args.timeout), daemon=True)
+            retrier = threading.Thread(
+                target=retry_until_accepted,
+                args=(fired, spawn),
+                kwargs={
+                    "should_retry": lambda f: f.status == 429,
+                    "delay": lambda f: f.retry_after or 1.0,
+                    "deadline": started + args.timeout,
+                    "retried": retried,
+                },
+                daemon=True,
+            )
             retrier.start()
         ready_at = poll_ready(base, auth, set(names), started + args.timeout)
         if retrier is not None:
@@ -278,22 +289,6 @@ def run(args: argparse.Namespace) -> dict:
         return figures
     finally:
         res.close()
-
-
-def retry_429(fired: list[Fired], spawn, retried: list[Fired], deadline: float) -> None:
-    """Send each throttled request again after its Retry-After, until it is accepted or the deadline passes."""
-    pending = [(f.done_at + (f.retry_after or 1.0), f.key) for f in fired if f.status == 429]
-    while pending and time.time() < deadline:
-        pending.sort()
-        due, key = pending.pop(0)
-        time.sleep(max(0.0, due - time.time()))
-        sent_at = time.time()
-        response = spawn(key)()
-        retry_after = response.headers.get("retry-after")
-        result = Fired(key, sent_at, time.time(), response.status, response.error, float(retry_after) if retry_after else None)
-        retried.append(result)
-        if response.status == 429:
-            pending.append((result.done_at + (result.retry_after or 1.0), key))
 
 
 def poll_ready(base: str, auth: dict[str, str], names: set[str], deadline: float) -> dict[str, float]:
