@@ -47,7 +47,7 @@ bench: $(VENV)/.installed-dev
 ## bench-classstart: the class start at 512 (4 servers) and 1,024 launches (8 servers) beside JupyterHub
 bench-classstart: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
-	$(PY) -m bench.side_by_side --launches 512,1024 --repeats 1 --timeout 600 || status=1; \
+	$(PY) -m bench.side_by_side --launches 512,1024 --repeats 1 --timeout 300 || status=1; \
 	echo "make bench-classstart took $$(( $$(date +%s) - began )) s"; exit $$status
 
 lint: $(VENV)/.installed-dev

@@ -91,6 +91,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "every request runs in a thread of its own, each keeping its connection: Django's docs advise 0 there",
     )
     parser.add_argument("--http-login", action="store_true", help="log every student in through the login page (slow)")
+    parser.add_argument(
+        "--db-connection-limit",
+        type=int,
+        default=80,
+        metavar="N",
+        help="connections the run's database role may open, default 80: the portal cannot exhaust a PostgreSQL "
+        "(max_connections 100 by default) that other work shares; a portal on a server of its own would have ~97",
+    )
     parser.add_argument("--no-retry", action="store_true", help="do not press Launch again after a server error")
     parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the services' logs")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (used by bench.side_by_side)")
@@ -264,13 +272,14 @@ def poll_until_running(course, expected: int, started: float, timeout: float, re
 
 
 class ConnectionSampler(threading.Thread):
-    """Counts the connections to the run's database every 0.1 s, on a connection of its own."""
+    """Counts the connections to the run's database every 0.1 s (as the server's superuser: not within the run's limit)."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, server_url: str, db_name: str) -> None:
         super().__init__(daemon=True)
         import psycopg
 
-        self.conn = psycopg.connect(database_url, autocommit=True)
+        self.db_name = db_name
+        self.conn = psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True)
         self.max_connections = int(self.conn.execute("SHOW max_connections").fetchone()[0])
         self.peak = 0
         self.stopping = threading.Event()
@@ -278,7 +287,7 @@ class ConnectionSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            count = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()").fetchone()[0]
+            count = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.db_name]).fetchone()[0]
             self.peak = max(self.peak, count)
             self.stopping.wait(0.1)
 
@@ -295,7 +304,7 @@ def run(args: argparse.Namespace) -> dict:
     figures: dict = {"bench": "portal", "launches": args.launches, "servers": args.servers}
     try:
         temp = res.make_temp_dir(f"npu-lab-bench-classstart-{rid}-")
-        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name)
+        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=args.db_connection_limit)
         res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
         owner = f"bench-classstart-{rid}"
         redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
@@ -344,7 +353,7 @@ def run(args: argparse.Namespace) -> dict:
             }
             return lambda: http_request("POST", f"{base_url}/sessions/launch/", headers=headers, body=body)
 
-        sampler = ConnectionSampler(database_url)
+        sampler = ConnectionSampler(POSTGRES_SERVER_URL, db_name)
         fired = fire_at_once([(str(u.pk), launch(u.pk)) for u in students], threads=args.threads)
         started = min(f.sent_at for f in fired)
         submitted = max(f.done_at for f in fired) - started
@@ -370,6 +379,7 @@ def run(args: argparse.Namespace) -> dict:
         figures["threads"] = args.threads
         figures["peak_db_connections"] = sampler.peak
         figures["max_connections"] = sampler.max_connections
+        figures["db_connection_limit"] = args.db_connection_limit
         report(figures, args)
         return figures
     finally:
@@ -437,7 +447,7 @@ def report(f: dict, args: argparse.Namespace) -> None:
     )
     print(
         f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
-        f"(server max_connections {f['max_connections']}, shared with anything else on it)"
+        f"(limit of the run's role {f['db_connection_limit']}; server max_connections {f['max_connections']})"
     )
 
 

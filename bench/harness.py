@@ -105,12 +105,20 @@ def redis_release_database(url: str, owner: str, *, key: str = REDIS_CLAIM_KEY) 
 # --- PostgreSQL ---------------------------------------------------------------------------------
 
 
-def postgres_create_database(server_url: str, name: str) -> str:
+def postgres_create_database(server_url: str, name: str, *, connection_limit: int) -> str:
+    """A new database owned by a new login role of the same name, limited to ``connection_limit`` connections.
+
+    The limit is the role's (superusers are exempt from a database's limit): whatever the portal
+    does with connections, it cannot use up the server's max_connections and break other work on
+    the same PostgreSQL (a test run, say). Returns the database URL as that role.
+    """
     import psycopg
 
+    parts = urlsplit(server_url)
     with psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{server_url.rstrip('/')}/{name}"
+        conn.execute(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT {int(connection_limit)}')
+        conn.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
+    return f"{parts.scheme}://{name}@{parts.hostname}:{parts.port or 5432}/{name}"
 
 
 def postgres_drop_database(server_url: str, name: str) -> None:
@@ -118,6 +126,7 @@ def postgres_drop_database(server_url: str, name: str) -> None:
 
     with psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'DROP ROLE IF EXISTS "{name}"')
 
 
 # --- child processes ----------------------------------------------------------------------------

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> dict:
     res = Resources()
     try:
         temp = res.make_temp_dir(f"npu-lab-bench-pass-{rid}-")
-        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name)
+        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=10)
         res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
         owner = f"bench-pass-{rid}"
         redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
