@@ -1,0 +1,349 @@
+"""Helpers shared by the end-to-end benches (``classstart``, ``jupyterhub``, ``pass_scale``).
+
+Nothing here imports Django: the benches set up their environment (database URL, Redis URL,
+settings) first and import Django afterwards. Every resource a bench takes — a PostgreSQL
+database, a Redis database number, a temporary directory, child processes — is given back by
+``Resources.close()``, which the benches call from ``finally`` (also on Ctrl-C and SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import math
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
+REDIS_SERVER_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379")
+# The same key the test suite claims its Redis database with (tests/settings.py), so a bench and
+# a test run on one machine never take the same database number.
+REDIS_CLAIM_KEY = "npu-lab-portal:test-run"
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0..100) by linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return math.nan
+    if not 0 <= p <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {p}")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def fmt_seconds(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f} s"
+
+
+def run_id() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now (the usual bind-to-0 trick; racy but fine here)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def raise_keyboard_interrupt_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the benches' ``finally`` blocks clean up."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+# --- Redis --------------------------------------------------------------------------------------
+
+
+def redis_claim_database(server_url: str, owner: str, *, key: str = REDIS_CLAIM_KEY, ttl: int = 3 * 3600) -> str:
+    """Claim the first Redis database 1..15 nobody claimed (SET NX with expiry) and return its URL.
+
+    The claim expires, so a killed run frees its number after ``ttl`` seconds.
+    """
+    import redis
+
+    for number in range(1, 16):
+        url = f"{server_url.rstrip('/')}/{number}"
+        if redis.Redis.from_url(url).set(key, owner, nx=True, ex=ttl):
+            return url
+    raise RuntimeError(f"every Redis database 1..15 at {server_url} is claimed ({key}); try again later")
+
+
+def redis_release_database(url: str, owner: str, *, key: str = REDIS_CLAIM_KEY) -> bool:
+    """Empty the database and drop the claim, but only if ``owner`` still holds it."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    if client.get(key) != owner.encode():
+        return False
+    client.flushdb()
+    return True
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+
+def postgres_create_database(server_url: str, name: str, *, connection_limit: int) -> str:
+    """A new database owned by a new login role of the same name, limited to ``connection_limit`` connections.
+
+    The limit is the role's (superusers are exempt from a database's limit): whatever the portal
+    does with connections, it cannot use up the server's max_connections and break other work on
+    the same PostgreSQL (a test run, say). Returns the database URL as that role.
+    """
+    import psycopg
+
+    parts = urlsplit(server_url)
+    with psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT {int(connection_limit)}')
+        conn.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
+    return f"{parts.scheme}://{name}@{parts.hostname}:{parts.port or 5432}/{name}"
+
+
+def postgres_drop_database(server_url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+# --- child processes ----------------------------------------------------------------------------
+
+
+class Service:
+    """A child process in its own session (so the terminal's Ctrl-C reaches only the bench), logging to a file."""
+
+    def __init__(self, name: str, command: list[str], *, env: dict[str, str], log_dir: Path, cwd: Path = ROOT) -> None:
+        self.name = name
+        self.command = command
+        self.log_path = log_dir / f"{name}.log"
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def terminate(self) -> None:
+        """Ask the main process to stop (celery and daphne then stop their own children in order)."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                self.process.terminate()
+
+    def wait_or_kill(self, deadline: float) -> None:
+        try:
+            self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        # Whatever is left in the group (pool children of a killed parent) goes too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        self._log.close()
+
+
+def wait_until(predicate: Callable[[], object], *, timeout: float, what: str, services: Iterable[Service] = ()) -> object:
+    """Poll ``predicate`` every 0.1 s; fail early with the log tail of a service that died."""
+    services = list(services)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        for service in services:
+            if not service.alive():
+                raise RuntimeError(f"{service.name} exited with code {service.process.returncode}:\n{service.tail()}")
+        time.sleep(0.1)
+    tails = "\n".join(f"--- {s.name} ---\n{s.tail()}" for s in services)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}\n{tails}")
+
+
+@dataclass
+class Resources:
+    """Everything one bench run took; ``close()`` gives it all back, in reverse order, never raising."""
+
+    temp_dir: Path | None = None
+    services: list[Service] = field(default_factory=list)
+    cleanups: list[tuple[str, Callable[[], object]]] = field(default_factory=list)
+    keep_temp: bool = False
+
+    def make_temp_dir(self, prefix: str) -> Path:
+        self.temp_dir = Path(tempfile.mkdtemp(prefix=prefix))
+        return self.temp_dir
+
+    def start(self, name: str, command: list[str], *, env: dict[str, str], cwd: Path = ROOT) -> Service:
+        assert self.temp_dir is not None
+        service = Service(name, command, env=env, log_dir=self.temp_dir, cwd=cwd)
+        self.services.append(service)
+        return service
+
+    def on_close(self, what: str, action: Callable[[], object]) -> None:
+        self.cleanups.append((what, action))
+
+    def close(self) -> None:
+        for service in reversed(self.services):
+            service.terminate()
+        deadline = time.monotonic() + 15
+        for service in reversed(self.services):
+            service.wait_or_kill(deadline)
+        for what, action in reversed(self.cleanups):
+            try:
+                action()
+            except Exception as exc:  # keep going: the rest must still be given back
+                print(f"cleanup: could not {what}: {exc}", file=sys.stderr)
+        if self.temp_dir is not None:
+            if self.keep_temp:
+                print(f"logs kept in {self.temp_dir}", file=sys.stderr)
+            else:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Response:
+    status: int  # 0 when the request failed before a status line arrived
+    body: bytes
+    headers: dict[str, str]
+    error: str = ""
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def http_request(
+    method: str, url: str, *, headers: dict[str, str] | None = None, body: bytes | str | None = None, timeout: float = 60
+) -> Response:
+    """One request on a fresh connection (as each student's browser would open its own), stdlib only."""
+    parts = urlsplit(url)
+    if parts.hostname not in {"127.0.0.1", "localhost"}:
+        raise ValueError(f"the benches only talk to 127.0.0.1, not {parts.hostname}")
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return Response(response.status, response.read(), {k.lower(): v for k, v in response.getheaders()})
+    except (OSError, http.client.HTTPException) as exc:
+        return Response(0, b"", {}, error=type(exc).__name__)
+    finally:
+        conn.close()
+
+
+def cookies_of(response: Response) -> dict[str, str]:
+    """Cookies set by a response (http.client folds repeated Set-Cookie headers with ', ')."""
+    from http.cookies import SimpleCookie
+
+    jar = SimpleCookie()
+    raw = response.headers.get("set-cookie", "")
+    for part in raw.split(", "):
+        with contextlib.suppress(Exception):
+            jar.load(part)
+    return {name: morsel.value for name, morsel in jar.items()}
+
+
+@dataclass
+class Fired:
+    key: str
+    sent_at: float  # time.time() just before the request was sent
+    done_at: float
+    status: int
+    error: str = ""
+    retry_after: float | None = None
+
+
+def fire_at_once(requests: list[tuple[str, Callable[[], Response]]], *, threads: int) -> list[Fired]:
+    """Run every request from a pool of ``threads`` threads, all queued at once; time each one."""
+
+    def one(item: tuple[str, Callable[[], Response]]) -> Fired:
+        key, send = item
+        sent_at = time.time()
+        response = send()
+        retry_after = response.headers.get("retry-after")
+        return Fired(key, sent_at, time.time(), response.status, response.error, float(retry_after) if retry_after else None)
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="launch") as pool:
+        return list(pool.map(one, requests))
+
+
+def retry_until_accepted(
+    fired: list[Fired],
+    make_send: Callable[[str], Callable[[], Response]],
+    *,
+    should_retry: Callable[[Fired], bool],
+    delay: Callable[[Fired], float],
+    deadline: float,
+    retried: list[Fired],
+) -> None:
+    """Send each request ``should_retry`` picks again ``delay`` seconds after its answer, as a user pressing again would.
+
+    Runs until none is left to retry or ``deadline`` (time.time()) passes; appends every retry to ``retried``.
+    """
+    pending = [(f.done_at + delay(f), f.key) for f in fired if should_retry(f)]
+    while pending:
+        pending.sort()
+        due, key = pending.pop(0)
+        if due >= deadline:
+            return
+        time.sleep(max(0.0, due - time.time()))
+        sent_at = time.time()
+        response = make_send(key)()
+        retry_after = response.headers.get("retry-after")
+        result = Fired(key, sent_at, time.time(), response.status, response.error, float(retry_after) if retry_after else None)
+        retried.append(result)
+        if should_retry(result):
+            pending.append((result.done_at + delay(result), key))
+
+
+def status_counts(fired: Iterable[Fired]) -> str:
+    counts = Counter(f.status if f.status else f"error:{f.error}" for f in fired)
+    return ", ".join(f"{status}: {n}" for status, n in sorted(counts.items(), key=lambda kv: str(kv[0]))) or "none"
+
+
+def new_token() -> str:
+    return secrets.token_hex(32)
+
+
+def write_json(path: str | None, figures: dict) -> None:
+    if path:
+        Path(path).write_text(json.dumps(figures, indent=2, default=str))

@@ -1,0 +1,347 @@
+"""The same class start on JupyterHub, for a side-by-side figure: K users start a server at once.
+
+    .venv/bin/python -m bench.jupyterhub --launches 128
+
+Installs, once, into a cache directory outside the repository (~/.cache/npu-lab-bench/, or
+$NPU_LAB_BENCH_CACHE): JupyterHub from PyPI (pinned, in a virtualenv of its own so the project's
+pins are untouched) and configurable-http-proxy from the npm registry (pinned, npm install
+--prefix). Then, per run, in a temp dir: a jupyterhub_config.py, the Hub's SQLite database, the
+cookie secret and the logs; the Hub, its proxy and a stub "notebook" server on free ports on
+127.0.0.1.
+
+The spawner (OneSecondSpawner, written into the config) is the counterpart of the portal's
+simulator driver: no process is started per user. Its start() waits --start-delay seconds
+(asyncio.sleep, 1 s by default: the "pod" coming up) and returns the URL of one shared tiny HTTP
+server (a ThreadingHTTPServer in its own process answering 200 and X-JupyterHub-Version to any
+path). Everything else is JupyterHub's own spawn path: the API handler and its spawn-limit check,
+the server's API token, Spawner.start, the Hub's HTTP check that the server is up (a real request
+to the stub), adding the user's route to configurable-http-proxy over its REST API, the database
+writes. Like KubeSpawner, start() returns only once the "pod" is up.
+
+Settings: DummyAuthenticator, concurrent_spawn_limit = 0 (no limit; --default-spawn-limit keeps
+JupyterHub's default of 100), active_server_limit = 0, slow_spawn_timeout = 0 (the POST answers
+202 at once instead of holding the request up to 10 s, as for any slow spawner; the portal's
+POST answers at once too), a service with the admin role whose token the bench uses.
+
+The run: create K users with one POST /hub/api/users, then K POST /hub/api/users/{name}/server
+queued at once on a pool of --threads threads (through the proxy, as a browser would), then
+GET /hub/api/users?state=ready every 0.1 s until every server is ready or --timeout seconds have
+passed. A 429 (spawn limit) is retried after its Retry-After, as a user would press again.
+Printed as for bench.classstart: time spent submitting, HTTP statuses (429s counted), time from
+the first POST to the last server ready, p50/p99 of launch -> ready per user. A user's ready time
+is when the poll that first showed it ready returned (up to ~0.1 s plus the poll's own duration
+late).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from bench.harness import (
+    Fired,
+    Resources,
+    fire_at_once,
+    fmt_seconds,
+    free_port,
+    http_request,
+    new_token,
+    percentile,
+    raise_keyboard_interrupt_on_sigterm,
+    retry_until_accepted,
+    run_id,
+    status_counts,
+    wait_until,
+    write_json,
+)
+
+JUPYTERHUB_VERSION = "6.1.1"
+CHP_VERSION = "5.3.0"
+CACHE = Path(os.environ.get("NPU_LAB_BENCH_CACHE", Path.home() / ".cache" / "npu-lab-bench"))
+
+STUB_SERVER = """\
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT, VERSION = int(sys.argv[1]), sys.argv[2]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = b"stub single-user server\\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-JupyterHub-Version", VERSION)
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+"""
+
+CONFIG = """\
+import asyncio
+
+from jupyterhub.spawner import Spawner
+from traitlets import Float, Unicode
+
+
+class OneSecondSpawner(Spawner):
+    \"\"\"A server that "starts" in start_delay seconds: the shared stub server, after a sleep.\"\"\"
+
+    start_delay = Float(1.0).tag(config=True)
+    server_url = Unicode().tag(config=True)
+    _running = False
+
+    async def start(self):
+        await asyncio.sleep(self.start_delay)
+        self._running = True
+        return self.server_url
+
+    async def poll(self):
+        return None if self._running else 0
+
+    async def stop(self, now=False):
+        self._running = False
+
+
+c = get_config()  # noqa: F821
+c.JupyterHub.bind_url = "http://127.0.0.1:{proxy_port}"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.auth_token = {proxy_token!r}
+c.ConfigurableHTTPProxy.pid_file = {proxy_pid!r}
+c.JupyterHub.db_url = {db_url!r}
+c.JupyterHub.cookie_secret_file = {cookie_secret!r}
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = OneSecondSpawner
+c.OneSecondSpawner.start_delay = {start_delay!r}
+c.OneSecondSpawner.server_url = "http://127.0.0.1:{stub_port}"
+c.JupyterHub.concurrent_spawn_limit = {spawn_limit!r}
+c.JupyterHub.active_server_limit = 0
+c.JupyterHub.api_page_default_limit = 1000000
+c.JupyterHub.api_page_max_limit = 1000000
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
+c.JupyterHub.services = [{{"name": "bench", "api_token": {api_token!r}}}]
+c.JupyterHub.load_roles = [{{"name": "admin", "services": ["bench"]}}]
+"""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.jupyterhub", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--launches", type=int, default=128, help="users starting a server at once (K), default 128")
+    parser.add_argument("--start-delay", type=float, default=1.0, help="the spawner's start time in seconds, default 1.0")
+    parser.add_argument("--threads", type=int, default=32, help="client threads sending the requests, default 32")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds from the first request to give up, default 180")
+    parser.add_argument(
+        "--default-spawn-limit",
+        action="store_true",
+        help="keep JupyterHub's default concurrent_spawn_limit (100) instead of 0, to count its 429s",
+    )
+    parser.add_argument("--no-retry", action="store_true", help="do not retry a 429 after its Retry-After")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the config and logs")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (used by bench.side_by_side)")
+    parser.add_argument("--install-only", action="store_true", help="install JupyterHub and the proxy into the cache, then exit")
+    args = parser.parse_args(argv)
+    if args.launches < 1 or args.threads < 1:
+        parser.error("--launches and --threads must be >= 1")
+    return args
+
+
+def install() -> tuple[Path, Path]:
+    """JupyterHub's virtualenv and configurable-http-proxy's command, installed once into the cache."""
+    venv = CACHE / f"jupyterhub-{JUPYTERHUB_VERSION}"
+    if not (venv / ".installed").exists():
+        print(f"installing jupyterhub=={JUPYTERHUB_VERSION} into {venv} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"jupyterhub=={JUPYTERHUB_VERSION}"], check=True
+        )
+        (venv / ".installed").touch()
+    prefix = CACHE / f"configurable-http-proxy-{CHP_VERSION}"
+    chp = prefix / "node_modules" / ".bin" / "configurable-http-proxy"
+    if not (prefix / ".installed").exists():
+        print(f"installing configurable-http-proxy@{CHP_VERSION} into {prefix} ...", flush=True)
+        prefix.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
+             f"configurable-http-proxy@{CHP_VERSION}"],
+            check=True,
+        )  # fmt: skip
+        (prefix / ".installed").touch()
+    return venv, chp
+
+
+def run(args: argparse.Namespace) -> dict:
+    venv, chp = install()
+    rid = run_id()
+    res = Resources(keep_temp=args.keep_logs)
+    figures: dict = {"bench": "jupyterhub", "launches": args.launches, "jupyterhub": JUPYTERHUB_VERSION, "chp": CHP_VERSION}
+    try:
+        temp = res.make_temp_dir(f"npu-lab-bench-jupyterhub-{rid}-")
+        ports = {"proxy_port": free_port(), "hub_port": free_port(), "proxy_api_port": free_port(), "stub_port": free_port()}
+        token = new_token()
+        (temp / "stub_server.py").write_text(STUB_SERVER)
+        (temp / "jupyterhub_config.py").write_text(
+            CONFIG.format(
+                **ports,
+                chp=str(chp),
+                proxy_token=new_token(),
+                proxy_pid=str(temp / "proxy.pid"),
+                db_url=f"sqlite:///{temp / 'jupyterhub.sqlite'}",
+                cookie_secret=str(temp / "cookie_secret"),
+                start_delay=args.start_delay,
+                spawn_limit=100 if args.default_spawn_limit else 0,
+                api_token=token,
+            )
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "CONFIGPROXY_", "PYTHON"))}
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        python = str(venv / "bin" / "python")
+        stub = res.start(
+            "stub", [python, str(temp / "stub_server.py"), str(ports["stub_port"]), JUPYTERHUB_VERSION], env=env, cwd=temp
+        )
+        hub = res.start(
+            "jupyterhub", [str(venv / "bin" / "jupyterhub"), "-f", str(temp / "jupyterhub_config.py")], env=env, cwd=temp
+        )
+        base = f"http://127.0.0.1:{ports['proxy_port']}/hub/api"
+        auth = {"Authorization": f"token {token}"}
+        setup_started = time.monotonic()
+        wait_until(
+            lambda: http_request("GET", f"{base}/users?limit=1", headers=auth, timeout=5).status == 200,
+            timeout=90,
+            what="JupyterHub's API through the proxy",
+            services=[hub, stub],
+        )
+        names = [f"student{i + 1:04d}" for i in range(args.launches)]
+        created = http_request(
+            "POST", f"{base}/users", headers={**auth, "Content-Type": "application/json"}, body=json.dumps({"usernames": names})
+        )
+        if created.status != 201:
+            raise RuntimeError(f"creating {len(names)} users answered HTTP {created.status}: {created.body[:300]!r}")
+        print(f"set-up (hub and proxy start, {len(names)} users created): {time.monotonic() - setup_started:.1f} s", flush=True)
+
+        def spawn(name: str):
+            return lambda: http_request("POST", f"{base}/users/{name}/server", headers=auth, body=b"")
+
+        fired = fire_at_once([(name, spawn(name)) for name in names], threads=args.threads)
+        started = min(f.sent_at for f in fired)
+        submitted = max(f.done_at for f in fired) - started
+        first_429 = sum(1 for f in fired if f.status == 429)
+        retried: list[Fired] = []
+        retrier = None
+        if first_429 and not args.no_retry:
+            retrier = threading.Thread(
+                target=retry_until_accepted,
+                args=(fired, spawn),
+                kwargs={
+                    "should_retry": lambda f: f.status == 429,
+                    "delay": lambda f: f.retry_after or 1.0,
+                    "deadline": started + args.timeout,
+                    "retried": retried,
+                },
+                daemon=True,
+            )
+            retrier.start()
+        ready_at = poll_ready(base, auth, set(names), started + args.timeout)
+        if retrier is not None:
+            retrier.join(timeout=1)
+        sent = {f.key: f.sent_at for f in fired}
+        launch_to_ready = [ready_at[name] - sent[name] for name in ready_at]
+        all_ready = len(ready_at) == len(names)
+        figures.update(
+            {
+                "threads": args.threads,
+                "spawn_limit": 100 if args.default_spawn_limit else 0,
+                "accepted": sum(1 for f in fired if f.status in (201, 202)),
+                "running": len(ready_at),
+                "http_statuses": status_counts(fired),
+                "retry_statuses": status_counts(retried) if retried else "",
+                "first_round_429": first_429,
+                "total_429": first_429 + sum(1 for f in retried if f.status == 429),
+                "submit_seconds": submitted,
+                "time_to_all_running": (max(ready_at.values()) - started) if all_ready else None,
+                "time_to_last_running": (max(ready_at.values()) - started) if ready_at else None,
+                "launch_to_running_p50": percentile(launch_to_ready, 50),
+                "launch_to_running_p99": percentile(launch_to_ready, 99),
+            }
+        )
+        report(figures, args)
+        return figures
+    finally:
+        res.close()
+
+
+def poll_ready(base: str, auth: dict[str, str], names: set[str], deadline: float) -> dict[str, float]:
+    """Poll the users list for ready servers; each user's ready time is when the poll showing it returned."""
+    ready_at: dict[str, float] = {}
+    while len(ready_at) < len(names) and time.time() < deadline:
+        response = http_request("GET", f"{base}/users?state=ready&limit={len(names)}", headers=auth, timeout=30)
+        seen = time.time()
+        if response.status == 200:
+            for user in response.json():
+                if user["name"] in names and user["name"] not in ready_at:
+                    server = (user.get("servers") or {}).get("", {})
+                    if server.get("ready"):
+                        ready_at[user["name"]] = seen
+        time.sleep(0.1)
+    return ready_at
+
+
+def report(f: dict, args: argparse.Namespace) -> None:
+    limit = "default 100" if args.default_spawn_limit else "0 (no limit)"
+    print(
+        f"JupyterHub {f['jupyterhub']} class start: {f['launches']} launches, configurable-http-proxy {f['chp']}, "
+        f"concurrent_spawn_limit {limit}, spawner start {args.start_delay:g} s"
+    )
+    print(f"  submitting: {f['launches']} POSTs from {args.threads} threads took {f['submit_seconds']:.2f} s")
+    print(f"  HTTP statuses: {f['http_statuses']} (429s: {f['first_round_429']})")
+    if f["retry_statuses"]:
+        print(f"  retries after Retry-After: {f['retry_statuses']} (429s in all: {f['total_429']})")
+    if f["time_to_all_running"] is not None:
+        print(f"  time to all running: {f['time_to_all_running']:.2f} s ({f['running']} of {f['launches']} ready)")
+    else:
+        print(f"  NOT all running after {args.timeout:g} s: {f['running']} of {f['launches']} ready")
+    print(
+        f"  launch -> running per user: p50 {fmt_seconds(f['launch_to_running_p50'])}, "
+        f"p99 {fmt_seconds(f['launch_to_running_p99'])}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    raise_keyboard_interrupt_on_sigterm()
+    try:
+        if args.install_only:
+            venv, chp = install()
+            print(f"installed: {venv}, {chp}")
+            return 0
+        figures = run(args)
+    except KeyboardInterrupt:
+        print("interrupted; everything started was stopped and removed", file=sys.stderr)
+        return 130
+    write_json(args.json, figures)
+    return 0 if figures["time_to_all_running"] is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

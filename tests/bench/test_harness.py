@@ -1,0 +1,89 @@
+"""The end-to-end benches' helpers (bench/harness.py): percentiles, Redis claims, retries, process clean-up."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import uuid
+
+import pytest
+import redis
+
+from bench.harness import (
+    Fired,
+    Resources,
+    Response,
+    percentile,
+    redis_claim_database,
+    redis_release_database,
+    retry_until_accepted,
+)
+
+REDIS_SERVER = "redis://127.0.0.1:6379"
+
+
+def test_percentile_interpolates_between_closest_ranks():
+    values = [4.0, 1.0, 3.0, 2.0, 5.0]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 100) == 5.0
+    assert percentile(values, 25) == 2.0
+    assert percentile([1.0, 2.0], 50) == 1.5
+    assert percentile(list(range(1, 101)), 99) == pytest.approx(99.01)
+    assert percentile([7.0], 99) == 7.0
+    assert math.isnan(percentile([], 50))
+    with pytest.raises(ValueError):
+        percentile(values, 101)
+
+
+def test_redis_claims_are_exclusive_and_only_the_owner_releases():
+    key = f"npu-lab-bench-test:{uuid.uuid4().hex}"  # a key of its own: real runs' claims are not touched
+    first = redis_claim_database(REDIS_SERVER, "owner-a", key=key, ttl=60)
+    second = redis_claim_database(REDIS_SERVER, "owner-b", key=key, ttl=60)
+    try:
+        assert first != second
+        assert redis.Redis.from_url(first).get(key) == b"owner-a"
+        assert not redis_release_database(first, "owner-b", key=key)
+        assert redis.Redis.from_url(first).get(key) == b"owner-a"
+    finally:
+        for url, owner in ((first, "owner-a"), (second, "owner-b")):
+            client = redis.Redis.from_url(url)
+            if client.get(key) == owner.encode():
+                client.delete(key)  # not flushdb: the database may hold a test run's data under its own claim
+
+
+def test_retry_until_accepted_presses_again_until_answered():
+    answers = {"a": [500, 201], "b": [201]}
+    calls: list[str] = []
+
+    def make_send(key):
+        def send():
+            calls.append(key)
+            return Response(answers[key].pop(0), b"", {})
+
+        return send
+
+    now = time.time()
+    fired = [Fired("a", now, now, 500), Fired("b", now, now, 201)]
+    retried: list[Fired] = []
+    retry_until_accepted(
+        fired, make_send, should_retry=lambda f: f.status >= 500, delay=lambda f: 0.01, deadline=now + 10, retried=retried
+    )
+    assert calls == ["a", "a"]
+    assert [f.status for f in retried] == [500, 201]
+
+
+def test_resources_stop_their_processes_and_run_every_cleanup():
+    res = Resources()
+    res.make_temp_dir("npu-lab-bench-test-")
+    service = res.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], env={})
+    cleaned = []
+    res.on_close("first", lambda: cleaned.append("first"))
+    res.on_close("failing", lambda: 1 / 0)
+    res.on_close("last", lambda: cleaned.append("last"))
+    temp = res.temp_dir
+    res.close()
+    assert not service.alive()
+    assert cleaned == ["last", "first"]
+    assert not temp.exists()
