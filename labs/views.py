@@ -65,7 +65,7 @@ def session_launch(request: HttpRequest) -> HttpResponse:
     if _wants_json(request):
         if error:
             return JsonResponse({"error": error}, status=400)
-        session = session_for_user(user=request.user, session_id=session.pk)
+        # The service's own row, with its template, course and student: no need to read it again.
         return JsonResponse({"session": session_event_payload(session, for_owner=True)}, status=201)
     if error:
         messages.error(request, error)

@@ -130,7 +130,8 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
             secret=secrets.token_urlsafe(32),
             **reason_fields(Reason.of("session.queued")),
         )
-        session_changes_publish([session.pk])
+        # No page update from here: the launching page has the session from the response, and
+        # the controller run this wakes publishes it with the rest of the batch a moment later.
         controller_wake()
     return session
 

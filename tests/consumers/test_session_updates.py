@@ -48,8 +48,10 @@ async def test_a_student_receives_each_state_change_of_their_session(async_world
     await sync_to_async(allocation_pass)()
     await sync_to_async(session_transition)(session.pk, to="starting")
     await sync_to_async(session_transition)(session.pk, to="running", access_url="http://lab/?token=t")
-    states, events = await receive_states(comm, 4)
-    assert states == [("queued", 1), ("admitted", 2), ("starting", 3), ("running", 4)]
+    # The launch itself is not published (the launching page has it from the response); the
+    # allocation pass that admits it is.
+    states, events = await receive_states(comm, 3)
+    assert states == [("admitted", 2), ("starting", 3), ("running", 4)]
     assert events[-1]["access_url"] == "http://lab/?token=t"
     await comm.disconnect()
 
@@ -64,8 +66,9 @@ async def test_an_idle_socket_still_receives_updates_after_some_seconds(async_wo
     await comm.connect()
     await asyncio.sleep(7)
     await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
+    await sync_to_async(allocation_pass)()
     states, _ = await receive_states(comm, 1)
-    assert states == [("queued", 1)]
+    assert states == [("admitted", 2)]
     await comm.disconnect()
 
 
@@ -79,7 +82,7 @@ async def test_the_instructor_sees_course_sessions_without_the_secret_url(async_
     await sync_to_async(allocation_pass)()
     await sync_to_async(session_transition)(session.pk, to="starting")
     await sync_to_async(session_transition)(session.pk, to="running", access_url="http://lab/?token=secret")
-    states, events = await receive_states(comm, 4)
+    states, events = await receive_states(comm, 3)
     assert states[-1] == ("running", 4)
     assert all(e["access_url"] == "" for e in events)
     await comm.disconnect()
@@ -91,6 +94,7 @@ async def test_a_student_does_not_receive_other_students_sessions(async_world):
     await sync_to_async(session_launch)(
         student=async_world["students"][1], course=async_world["course"], template=async_world["small"]
     )
+    await sync_to_async(allocation_pass)()
     assert await comm.receive_nothing(timeout=1)
     await comm.disconnect()
 
@@ -111,8 +115,12 @@ async def test_a_reason_reaches_the_page_in_words_with_its_code(async_world):
     student = async_world["students"][0]
     comm = communicator(student)
     await comm.connect()
+    async_world["course"].quota.instance_count = 0
+    await sync_to_async(async_world["course"].quota.save)(update_fields=["instance_count"])
     await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
+    await sync_to_async(allocation_pass)()
     _, events = await receive_states(comm, 1)
-    assert (events[0]["reason"], events[0]["reason_code"]) == ("waiting for the allocation pass", "session.queued")
-    assert events[0]["state_label"] == "queued"
+    assert events[0]["state_label"] == "failed"
+    assert events[0]["reason_code"] == "quota.ceiling_instances"
+    assert events[0]["reason"] == "course quota: the course's guarantee allows no instances"
     await comm.disconnect()
