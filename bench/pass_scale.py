@@ -148,7 +148,7 @@ def requeue(klass) -> None:
 
     with transaction.atomic():
         Allocation.objects.filter(session__course=klass).delete()
-        LabSession.objects.filter(course=klass).update(state="queued", admitted_at=None, reason="")
+        LabSession.objects.filter(course=klass).update(state="queued", admitted_at=None, reason_code="session.queued", reason_params={})
 
 
 def run(args: argparse.Namespace) -> dict:
