@@ -148,7 +148,9 @@ def requeue(klass) -> None:
 
     with transaction.atomic():
         Allocation.objects.filter(session__course=klass).delete()
-        LabSession.objects.filter(course=klass).update(state="queued", admitted_at=None, reason_code="session.queued", reason_params={})
+        LabSession.objects.filter(course=klass).update(
+            state="queued", admitted_at=None, reason_code="session.queued", reason_params={}
+        )
 
 
 def run(args: argparse.Namespace) -> dict:

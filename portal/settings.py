@@ -134,6 +134,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# No remote control (nothing here uses `celery inspect` or broadcast commands): its pidbox
+# channel is what kombu's Redis transport fails to close when the broker restarts, taking the
+# whole worker down ("'NoneType' object has no attribute 'hostname'"; make chaos saw it).
+CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
 # launch and stop), how many driver calls it makes at once, how often a failing create is tried.
@@ -141,6 +145,10 @@ LAB_CONTROLLER_SECONDS = env_float("LAB_CONTROLLER_SECONDS", 1.0, minimum=0.2)
 LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS", 0.5, minimum=0.1)
 LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 8, minimum=1, maximum=64)
 LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
+# How long a run waits for the driver's answers before it moves on (they are picked up from the
+# next observation), and how long a create may be under way before another run asks again.
+LAB_CONTROLLER_WAIT_SECONDS = env_float("LAB_CONTROLLER_WAIT_SECONDS", 3.0, minimum=0.1)
+LAB_CREATE_LEASE_SECONDS = env_int("LAB_CREATE_LEASE_SECONDS", 15, minimum=2)
 CELERY_BEAT_SCHEDULE = {
     "controller": {
         "task": "labs.tasks.controller",

@@ -32,7 +32,6 @@ MESSAGES: dict[str, str] = {
     "session.spawn_timeout": gettext_noop("did not start within %(seconds)s s"),
     "session.vanished": gettext_noop("the lab's instance disappeared from the cluster"),
     "session.vanished_before_start": gettext_noop("the instance disappeared before it started"),
-    "session.vanished_from_node": gettext_noop("its NPU instance vanished from node %(node)s"),
     "session.cluster_unreachable": gettext_noop("waiting for the cluster: %(error)s"),
     "session.driver": gettext_noop("%(message)s"),
     "session.stopped_by": gettext_noop("stopped by %(who)s"),

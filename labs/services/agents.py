@@ -86,17 +86,18 @@ def node_inventory_sync(node: Node) -> bool:
     return True
 
 
-def instance_register(session: LabSession) -> None:
+def instance_register(session: LabSession) -> bool:
     """Tell the node's agent about a session's instance (local and simulator drivers only).
 
     On Kubernetes the FlexNPU device plugin registers the instance when the pod starts; with
     the other drivers nothing on the node would, so the portal does. A failure is logged and
-    left to the reconciler: the session itself does not depend on it.
+    left to the node reconciler, which registers it again: the session itself does not depend
+    on it. Returns whether the agent took it.
     """
     allocation = session.allocation
     node = allocation.card.node
     if not settings.LAB_AGENT_REGISTERS_INSTANCES or not node.agent_url or not session.driver_ref:
-        return
+        return False
     try:
         agent_client(node).register(
             entity_id=session.driver_ref,
@@ -107,6 +108,8 @@ def instance_register(session: LabSession) -> None:
         )
     except AgentError as exc:  # unreachable, refused, or already registered by a retried task
         logger.warning("could not register instance of session %s with %s: %s", session.pk, node.name, exc)
+        return False
+    return True
 
 
 def instance_unregister(node: Node, entity_id: str) -> bool | None:

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import lru_cache
@@ -75,6 +75,7 @@ class ControllerReport:
     finished: int = 0
     deleted: int = 0
     rebound: int = 0
+    in_flight: int = 0
     observe_error: str = ""
     actions: dict[str, int] = field(default_factory=dict)
 
@@ -217,7 +218,10 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
     for action in actions:
         match action:
             case Bind(session_id, ref):
-                _bind(session_id, ref, recovered=True)
+                # Under its create lease the answer just came late; after it, a worker died
+                # between creating the instance and recording it: a repair worth an event.
+                lease = by_id[session_id].retry_at
+                _bind(session_id, ref, recovered=lease is None or lease <= now.timestamp())
             case Running(session_id, url):
                 kind, secret = links.get(session_id, ("", ""))
                 url = with_jupyter_token(url, kind=kind, secret=secret)
@@ -247,8 +251,16 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
                     report.rebound += 1
             case Expire(session_id, minutes):
                 session_stop(session_id=session_id, reason=Reason.of("session.lifetime", minutes=minutes))
+    # Wait for the driver's answers, but not for ever: a slow cluster must not hold the loop
+    # (and its lock) for a whole batch. Answers that come later are not lost: the instance
+    # shows in the next observe() and is bound then; a failed create is tried again when its
+    # lease ends.
+    done, _ = wait([future for future, _ in pending], timeout=settings.LAB_CONTROLLER_WAIT_SECONDS)
     for future, action in pending:
-        _collect(future, action, report)
+        if future in done:
+            _collect(future, action, report)
+        else:
+            report.in_flight += 1
     # Another round is worth it when the driver was asked for something (a delete may be done
     # already) or a release freed capacity the allocation pass can hand out.
     return bool(pending) or freed
@@ -272,10 +284,16 @@ def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tu
                 reason=Reason.of("session.requesting"),
                 only_from={SessionState.ADMITTED},
             )
-    # Only sessions still starting now (a stop may have come first) are created.
-    sessions = LabSession.objects.filter(pk__in=session_ids, state=SessionState.STARTING, driver_ref="").select_related(
-        "template", "course", "student", "allocation__card__node"
+    # Only sessions still starting now (a stop may have come first) are created. Each gets a
+    # lease: no other run asks again for it until the lease ends, even if this run stops
+    # waiting for the answer (a slow cluster) or its worker dies.
+    sessions = list(
+        LabSession.objects.filter(pk__in=session_ids, state=SessionState.STARTING, driver_ref="").select_related(
+            "template", "course", "student", "allocation__card__node"
+        )
     )
+    lease = timezone.now() + timedelta(seconds=settings.LAB_CREATE_LEASE_SECONDS)
+    LabSession.objects.filter(pk__in=[s.pk for s in sessions]).update(retry_at=lease)
     return [(_pool().submit(_create, session), Create(str(session.pk))) for session in sessions]
 
 
@@ -324,9 +342,10 @@ def _collect(future: Future, action: Create | Delete, report: ControllerReport) 
 def _bind(session_id: str, ref: str, *, recovered: bool) -> None:
     """Record the instance's reference on the session and its allocation (the FlexNPU entity-id)."""
     with transaction.atomic():
-        bound = (
-            LabSession.objects.filter(pk=session_id, state=SessionState.STARTING).exclude(driver_ref=ref).update(driver_ref=ref)
-        )
+        # Stopping too: a stop that came while the driver was creating must still know the
+        # instance, so that its end unregisters it from the node.
+        alive = LabSession.objects.filter(pk=session_id, state__in=(SessionState.STARTING, SessionState.STOPPING))
+        bound = alive.exclude(driver_ref=ref).update(driver_ref=ref)
         Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(entity_id=ref)
         if bound and recovered:
             RepairEvent.objects.create(
@@ -372,9 +391,10 @@ def _finish(session_id: str) -> bool:
     if session is None or session.state != SessionState.STOPPING:
         return False
     allocation = getattr(session, "allocation", None)
-    if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and session.driver_ref:
-        # Unreachable agent: the node reconciler unregisters the residual instance later.
-        instance_unregister(allocation.card.node, session.driver_ref)
+    entity_id = session.driver_ref or (allocation.entity_id if allocation is not None else "")
+    if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and entity_id:
+        # Unreachable agent: the node reconciler unregisters it later (an ended session's instance).
+        instance_unregister(allocation.card.node, entity_id)
     end_state = SessionState(session.end_state or SessionState.STOPPED)
     return session_transition(session_id, to=end_state, only_from={SessionState.STOPPING})
 

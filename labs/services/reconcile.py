@@ -9,8 +9,10 @@ unregister, conditional state changes). What it repairs, each recorded as a ``Re
 - an instance the node reports on another card than its allocation (the device plugin, not
   the portal, picks the card on Kubernetes): the allocation is moved to the reported card, so
   the ledger never disagrees with the node for longer than one period;
-- a running session whose instance is gone from a reachable agent (where the portal registers
-  instances: local and simulator drivers) fails with the reason and its allocation is released;
+- an open session's instance that a reachable agent does not list, where the portal itself
+  registers instances (local and simulator drivers: the agent restarted or missed one), is
+  registered again — never failed: whether the lab lives is the driver's to say;
+- an instance of a session that has ended is unregistered at once (its stop is done);
 - an instance an agent reports that no open session owns (a residual left by a force-deleted
   pod) is unregistered once it has been seen for ``LAB_RESIDUAL_GRACE_SECONDS`` — never sooner,
   and never because it has not used the NPU yet: a fresh Jupyter session is idle by nature;
@@ -29,12 +31,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from labs.agent.client import AgentError
-from labs.domain.reasons import Reason
-from labs.domain.states import ACTIVE, SessionState
+from labs.domain.states import ACTIVE, TERMINAL, SessionState
 from labs.models import Allocation, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
-from labs.services.agents import agent_client, instance_unregister, node_inventory_sync, node_mark_unavailable
+from labs.services.agents import agent_client, instance_register, instance_unregister, node_inventory_sync, node_mark_unavailable
 from labs.services.controller import allocation_rebind
-from labs.services.sessions import session_begin_stop
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ReconcileReport:
     rebound: int = 0
+    reregistered: int = 0
     sessions_failed: int = 0
     residuals_seen: int = 0
     residuals_unregistered: int = 0
@@ -56,14 +57,6 @@ def reconcile() -> ReconcileReport:
     if any((report.rebound, report.sessions_failed, report.residuals_unregistered, report.nodes_unreachable)):
         logger.info("reconcile: %s", report)
     return report
-
-
-def _fail(session_id, reason: Reason, report: ReconcileReport, entity_id: str = "") -> None:
-    if session_begin_stop(session_id, reason=reason, failed=True):
-        report.sessions_failed += 1
-        RepairEvent.objects.create(
-            kind=RepairEvent.Kind.SESSION_FAILED, session_id=session_id, entity_id=entity_id, message=str(reason)[:500]
-        )
 
 
 def _reconcile_node(node: Node, report: ReconcileReport) -> None:
@@ -86,17 +79,33 @@ def _reconcile_node(node: Node, report: ReconcileReport) -> None:
     )
     _follow_cards(node, reported, report)
     if settings.LAB_AGENT_REGISTERS_INSTANCES:
-        # Only where instances are registered for the portal's sessions can a missing one be
-        # read as vanished; on Kubernetes the pod check above covers it.
-        running = LabSession.objects.filter(
-            state=SessionState.RUNNING, allocation__card__node=node, allocation__released_at__isnull=True
-        ).exclude(driver_ref="")
-        for session_id, entity_id in running.values_list("pk", "driver_ref"):
-            if entity_id not in reported:
-                _fail(session_id, Reason.of("session.vanished_from_node", node=node.name), report, entity_id)
+        _register_missing(node, reported, report)
     _residuals(node, reported, owned, now, report)
     _record_samples(node, instances, now)
     report.breaches += _check_guarantees(node, now)
+
+
+def _register_missing(node: Node, reported: dict, report: ReconcileReport) -> None:
+    """Register again the instances of open sessions the agent does not list.
+
+    Only where the portal itself registers instances (local and simulator drivers): there a
+    missing registration means the agent restarted or never got one, not that the lab died —
+    whether the lab lives is the controller's to see, in the driver's ``observe()``. Failing the
+    session here would end a healthy lab.
+    """
+    missing = (
+        LabSession.objects.filter(
+            state__in=(SessionState.STARTING, SessionState.RUNNING),
+            allocation__card__node=node,
+            allocation__released_at__isnull=True,
+        )
+        .exclude(driver_ref="")
+        .exclude(driver_ref__in=list(reported))
+        .select_related("allocation__card__node")
+    )
+    for session in missing:
+        if instance_register(session):
+            report.reregistered += 1
 
 
 def _follow_cards(node: Node, reported: dict, report: ReconcileReport) -> None:
@@ -114,6 +123,22 @@ def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileRe
     grace = timedelta(seconds=settings.LAB_RESIDUAL_GRACE_SECONDS)
     strangers = [entity_id for entity_id in reported if entity_id not in owned]
     ResidualCandidate.objects.filter(node=node).exclude(entity_id__in=strangers).delete()
+    # An instance of a session that has ended is no stranger: its stop is done and the pod or
+    # process is gone, so what the node still holds is a leftover that keeps its card's memory
+    # booked. It goes now; the grace window is for instances the ledger does not know yet.
+    ended = set(
+        Allocation.objects.filter(entity_id__in=strangers, session__state__in=TERMINAL).values_list("entity_id", flat=True)
+    ) | set(LabSession.objects.filter(driver_ref__in=strangers, state__in=TERMINAL).values_list("driver_ref", flat=True))
+    for entity_id in sorted(ended):
+        if instance_unregister(node, entity_id):
+            report.residuals_unregistered += 1
+            RepairEvent.objects.create(
+                kind=RepairEvent.Kind.RESIDUAL_UNREGISTERED,
+                node=node,
+                entity_id=entity_id,
+                message="unregistered the instance of a session that has ended",
+            )
+    strangers = [entity_id for entity_id in strangers if entity_id not in ended]
     for entity_id in strangers:
         candidate, created = ResidualCandidate.objects.get_or_create(
             node=node, entity_id=entity_id, defaults={"first_seen_at": now}

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from labs.domain.reasons import Reason
-from labs.models import Allocation, Card, Node, RepairEvent, ResidualCandidate
+from labs.models import Allocation, Card, LabSession, Node, RepairEvent, ResidualCandidate
 from labs.services.allocation import allocation_pass
 from labs.services.controller import reconcile_once
 from labs.services.reconcile import reconcile
@@ -99,12 +99,52 @@ def test_a_fresh_idle_instance_of_a_live_session_is_never_taken_for_a_residual(w
     assert {i.entity_id for i in agent.driver.instances()} == {session.driver_ref}
 
 
-def test_a_session_whose_npu_instance_vanished_fails(world, agent, cluster_driver):
+def test_an_agent_that_lost_a_registration_gets_it_again_and_the_lab_lives_on(world, agent, cluster_driver):
     session = running_session(world)
-    agent.driver.unregister(session.driver_ref)
-    reconcile()
+    agent.driver.unregister(session.driver_ref)  # the agent restarted and forgot it
+
+    report = reconcile()
+
     session.refresh_from_db()
-    assert session.state == "stopping" and session.reason == f"its NPU instance vanished from node {world['node'].name}"
+    assert session.state == "running"
+    assert report.reregistered == 1 and report.sessions_failed == 0
+    assert {i.entity_id for i in agent.driver.instances()} == {session.driver_ref}
+
+
+def test_the_instance_of_an_ended_session_is_unregistered_without_waiting_for_the_grace(world, agent, cluster_driver, settings):
+    settings.LAB_RESIDUAL_GRACE_SECONDS = 300
+    live = running_session(world)
+    ended = running_session(world, 1)
+    # Its stop finished while the agent did not answer, so the registration stayed behind.
+    LabSession.objects.filter(pk=ended.pk).update(state="stopped", ended_at=timezone.now())
+    Allocation.objects.filter(session=ended).update(released_at=timezone.now())
+
+    report = reconcile()
+
+    assert report.residuals_unregistered == 1
+    assert {i.entity_id for i in agent.driver.instances()} == {live.driver_ref}
+    assert kinds() == ["residual_unregistered"]
+
+
+def test_a_stop_that_comes_while_the_instance_is_created_still_unregisters_it(world, agent, cluster_driver):
+    from labs.services import controller
+    from labs.services.allocation import allocation_pass
+    from labs.services.sessions import session_transition
+
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    session_transition(session.pk, to="starting")
+    row = LabSession.objects.select_related("template", "course", "student", "allocation__card__node").get(pk=session.pk)
+    ref = controller._create(row)  # the driver made it and the node registered it ...
+    session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student000"))  # ... as the stop came
+    controller._bind(str(session.pk), ref, recovered=False)  # then the create's answer is recorded
+
+    for _ in range(3):
+        reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state == "stopped" and session.driver_ref == ref
+    assert agent.driver.instances() == []
 
 
 def test_an_unreachable_agent_makes_its_node_unavailable_and_releases_nothing(world, agent, cluster_driver):

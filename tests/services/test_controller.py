@@ -298,3 +298,23 @@ def test_a_jupyter_link_without_the_token_gets_the_sessions_token():
     assert (
         with_jupyter_token("https://labs.example.edu/labs/abc/", kind="vllm", secret="s3") == "https://labs.example.edu/labs/abc/"
     )
+
+
+@override_settings(LAB_CONTROLLER_WAIT_SECONDS=0.2)
+def test_a_slow_create_does_not_hold_the_run_and_its_answer_is_bound_later_without_a_repair(world, driver, monkeypatch):
+    monkeypatch.setattr(driver, "create_delay_seconds", 1.0)
+    session = launch(world)
+    report = ControllerReport()
+
+    started = time.monotonic()
+    reconcile_once(report)
+
+    assert time.monotonic() - started < 0.9
+    assert report.in_flight == 1
+    session.refresh_from_db()
+    assert (session.state, session.driver_ref) == ("starting", "")
+    reconcile_once()  # under the lease: not asked for again
+    time.sleep(1.2)
+    settle(session)
+    assert session.driver_ref and driver.list() == {str(session.pk)}
+    assert not RepairEvent.objects.exists()

@@ -56,6 +56,8 @@ def test_a_task_whose_worker_is_killed_mid_create_is_redelivered_and_finishes(wo
         "CELERY_VISIBILITY_TIMEOUT": "6",
         "CELERY_UNACKED_RESTORE_SECONDS": "1",
         "LAB_SIMULATOR_DELAY_SECONDS": "0.2",
+        # The dead worker's create holds a lease on the session; past it the rescuer asks again.
+        "LAB_CREATE_LEASE_SECONDS": "5",
     }
     doomed = start_worker("doomed", concurrency=1, pool="solo", **slow)
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])

@@ -49,7 +49,21 @@ class Command(BaseCommand):
                 [python, "-m", "labs.agent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)],
             )
             self._start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"])
-            self._start("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", "demo@%h"])
+            self._start(
+                "worker",
+                [
+                    *celery,
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--concurrency",
+                    "2",
+                    "--hostname",
+                    "demo@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+            )
             self._start(
                 "beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")]
             )
