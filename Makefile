@@ -46,7 +46,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.side_by_side --launches 128 --repeats 1 --web-conn-max-age 0 || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status
 
-## bench-classstart: the class start at 512 (4 servers) and 1,024 launches (8 servers) beside JupyterHub (~15 min)
+## bench-classstart: the class start at 512 (4 servers) and 1,024 launches (8 servers) beside JupyterHub (~11 min)
 bench-classstart: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench.side_by_side --launches 512,1024 --repeats 1 || status=1; \

@@ -88,7 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         metavar="SECONDS",
         help="Daphne's CONN_MAX_AGE (as ?conn_max_age= on its DATABASE_URL); default: the portal's own (60 s). Under ASGI "
-        "every request runs in a thread of its own, each keeping its connection: Django's docs advise 0 there",
+        "every request runs in a thread of its own, each keeping its connection: Django's docs advise 0 there "
+        "(no effect on a portal that sets CONN_MAX_AGE itself)",
     )
     parser.add_argument("--http-login", action="store_true", help="log every student in through the login page (slow)")
     parser.add_argument(
