@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VAR := var
 
-.PHONY: demo test test-fast bench lint venv clean
+.PHONY: demo test test-fast bench chaos lint venv clean
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test-fast: $(VENV)/.installed-dev
 ## bench: the allocation engine's throughput beside a naive reference in the same run
 bench: $(VENV)/.installed-dev
 	$(PY) -m bench
+
+## chaos: real workers, beat, Redis and agents under injected faults, then invariant checks (about 5 minutes)
+chaos: $(VENV)/.installed-dev
+	$(PY) -m bench.chaos
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
