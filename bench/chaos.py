@@ -89,6 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--failure-rate", type=float, default=0.3, help="create/delete failure rate in the window (0.3)")
     parser.add_argument("--create-delay", type=float, default=1.5, help="simulated create delay in the window, s (1.5)")
     parser.add_argument("--down", type=float, default=3.0, help="seconds a killed worker, beat or Redis stays down (3)")
+    parser.add_argument("--burst", type=int, default=6, help="planned stops issued at once right before a fault (6)")
     parser.add_argument("--inject", type=int, default=3, help="running instances failed on purpose (default 3)")
     parser.add_argument("--controller-seconds", type=float, default=1.0, help="LAB_CONTROLLER_SECONDS (default 1)")
     parser.add_argument("--reconcile-seconds", type=float, default=5.0, help="RECONCILE_SECONDS (default 5)")
@@ -331,6 +332,10 @@ class Chaos:
         self.faults: list[Fault] = []
         self.workload = Workload()
         self.injected: set[str] = set()
+        # Planned stops the main thread took over (a burst right before a fault); the workload skips them.
+        self.claimed: set[int] = set()
+        self.claim_lock = threading.Lock()
+        self.pending_stops: list[int] = []
         self.results: list[tuple[str, bool, str]] = []
         self.infos: list[str] = []
 
@@ -509,9 +514,8 @@ class Chaos:
         from django.contrib.auth import get_user_model
         from django.db import connection
 
-        from labs.domain.reasons import Reason
         from labs.models import Course, LabSession, LabTemplate
-        from labs.services.sessions import LaunchRefused, session_launch, session_stop
+        from labs.services.sessions import LaunchRefused, session_launch
 
         User = get_user_model()
         course = self.retry(lambda: Course.objects.get(pk=self.course_id))
@@ -539,24 +543,43 @@ class Chaos:
                     except Exception as exc:
                         self.workload.launch_errors.append(f"student {i}: {exc!r}")
                 else:
-                    session_id = self.workload.launched.get(i)
-                    if session_id is None:
-                        continue
-                    if session_id in self.injected:
-                        continue
-                    self.workload.stop_requested[session_id] = time.time()
-                    try:
-                        self.retry(
-                            lambda sid=session_id: session_stop(
-                                session_id=sid, reason=Reason.of("session.stopped_by", who="chaos")
-                            )
-                        )
-                    except Exception as exc:
-                        self.workload.stop_errors.append(f"{session_id}: {exc!r}")
+                    with self.claim_lock:
+                        if i in self.claimed:
+                            continue
+                        self.claimed.add(i)
+                    self.stop(i)
         finally:
             with contextlib.suppress(Exception):
                 connection.close()
             done.set()
+
+    def stop(self, i: int) -> None:
+        from labs.domain.reasons import Reason
+        from labs.services.sessions import session_stop
+
+        session_id = self.workload.launched.get(i)
+        if session_id is None or session_id in self.injected:
+            return
+        self.workload.stop_requested[session_id] = time.time()
+        try:
+            self.retry(lambda: session_stop(session_id=session_id, reason=Reason.of("session.stopped_by", who="chaos")))
+        except Exception as exc:
+            self.workload.stop_errors.append(f"{session_id}: {exc!r}")
+
+    def burst(self) -> None:
+        """Stop a few sessions the plan would stop later, at once, so the next fault meets work in flight."""
+        taken = []
+        with self.claim_lock:
+            for i in self.pending_stops:
+                if len(taken) == self.args.burst:
+                    break
+                if i not in self.claimed and i in self.workload.launched:
+                    self.claimed.add(i)
+                    taken.append(i)
+        for i in taken:
+            self.stop(i)
+        if taken:
+            say(f"  burst: stopped {len(taken)} sessions just before the fault")
 
     def retry(self, fn, attempts: int = 30):
         """Run ``fn``; on a lost database connection (a terminated backend) reconnect and run it again."""
@@ -583,6 +606,15 @@ class Chaos:
         states = [SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING]
         return self.retry(lambda: [str(pk) for pk in LabSession.objects.filter(state__in=states).values_list("pk", flat=True)])
 
+    def queued_fitting(self) -> list[str]:
+        """The queued sessions the allocation pass could place now (oldest first, as it goes)."""
+        from labs.domain.states import SessionState
+        from labs.models import LabSession
+
+        fitting, _ = self.retry(self.queued_with_room)
+        queued = LabSession.objects.filter(state=SessionState.QUEUED).order_by("created_at", "id")
+        return self.retry(lambda: [str(pk) for pk in queued.values_list("pk", flat=True)[:fitting]]) if fitting else []
+
     def begin(self, name: str) -> Fault:
         fault = Fault(name, time.time())
         self.faults.append(fault)
@@ -592,10 +624,10 @@ class Chaos:
     def cleared(self, fault: Fault, note: str = "") -> None:
         fault.cleared = time.time()
         fault.note = note
-        fault.stragglers = self.in_progress()
+        fault.stragglers = self.in_progress() + self.queued_fitting()
         say(
             f"  cleared after {fault.cleared - fault.started:.1f} s{' (' + note + ')' if note else ''}; "
-            f"{len(fault.stragglers)} session(s) in progress"
+            f"{len(fault.stragglers)} session(s) in progress or queued with room"
         )
         self.wait_settled(fault)
 
@@ -603,15 +635,16 @@ class Chaos:
         """Wait (bounded) until the fault's stragglers have settled, watching at least one reconciler period.
 
         Stragglers are the sessions in progress (admitted, starting, stopping) when the fault
-        cleared, and the fault's after-effects: sessions that begin to stop after it cleared
-        without the workload asking (failed by the controller or the reconciler).
+        cleared, the queued ones that would have fitted then, and the fault's after-effects:
+        sessions that begin to stop after it cleared without the workload asking (failed by the
+        controller or the reconciler).
         """
         from django.db.models import Q
 
         from labs.domain.states import SessionState
         from labs.models import LabSession
 
-        states = [SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING]
+        states = [SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING]
         cleared = datetime.fromtimestamp(fault.cleared, tz=UTC)
         tracked = set(fault.stragglers)
         watch_until = time.monotonic() + self.args.reconcile_seconds + 1
@@ -638,10 +671,10 @@ class Chaos:
         fault.effects = sorted(tracked - set(fault.stragglers))
         fault.settle_seconds = None if pending else self.settle_time(fault, tracked)
         if pending:
-            say(f"  NOT settled within {self.args.settle_bound:.0f} s: {len(pending)} still in progress")
+            say(f"  NOT settled within {self.args.settle_bound:.0f} s: {len(pending)} still queued or in progress")
         else:
             say(
-                f"  settled {fault.settle_seconds:.2f} s after it cleared ({len(fault.stragglers)} in progress, "
+                f"  settled {fault.settle_seconds:.2f} s after it cleared ({len(fault.stragglers)} in progress or fitting, "
                 f"{len(fault.effects)} after-effects)"
             )
         time.sleep(1.0)
@@ -680,6 +713,7 @@ class Chaos:
 
     def fault_kill_worker(self) -> None:
         worker = self.workers[0]
+        self.burst()
         fault = self.begin(f"kill -9 {worker.name} (process group {worker.pid})")
         worker.kill9()
         time.sleep(self.args.down)
@@ -688,6 +722,7 @@ class Chaos:
         self.cleared(fault, f"{worker.name} restarted, ready" if ok else f"{worker.name} did NOT report ready")
 
     def fault_kill_beat(self) -> None:
+        self.burst()
         fault = self.begin(f"kill -9 beat (pid {self.beat.pid})")
         self.beat.kill9()
         time.sleep(self.args.down)
@@ -696,6 +731,7 @@ class Chaos:
         self.cleared(fault, "beat restarted" if ok else "beat did NOT start")
 
     def fault_kill_redis(self) -> None:
+        self.burst()
         fault = self.begin(f"kill -9 redis-server (pid {self.redis.pid}, port {self.redis_port})")
         self.redis.kill9()
         time.sleep(max(self.args.down, 3.0))
@@ -704,6 +740,7 @@ class Chaos:
         self.cleared(fault, "redis answers again on the same port (empty)" if ok else "redis did NOT come back")
 
     def fault_terminate_backends(self) -> None:
+        self.burst()
         fault = self.begin(f"pg_terminate_backend of every connection to {self.db.name}")
         count = self.db.terminate_backends()
         self.cleared(fault, f"{count} backends terminated")
@@ -732,6 +769,7 @@ class Chaos:
     def fault_agent_down(self) -> None:
         name = next(iter(self.agents))
         agent = self.agents[name]
+        self.burst()
         fault = self.begin(f"kill -9 agent of {name} (pid {agent.pid}) for {self.args.agent_down:g} s")
         agent.kill9()
         time.sleep(self.args.agent_down)
@@ -746,6 +784,8 @@ class Chaos:
         events = self.plan()
         self.planned_stops: set[str] = set()
         stop_students = {i for _, kind, i in events if kind == "stop"}
+        # Bursts take the stops planned last, so the random stops early in the run stay random.
+        self.pending_stops = [i for _, kind, i in reversed(events) if kind == "stop"]
         done = threading.Event()
         started = time.monotonic()
         say(
@@ -789,7 +829,11 @@ class Chaos:
         )
 
     def queued_with_room(self) -> tuple[int, int]:
-        """(queued sessions, free small slots on available nodes) — queued with room is a stuck queue."""
+        """(queued sessions that would fit, free small slots on healthy cards) — queued with room is a stuck queue.
+
+        Every node counts, available or not: once the faults have cleared every node is back, and a
+        queue that waits for the reconciler to notice that is waiting on a fault.
+        """
         from labs.domain.states import SessionState
         from labs.models import Allocation, Card, LabSession
 
@@ -805,14 +849,14 @@ class Chaos:
             use[card_id][2] += 1
         room = 0
         per_node = collections.Counter()
-        cards = list(Card.objects.filter(healthy=True, node__available=True).values_list("pk", "node_id", "memory_mib"))
+        cards = list(Card.objects.filter(healthy=True).values_list("pk", "node_id", "memory_mib"))
         for card_id, node_id, _ in cards:
             per_node[node_id] += use[card_id][2]
         for card_id, node_id, mib in cards:
             core, used, count = use[card_id]
             fit = min((100 - core) // TEMPLATE_CORE, (mib - used) // TEMPLATE_MIB, MAX_PER_CARD - count)
             room += max(0, min(fit, MAX_PER_NODE - per_node[node_id]))
-        return (queued if room else 0), room
+        return min(queued, room), room
 
     # -- checks -----------------------------------------------------------------------------------
 
@@ -985,7 +1029,7 @@ class Chaos:
                 f"fault {number} settled within 2 controller periods ({target:g} s): {fault.name}",
                 settled is not None and settled <= target,
                 (f"{settled:.2f} s" if settled is not None else f"not settled within {self.args.settle_bound:g} s")
-                + f" for {len(fault.stragglers)} in progress + {len(fault.effects)} after-effects; "
+                + f" for {len(fault.stragglers)} in progress/fitting + {len(fault.effects)} after-effects; "
                 f"fault lasted {fault.cleared - fault.started:.1f} s",
             )
 
@@ -1019,7 +1063,7 @@ class Chaos:
             settled = f"{fault.settle_seconds:.2f} s" if fault.settle_seconds is not None else "NOT settled"
             print(
                 f"  {number}. +{start:6.1f} s  {fault.name}: lasted {fault.cleared - fault.started:.1f} s, "
-                f"{len(fault.stragglers)} in progress + {len(fault.effects)} after-effects, settle {settled}"
+                f"{len(fault.stragglers)} in progress/fitting + {len(fault.effects)} after-effects, settle {settled}"
             )
         print(f"workload: {len(w.launched)} launched, {len(w.stop_requested)} stops, {w.db_retries} database retries")
         for line in self.infos:
