@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--failure-rate", type=float, default=0.3, help="create/delete failure rate in the window (0.3)")
     parser.add_argument("--create-delay", type=float, default=1.5, help="simulated create delay in the window, s (1.5)")
     parser.add_argument("--down", type=float, default=3.0, help="seconds a killed worker, beat or Redis stays down (3)")
-    parser.add_argument("--burst", type=int, default=6, help="planned stops issued at once right before a fault (6)")
+    parser.add_argument("--burst", type=int, default=4, help="planned stops issued at once right before a fault (4)")
     parser.add_argument("--inject", type=int, default=3, help="running instances failed on purpose (default 3)")
     parser.add_argument("--controller-seconds", type=float, default=1.0, help="LAB_CONTROLLER_SECONDS (default 1)")
     parser.add_argument("--reconcile-seconds", type=float, default=5.0, help="RECONCILE_SECONDS (default 5)")
@@ -568,14 +568,10 @@ class Chaos:
 
     def burst(self) -> None:
         """Stop a few sessions the plan would stop later, at once, so the next fault meets work in flight."""
-        taken = []
         with self.claim_lock:
-            for i in self.pending_stops:
-                if len(taken) == self.args.burst:
-                    break
-                if i not in self.claimed and i in self.workload.launched:
-                    self.claimed.add(i)
-                    taken.append(i)
+            candidates = [i for i in self.pending_stops if i not in self.claimed and i in self.workload.launched]
+            taken = self.rng.sample(candidates, min(self.args.burst, len(candidates)))
+            self.claimed.update(taken)
         for i in taken:
             self.stop(i)
         if taken:
@@ -784,8 +780,8 @@ class Chaos:
         events = self.plan()
         self.planned_stops: set[str] = set()
         stop_students = {i for _, kind, i in events if kind == "stop"}
-        # Bursts take the stops planned last, so the random stops early in the run stay random.
-        self.pending_stops = [i for _, kind, i in reversed(events) if kind == "stop"]
+        # Bursts take planned stops not yet made, at random, so stops go on between the faults.
+        self.pending_stops = [i for _, kind, i in events if kind == "stop"]
         done = threading.Event()
         started = time.monotonic()
         say(
