@@ -298,6 +298,7 @@ class Fault:
     cleared: float = 0.0
     stragglers: list[str] = field(default_factory=list)
     effects: list[str] = field(default_factory=list)
+    slowest: str = ""
     settle_seconds: float | None = None  # None: not settled within the bound
     note: str = ""
 
@@ -680,20 +681,30 @@ class Chaos:
         from labs.models import LabSession
 
         latest = 0.0
-        rows = self.retry(lambda: list(LabSession.objects.filter(pk__in=tracked).values_list("running_at", "ended_at")))
-        for running_at, ended_at in rows:
+        rows = self.retry(
+            lambda: list(
+                LabSession.objects.filter(pk__in=tracked).values_list(
+                    "pk", "running_at", "ended_at", "state", "reason_code", "create_attempts"
+                )
+            )
+        )
+        for pk, running_at, ended_at, state, code, attempts in rows:
             times = [t.timestamp() for t in (running_at, ended_at) if t is not None and t.timestamp() >= fault.cleared]
-            if times:
-                latest = max(latest, min(times) - fault.cleared)
+            if times and min(times) - fault.cleared >= latest:
+                latest = min(times) - fault.cleared
+                fault.slowest = f"{pk}: {state}, reason {code or '-'}, {attempts} failed creates"
         return latest
 
     def restart_workers(self, note: str, **extra_env: str) -> None:
         """Restart the workers one at a time (warm shutdown), so one keeps serving."""
         for worker in self.workers:
-            worker.stop()
+            started = time.monotonic()
+            worker.stop(timeout=60)
+            stopped = time.monotonic()
             worker.start(**extra_env)
             if not worker.wait_for_log(" ready.", 60):
                 say(f"  {worker.name} did not come back; see {worker.log_path}")
+            say(f"  {worker.name}: warm shutdown {stopped - started:.1f} s, start {time.monotonic() - stopped:.1f} s")
         say(f"  workers restarted {note}")
 
     def fault_driver_window(self) -> None:
@@ -1061,6 +1072,8 @@ class Chaos:
                 f"  {number}. +{start:6.1f} s  {fault.name}: lasted {fault.cleared - fault.started:.1f} s, "
                 f"{len(fault.stragglers)} in progress/fitting + {len(fault.effects)} after-effects, settle {settled}"
             )
+            if fault.slowest:
+                print(f"       slowest: {fault.slowest}")
         print(f"workload: {len(w.launched)} launched, {len(w.stop_requested)} stops, {w.db_retries} database retries")
         for line in self.infos:
             print(f"  info: {line}")
