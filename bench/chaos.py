@@ -24,7 +24,8 @@ cleared have settled, and measures how long that took:
 5. every backend of the database terminated (``pg_terminate_backend``);
 6. ``inject_failure`` into a few running instances (the only failures the checks accept, with
    creates that failed ``LAB_CREATE_ATTEMPTS`` times in a row);
-7. one node's agent killed for ``--agent-down`` seconds and started again on the same port.
+7. one node's agent killed for ``--agent-down`` seconds and started again on the same port
+   (``--agent-fault pause`` stops it with SIGSTOP instead and continues it, keeping its state).
 
 Then it waits for the system to settle (bounded) and checks, printing PASS/FAIL with numbers:
 no session lost or stuck, no allocation leaked or doubled, no card over its limits, no instance
@@ -85,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--launch-window", type=float, default=20.0, help="launches are spread over this many seconds (20)")
     parser.add_argument("--stop-share", type=float, default=1 / 3, help="share of sessions stopped (default 1/3)")
     parser.add_argument("--agent-down", type=float, default=60.0, help="seconds one node agent stays down (default 60)")
+    parser.add_argument(
+        "--agent-fault",
+        choices=["kill", "pause"],
+        default="kill",
+        help="kill: kill -9 the agent and start a new one on the same port (a simulated agent forgets its "
+        "registrations); pause: SIGSTOP it and SIGCONT it after --agent-down (it keeps them). Default kill",
+    )
     parser.add_argument("--fault-window", type=float, default=20.0, help="seconds of the driver fault window (default 20)")
     parser.add_argument("--failure-rate", type=float, default=0.3, help="create/delete failure rate in the window (0.3)")
     parser.add_argument("--create-delay", type=float, default=1.5, help="simulated create delay in the window, s (1.5)")
@@ -777,10 +785,16 @@ class Chaos:
         name = next(iter(self.agents))
         agent = self.agents[name]
         self.burst()
-        fault = self.begin(f"kill -9 agent of {name} (pid {agent.pid}) for {self.args.agent_down:g} s")
-        agent.kill9()
-        time.sleep(self.args.agent_down)
-        agent.start()
+        if self.args.agent_fault == "pause":
+            fault = self.begin(f"SIGSTOP agent of {name} (pid {agent.pid}) for {self.args.agent_down:g} s, then SIGCONT")
+            os.killpg(agent.pid, signal.SIGSTOP)
+            time.sleep(self.args.agent_down)
+            os.killpg(agent.pid, signal.SIGCONT)
+        else:
+            fault = self.begin(f"kill -9 agent of {name} (pid {agent.pid}) for {self.args.agent_down:g} s")
+            agent.kill9()
+            time.sleep(self.args.agent_down)
+            agent.start()
         ok = wait_until(lambda: agent_up(self.agent_urls[name]), 20)
         self.cleared(fault, f"agent answers again at {self.agent_urls[name]}" if ok else "agent did NOT come back")
 
@@ -920,6 +934,8 @@ class Chaos:
             f"stops not honoured",
         )
 
+        self.latency_info(sessions)
+
         # 2. no allocation leaked or doubled
         unreleased = collections.Counter(
             str(sid) for sid in Allocation.objects.filter(released_at__isnull=True).values_list("session_id", flat=True)
@@ -1039,6 +1055,24 @@ class Chaos:
                 + f" for {len(fault.stragglers)} in progress/fitting + {len(fault.effects)} after-effects; "
                 f"fault lasted {fault.cleared - fault.started:.1f} s",
             )
+
+    def latency_info(self, sessions: dict) -> None:
+        """How long stops took (request -> stopped), overall and while the driver fault window was open."""
+        window = self.faults[0] if self.faults else None
+        overall, in_window = [], []
+        for session_id, requested in self.workload.stop_requested.items():
+            ended = sessions.get(session_id, {}).get("ended_at")
+            if ended is None:
+                continue
+            overall.append(ended.timestamp() - requested)
+            if window and window.started <= requested <= window.cleared:
+                in_window.append(ended.timestamp() - requested)
+        for label, values in (("all stops", overall), ("stops during the driver fault window", in_window)):
+            if values:
+                self.infos.append(
+                    f"stop -> stopped, {label}: median {statistics.median(values):.2f} s, max {max(values):.2f} s "
+                    f"({len(values)} stops)"
+                )
 
     def agent_info(self, sessions: dict, running: set[str]) -> None:
         from labs.agent.client import AgentClient
