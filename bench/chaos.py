@@ -1089,6 +1089,19 @@ class Chaos:
                 self.infos.append(f"agent {node}: unreachable ({exc})")
                 continue
             expected = refs_by_node[node]
+            residual = registered - expected
+            if residual:
+                # Whose instances are they? The allocation keeps the entity id even where the session has no driver_ref.
+                owners = collections.Counter()
+                for state, ref in Allocation.objects.filter(entity_id__in=residual).values_list(
+                    "session__state", "session__driver_ref"
+                ):
+                    owners[f"{state} session, driver_ref {'recorded' if ref else 'EMPTY'}"] += 1
+                unknown = len(residual) - sum(owners.values())
+                self.infos.append(
+                    f"agent {node}: residual registrations belong to {dict(owners)}"
+                    + (f", {unknown} to no allocation" if unknown else "")
+                )
             self.infos.append(
                 f"agent {node}: {len(registered)} registered instances for {len(expected)} running sessions; "
                 f"{len(expected - registered)} running sessions not registered, {len(registered - expected)} residual "
