@@ -215,8 +215,17 @@ class Proc:
         self.log_path = log_dir / f"{name}.log"
         self.process: subprocess.Popen | None = None
         self.offset = 0
+        # Set while the harness itself has it down; the supervisor restarts it otherwise.
+        self.expected_down = True
+        self.lock = threading.RLock()
 
     def start(self, **extra_env: str) -> None:
+        with self.lock:
+            self._start(extra_env)
+            self.expected_down = False
+            self.extra_env = extra_env
+
+    def _start(self, extra_env: dict[str, str]) -> None:
         self.offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== chaos: start {self.name} {' '.join(f'{k}={v}' for k, v in extra_env.items())}\n".encode())
@@ -254,12 +263,14 @@ class Proc:
         return False
 
     def kill9(self) -> None:
+        self.expected_down = True
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
     def stop(self, timeout: float = 15.0) -> None:
+        self.expected_down = True
         if self.alive():
             # SIGTERM to the main process only: a Celery worker then shuts down warmly (its pool
             # children finish their task); the group gets SIGKILL below.
@@ -347,6 +358,7 @@ class Chaos:
         self.pending_stops: list[int] = []
         self.results: list[tuple[str, bool, str]] = []
         self.infos: list[str] = []
+        self.crashes: list[str] = []
 
     # -- environment ------------------------------------------------------------------------------
 
@@ -800,8 +812,30 @@ class Chaos:
 
     # -- the whole run ----------------------------------------------------------------------------
 
+    def supervise(self, done: threading.Event) -> None:
+        """Restart a worker or beat that exited by itself, as systemd or Kubernetes would; each one is a failed check."""
+        while not done.wait(0.5):
+            for proc in [*self.workers, self.beat]:
+                with proc.lock:
+                    if proc.expected_down or proc.alive():
+                        continue
+                    code = proc.process.returncode
+                    last = [line for line in proc.log_since_start().splitlines() if "CRITICAL" in line or "Unrecoverable" in line]
+                    why = last[-1].strip()[:200] if last else "no CRITICAL line in its log"
+                    self.crashes.append(f"{proc.name} exited by itself (code {code}): {why}")
+                    say(f"SUPERVISOR: {proc.name} exited by itself (code {code}): {why}; restarting it")
+                    proc.start(**getattr(proc, "extra_env", {}))
+
     def run(self) -> int:
         self.setup()
+        supervisor_done = threading.Event()
+        threading.Thread(target=self.supervise, args=(supervisor_done,), name="supervisor", daemon=True).start()
+        try:
+            return self._run()
+        finally:
+            supervisor_done.set()
+
+    def _run(self) -> int:
         events = self.plan()
         self.planned_stops: set[str] = set()
         stop_students = {i for _, kind, i in events if kind == "stop"}
@@ -1044,7 +1078,14 @@ class Chaos:
             f"{len(retried) - len(recovered) - len(unresolved)} stopped or failed for good, {len(unresolved)} unresolved",
         )
 
-        # 7. settle time per fault
+        # 7. processes that died without being killed (restarted by the harness's supervisor)
+        self.result(
+            "no worker or beat died by itself",
+            not self.crashes,
+            "none" if not self.crashes else f"{len(self.crashes)}: " + "; ".join(self.crashes),
+        )
+
+        # 8. settle time per fault
         target = 2 * self.args.controller_seconds
         for number, fault in enumerate(self.faults, 1):
             settled = fault.settle_seconds
