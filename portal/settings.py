@@ -142,7 +142,8 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
 # launch and stop), how many driver calls it makes at once, how often a failing create is tried.
 LAB_CONTROLLER_SECONDS = env_float("LAB_CONTROLLER_SECONDS", 1.0, minimum=0.2)
-LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS", 0.5, minimum=0.1)
+LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS", 0.25, minimum=0.05)
+LAB_CONTROLLER_ROUND_PAUSE_SECONDS = env_float("LAB_CONTROLLER_ROUND_PAUSE_SECONDS", 0.1, minimum=0.0)
 LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 8, minimum=1, maximum=64)
 LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
 # How long a run waits for the driver's answers before it moves on (they are picked up from the

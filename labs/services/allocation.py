@@ -6,8 +6,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db import connection, transaction
+from django.db.models import CharField, Count, F, FloatField, Func, Q
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from labs.domain.allocation import Placed, Refused, Waiting, allocate
@@ -70,30 +71,48 @@ class PassResult:
 
 
 def capacity_snapshot() -> list[NodeCapacity]:
-    """Every node and card with the instances the ledger has on it (unreleased allocations)."""
+    """Every node and card with the instances the ledger has on it (unreleased allocations).
+
+    Read as plain rows, not model instances: with tens of thousands of live allocations this is
+    most of an allocation pass (bench.pass_scale), so PostgreSQL also hands over the session id
+    as text and the start time as epoch seconds rather than values Python must parse.
+    """
     instances: dict[int, list[Instance]] = defaultdict(list)
-    live = Allocation.objects.filter(released_at__isnull=True).values_list(
-        "card_id", "core_percent", "memory_mib", "scenario", "session_id", "course_id", "created_at"
-    )
-    for card_id, core, memory, scenario, session_id, course_id, created_at in live:
-        instances[card_id].append(Instance(core, memory, Scenario(scenario), str(session_id), course_id, created_at.timestamp()))
-    cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
-    for card in Card.objects.order_by("node_id", "index"):
-        cards_by_node[card.node_id].append(
-            CardCapacity(
-                card.pk, card.index, card.memory_mib, card.healthy, tuple(instances.get(card.pk, ())), card.die_id, card.chip_type
+    live = Allocation.objects.filter(released_at__isnull=True)
+    if connection.vendor == "postgresql":
+        live = live.annotate(
+            key=Cast("session_id", CharField()),
+            since=Func(
+                F("created_at"), template="EXTRACT(EPOCH FROM %(expressions)s)::double precision", output_field=FloatField()
+            ),
+        ).values_list("card_id", "core_percent", "memory_mib", "scenario", "key", "course_id", "since")
+        for card_id, core, memory, scenario, key, course_id, since in live:
+            instances[card_id].append(Instance(core, memory, Scenario(scenario), key, course_id, since))
+    else:
+        rows = live.values_list("card_id", "core_percent", "memory_mib", "scenario", "session_id", "course_id", "created_at")
+        for card_id, core, memory, scenario, session_id, course_id, created_at in rows:
+            instances[card_id].append(
+                Instance(core, memory, Scenario(scenario), str(session_id), course_id, created_at.timestamp())
             )
+    cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
+    cards = Card.objects.order_by("node_id", "index").values_list(
+        "pk", "node_id", "index", "memory_mib", "healthy", "die_id", "chip_type"
+    )
+    for pk, node_id, index, memory_mib, healthy, die_id, chip_type in cards:
+        cards_by_node[node_id].append(
+            CardCapacity(pk, index, memory_mib, healthy, tuple(instances.get(pk, ())), die_id, chip_type)
         )
+    nodes = Node.objects.order_by("name").values_list("pk", "name", "available", "labels", "memory_granule_mib")
     return [
         NodeCapacity(
-            node.name,
-            tuple(cards_by_node.get(node.pk, ())),
-            node.available,
+            name,
+            tuple(cards_by_node.get(pk, ())),
+            available,
             # Labels are JSON in the database; the engine compares strings.
-            {str(key): str(value) for key, value in (node.labels or {}).items()},
-            node.memory_granule_mib,
+            {str(key): str(value) for key, value in (labels or {}).items()},
+            granule,
         )
-        for node in Node.objects.order_by("name")
+        for pk, name, available, labels, granule in nodes
     ]
 
 

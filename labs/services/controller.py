@@ -84,7 +84,12 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
     """Run the controller until the ledger and the cluster agree or nothing more can be done now."""
     dispatch.controller_dequeued()
     report = ControllerReport()
-    for _ in range(max_rounds):
+    for round_number in range(max_rounds):
+        if round_number:
+            # During a burst every launch wakes the controller: a short pause between rounds
+            # lets a round take a batch of launches rather than one each, and leaves the CPU
+            # to the web server that is taking them.
+            time.sleep(settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS)
         with _controller_lock() as held:
             if not held:
                 report.skipped = True  # the run that holds it goes round again for our wake
