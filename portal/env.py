@@ -126,10 +126,19 @@ def env_database(name: str, default: str) -> dict[str, Any]:
         pool_size = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
         config["CONN_MAX_AGE"] = 0
         if pool_size:
-            config["OPTIONS"] = {**config.get("OPTIONS", {}), "pool": {"min_size": 1, "max_size": pool_size, "timeout": 30}}
+            config["OPTIONS"] = {
+                **config.get("OPTIONS", {}),
+                "pool": {"min_size": 1, "max_size": pool_size, "timeout": 30, "reset": _release_session_locks},
+            }
         else:
             config["CONN_HEALTH_CHECKS"] = True
     return config
+
+
+def _release_session_locks(connection) -> None:
+    """A pooled connection goes back without session-level advisory locks (the controller's),
+    so a lock its user failed to release cannot outlive the use and block every other process."""
+    connection.execute("SELECT pg_advisory_unlock_all()")
 
 
 def env_redis_url(name: str, default: str) -> str:

@@ -40,7 +40,7 @@ print(json.dumps({
     "SECRET_KEY_SHA256": hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest(),
     "REDIS_URL": settings.REDIS_URL,
     "LAB_DRIVER": settings.LAB_DRIVER,
-}))
+}, default=lambda value: getattr(value, "__qualname__", repr(value))))
 """
 
 BUILD_DRIVER = """
@@ -150,6 +150,15 @@ def test_a_postgres_database_url_is_parsed(tmp_path):
     assert settings["ENGINE"] == "django.db.backends.postgresql"
     assert settings["NAME"] == "db"
     assert "transaction_mode" not in settings["OPTIONS"]
+    # One pool per process; a connection goes back to it without session-level locks.
+    assert settings["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 10, "timeout": 30, "reset": "_release_session_locks"}
+
+
+def test_the_database_pool_can_be_sized_or_turned_off(tmp_path):
+    sized = loaded(run_settings(tmp_path, DATABASE_URL="postgres://u:p@h:5432/db", DATABASE_POOL_SIZE="25"))
+    assert sized["OPTIONS"]["pool"]["max_size"] == 25
+    off = loaded(run_settings(tmp_path, DATABASE_URL="postgres://u:p@h:5432/db", DATABASE_POOL_SIZE="0"))
+    assert "pool" not in off["OPTIONS"]
 
 
 def test_a_redis_url_that_is_not_redis_is_refused(tmp_path):
