@@ -40,11 +40,17 @@ def disconnect_child_processes(django_db_setup, django_db_blocker):
     # pytest-django creates no test database when no collected test needs one.
     if connection.vendor != "postgresql" or not connection.settings_dict["NAME"].startswith("test_"):
         return
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
+    with django_db_blocker.unblock():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        # This process's own pool keeps (and refills) idle connections: close it, or one of its
+        # connections is still there when pytest-django drops the test database.
+        connection.close()
+        if hasattr(connection, "close_pool"):
+            connection.close_pool()
 
 
 @pytest.fixture
