@@ -30,3 +30,8 @@ def reconcile_task() -> dict[str, int]:
         "nodes_unreachable": len(report.nodes_unreachable),
         "breaches": report.breaches,
     }
+
+
+@shared_task(name="labs.tasks.nodes_recheck")
+def nodes_recheck_task() -> list[str]:
+    return reconcile.nodes_recheck()

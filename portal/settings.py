@@ -146,6 +146,7 @@ LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS",
 LAB_CONTROLLER_ROUND_PAUSE_SECONDS = env_float("LAB_CONTROLLER_ROUND_PAUSE_SECONDS", 0.1, minimum=0.0)
 LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 8, minimum=1, maximum=64)
 LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
+LAB_CREATE_BACKOFF_MAX_SECONDS = env_float("LAB_CREATE_BACKOFF_MAX_SECONDS", 1.0, minimum=0.1)
 # How long a run waits for the driver's answers before it moves on (they are picked up from the
 # next observation), and how long a create may be under way before another run asks again.
 LAB_CONTROLLER_WAIT_SECONDS = env_float("LAB_CONTROLLER_WAIT_SECONDS", 3.0, minimum=0.1)
@@ -158,6 +159,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
     "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
+    # Unavailable nodes only: is the agent back? (cheap when every node is up)
+    "nodes-recheck": {
+        "task": "labs.tasks.nodes_recheck",
+        "schedule": LAB_CONTROLLER_SECONDS,
+        "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
+    },
 }
 
 # --- Labs ---------------------------------------------------------------------------------------
@@ -230,6 +237,8 @@ LAB_PLACEMENT = {
 # The bearer token the portal sends to every node agent (python -m labs.agent); mount it as a secret.
 LAB_AGENT_TOKEN = env_str("LAB_AGENT_TOKEN", "")
 LAB_AGENT_TIMEOUT_SECONDS = env_float("LAB_AGENT_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# How long the quick check of an unavailable node's agent waits (every LAB_CONTROLLER_SECONDS).
+LAB_AGENT_RECHECK_TIMEOUT_SECONDS = env_float("LAB_AGENT_RECHECK_TIMEOUT_SECONDS", 1.0, minimum=0.1)
 # With the local and simulator drivers nothing on the node registers instances (on Kubernetes the
 # FlexNPU device plugin does): the portal registers each session's instance with the agent itself.
 LAB_AGENT_REGISTERS_INSTANCES = env_bool("LAB_AGENT_REGISTERS_INSTANCES", True)

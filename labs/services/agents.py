@@ -14,8 +14,8 @@ from labs.models import Card, LabSession, Node, RepairEvent
 logger = logging.getLogger(__name__)
 
 
-def agent_client(node: Node) -> AgentClient:
-    return AgentClient(node.agent_url, settings.LAB_AGENT_TOKEN, timeout=settings.LAB_AGENT_TIMEOUT_SECONDS)
+def agent_client(node: Node, *, timeout: float | None = None) -> AgentClient:
+    return AgentClient(node.agent_url, settings.LAB_AGENT_TOKEN, timeout=timeout or settings.LAB_AGENT_TIMEOUT_SECONDS)
 
 
 def node_mark_unavailable(node: Node, *, reason: str) -> None:
@@ -28,14 +28,14 @@ def node_mark_unavailable(node: Node, *, reason: str) -> None:
     node.unavailable_reason = reason[:300]
 
 
-def node_inventory_sync(node: Node) -> bool:
+def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     """Bring the node's Card rows in line with what its agent reports; ``False`` if unreachable.
 
     Cards the agent no longer reports are marked unhealthy, never deleted: allocations refer
     to them. A node whose agent answers again becomes available for placements again.
     """
     try:
-        reports = agent_client(node).inventory()
+        reports = agent_client(node, timeout=timeout).inventory()
     except AgentError as exc:
         node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return False

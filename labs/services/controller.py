@@ -370,8 +370,9 @@ def _create_failed(session_id: str, exc: Exception) -> None:
     if attempts >= settings.LAB_CREATE_ATTEMPTS:
         session_begin_stop(session_id, reason=Reason.of("session.create_failed", error=error), failed=True)
         return
-    # Back off 1, 2, 4, ... seconds (at most a minute) before the next try.
-    delay = min(60, 2 ** (attempts - 1))
+    # Back off 0.5, 1, 2, ... seconds, at most LAB_CREATE_BACKOFF_MAX_SECONDS: a cluster API that
+    # recovers should see its queue of labs go out within a controller period or two.
+    delay = min(settings.LAB_CREATE_BACKOFF_MAX_SECONDS, 0.5 * 2 ** (attempts - 1))
     session_note(
         session_id,
         reason=Reason.of("session.create_retry", attempt=attempts, attempts=settings.LAB_CREATE_ATTEMPTS, error=error),

@@ -31,6 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from labs.agent.client import AgentError
+from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
 from labs.models import Allocation, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
 from labs.services.agents import agent_client, instance_register, instance_unregister, node_inventory_sync, node_mark_unavailable
@@ -83,6 +84,23 @@ def _reconcile_node(node: Node, report: ReconcileReport) -> None:
     _residuals(node, reported, owned, now, report)
     _record_samples(node, instances, now)
     report.breaches += _check_guarantees(node, now)
+
+
+def nodes_recheck() -> list[str]:
+    """Ask the agents of unavailable nodes, briefly, whether they answer again; the names of those that do.
+
+    Run at the controller's pace (beat), so a node whose agent came back takes placements again
+    within a second or two rather than at the next full reconcile; the full sync of its
+    instances follows then. Queued sessions that may now fit wake the controller.
+    """
+    back = []
+    for node in Node.objects.filter(available=False).exclude(agent_url="").order_by("name"):
+        if node_inventory_sync(node, timeout=settings.LAB_AGENT_RECHECK_TIMEOUT_SECONDS) and node.available:
+            back.append(node.name)
+    if back:
+        with transaction.atomic():
+            controller_wake()
+    return back
 
 
 def _register_missing(node: Node, reported: dict, report: ReconcileReport) -> None:

@@ -200,3 +200,17 @@ def test_a_share_within_the_tolerance_is_not_a_breach(world, agent, cluster_driv
     agent.driver.throttle(entity, delivered)
     for _ in range(4):
         assert reconcile().breaches == 0
+
+
+def test_a_node_whose_agent_is_back_takes_placements_again_at_the_next_quick_check(world, agent, cluster_driver):
+    from labs.services.reconcile import nodes_recheck
+
+    agent.stop()
+    reconcile()
+    assert not Node.objects.get(pk=world["node"].pk).available
+    assert nodes_recheck() == []  # still down: nothing changes
+
+    agent.start()
+
+    assert nodes_recheck() == [world["node"].name]
+    assert Node.objects.get(pk=world["node"].pk).available

@@ -106,6 +106,7 @@ def test_a_transient_create_error_is_retried_with_backoff_before_the_session_fai
     session.refresh_from_db()
     assert (session.state, session.create_attempts) == ("starting", 1)
     assert session.reason_code == "session.create_retry" and session.retry_at > timezone.now()
+    LabSession.objects.filter(pk=session.pk).update(retry_at=timezone.now() + timedelta(seconds=60))
     reconcile_once()  # too early for the next try
     session.refresh_from_db()
     assert session.create_attempts == 1
