@@ -8,7 +8,7 @@ its own ``redis-server`` on a free port (so it can be killed with -9 and restart
 ``PORTAL_VAR_DIR`` (the simulator's state directory, beat's schedule file, every process's log).
 It migrates, creates 1 or 2 nodes of 8 x 910B 64 GiB, a course whose quota fits them, the
 students and a small template (5 %, 4 GiB), and starts a simulated node agent per node, two
-Celery workers (prefork, concurrency 2) and Celery beat, all with the simulator driver.
+Celery workers (prefork, concurrency 4, as deploy/ runs them) and Celery beat, all with the simulator driver.
 
 The workload: ``--sessions`` launches (``session_launch`` from this process) spread over the
 first ``--launch-window`` seconds, a third of them stopped (``session_stop``) at random times
@@ -454,7 +454,7 @@ class Chaos:
                 raise SystemExit(f"agent {name} did not answer at {url}")
 
         worker_argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO", "--pool", "prefork"]
-        worker_argv += ["--concurrency", "2", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        worker_argv += ["--concurrency", "4", "--without-gossip", "--without-mingle", "--without-heartbeat"]
         for number in (1, 2):
             argv = worker_argv + ["--hostname", f"chaos-w{number}-{self.run_id}@%h"]
             self.workers.append(Proc(f"worker{number}", argv, env, self.logs))
@@ -469,7 +469,7 @@ class Chaos:
                 raise SystemExit(f"{worker.name} did not start; see {worker.log_path}")
         if not self.beat.wait_for_log("beat: Starting", 30):
             raise SystemExit(f"beat did not start; see {self.beat.log_path}")
-        say(f"started redis, {len(self.agents)} agent(s), 2 workers (prefork x 2), beat")
+        say(f"started redis, {len(self.agents)} agent(s), 2 workers (prefork x 4), beat")
 
     def build_data(self) -> None:
         from django.contrib.auth import get_user_model
