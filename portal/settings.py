@@ -164,7 +164,7 @@ CELERY_BEAT_SCHEDULE = {
     # Unavailable nodes only: is the agent back? (cheap when every node is up)
     "nodes-recheck": {
         "task": "labs.tasks.nodes_recheck",
-        "schedule": LAB_CONTROLLER_SECONDS,
+        "schedule": max(0.5, LAB_CONTROLLER_SECONDS / 2),
         "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
 }

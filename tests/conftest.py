@@ -40,17 +40,22 @@ def disconnect_child_processes(django_db_setup, django_db_blocker):
     # pytest-django creates no test database when no collected test needs one.
     if connection.vendor != "postgresql" or not connection.settings_dict["NAME"].startswith("test_"):
         return
-    with django_db_blocker.unblock():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        # This process's own pool keeps (and refills) idle connections: close it, or one of its
-        # connections is still there when pytest-django drops the test database.
-        connection.close()
-        if hasattr(connection, "close_pool"):
-            connection.close_pool()
+    import psycopg
+
+    # This process's own pool keeps (and refills) idle connections: close it first, then end the
+    # rest (killed child processes', async threads') from a connection outside any pool, so none
+    # is left when pytest-django drops the test database.
+    connection.close()
+    if hasattr(connection, "close_pool"):
+        connection.close_pool()
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"] or None, dbname=db["NAME"], autocommit=True
+    ) as own:
+        own.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture
