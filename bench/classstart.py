@@ -87,9 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--web-conn-max-age",
         type=int,
         metavar="SECONDS",
-        help="Daphne's CONN_MAX_AGE (as ?conn_max_age= on its DATABASE_URL); default: the portal's own (60 s). Under ASGI "
-        "every request runs in a thread of its own, each keeping its connection: Django's docs advise 0 there "
-        "(no effect on a portal that sets CONN_MAX_AGE itself)",
+        help="Daphne's CONN_MAX_AGE (as ?conn_max_age= on its DATABASE_URL), for comparing with portals older than the "
+        "connection pool; the portal now always sets CONN_MAX_AGE 0 with a pool per process, so it has no effect there",
     )
     parser.add_argument("--http-login", action="store_true", help="log every student in through the login page (slow)")
     parser.add_argument(
