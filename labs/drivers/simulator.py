@@ -114,18 +114,15 @@ class SimulatorDriver(ClusterDriver):
 
     def inject_card(self, session_id: str, card_index: int) -> None:
         """Report the session's instance on ``card_index``; ``DriverError`` when it has none."""
-        with self.state.lock(session_id) as sid:
-            record = self.state.read(sid)
-            if record is None:
-                raise DriverError(f"no simulated instance for session {sid}")
-            record["card"] = card_index
-            self.state.write(sid, record)
+        self._change_record(session_id, card=card_index)
 
     def inject_failure(self, session_id: str, message: str = "the instance died (simulated)") -> None:
         """Make the session's instance ``FAILED`` with ``message``; ``DriverError`` when it has none."""
+        self._change_record(session_id, failure=message)
+
+    def _change_record(self, session_id: str, **fields: object) -> None:
         with self.state.lock(session_id) as sid:
             record = self.state.read(sid)
             if record is None:
                 raise DriverError(f"no simulated instance for session {sid}")
-            record["failure"] = message
-            self.state.write(sid, record)
+            self.state.write(sid, {**record, **fields})

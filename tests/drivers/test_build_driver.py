@@ -66,6 +66,8 @@ def test_an_option_of_another_backend_is_refused(tmp_path, backend, other_backen
         ({"start_delay_seconds": -1}, "start_delay_seconds must be >= 0, got -1"),
         ({"create_delay_seconds": -0.5}, "create_delay_seconds must be >= 0"),
         ({"fail_images": 3}, "option 'fail_images' .* must be Iterable\\[str\\] | str, got 3"),
+        ({"create_failure_rate": 1.5}, "create_failure_rate must be between 0 and 1, got 1.5"),
+        ({"delete_failure_rate": -0.1}, "delete_failure_rate must be between 0 and 1, got -0.1"),
     ],
 )
 def test_a_bad_simulator_value_is_refused_naming_the_option(tmp_path, options, message):
