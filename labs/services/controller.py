@@ -50,7 +50,7 @@ from labs.models import Allocation, Card, LabSession, RepairEvent
 from labs.services.agents import instance_register, instance_unregister
 from labs.services.allocation import allocation_pass
 from labs.services.events import events_batch
-from labs.services.locks import CONTROLLER_LOCK_KEY
+from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock
 from labs.services.sessions import reason_fields, session_begin_stop, session_note, session_stop, session_transition
 
 logger = logging.getLogger(__name__)
@@ -413,7 +413,6 @@ def allocation_rebind(session_id: str, *, node: str, card_index: int) -> bool:
     way round, so the allocation pass sees the real use of both cards from now on. Done under
     the allocation lock so no pass decides on a half-moved ledger.
     """
-    from labs.services.locks import allocation_lock
 
     card = Card.objects.filter(node__name=node, index=card_index).first()
     if card is None:
