@@ -171,6 +171,11 @@ class CardCapacity:
     instances: tuple[Instance, ...] = ()
     die_id: str = ""
     chip_type: str = ""
+    # Memory in use on the card that the ledger does not list there, as its node's agent
+    # measured it. Only on nodes whose device plugin picks the card unseen: the ledger's card
+    # is a packing there, and a card holding more than the packing says must not be offered
+    # the difference. Counts as used memory; no instance, no AI Core.
+    unlisted_mib: int = 0
 
     def __post_init__(self) -> None:
         check_int("CardCapacity", "card_id", self.card_id)
@@ -185,6 +190,11 @@ class CardCapacity:
                 raise TypeError(f"CardCapacity.instances must hold Instance records, not {instance!r}")
         check_str("CardCapacity", "die_id", self.die_id)
         check_str("CardCapacity", "chip_type", self.chip_type)
+        check_int("CardCapacity", "unlisted_mib", self.unlisted_mib, 0)
+        if self.unlisted_mib > self.memory_mib:
+            raise ValueError(
+                f"CardCapacity.unlisted_mib ({self.unlisted_mib}) cannot exceed the card's memory_mib ({self.memory_mib})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +326,7 @@ class _Card:
         "chip_type",
         "memory_mib",
         "healthy",
+        "unlisted",
         "core_used",
         "memory_used",
         "count",
@@ -331,11 +342,16 @@ class _Card:
         self.chip_type = card.chip_type
         self.memory_mib = card.memory_mib
         self.healthy = card.healthy
+        self.unlisted = card.unlisted_mib
         self.core_used = 0
-        self.memory_used = 0
+        self.memory_used = card.unlisted_mib
         self.count = 0
         self.inference = 0
         self.score = 0  # Cluster.card_score, kept current by Cluster._rescore
+
+    def takes_whole(self, memory: int) -> bool:
+        """Whether a whole-card instance needing ``memory`` MiB per card can have this card: healthy and empty."""
+        return self.healthy and self.count == 0 and not self.memory_used and self.memory_mib >= memory
 
     def fits(self, core: int, memory: int, inference: bool) -> bool:
         return (
@@ -373,7 +389,7 @@ class _Node:
         self.count = 0
         self.inference = 0
         self.core_used = 0
-        self.memory_used = 0
+        self.memory_used = sum(c.unlisted for c in self.cards)
         self.memory_total = sum(c.memory_mib for c in self.cards) or 1
         self.healthy_cards = sum(1 for c in self.cards if c.healthy)  # health is fixed for a pass
         # For explanations: per scenario cap (16, 8), the card with the most free core and the
@@ -614,7 +630,7 @@ class Cluster:
             return None
         partly_used = False
         if cards > 1:
-            if sum(1 for c in node.cards if c.healthy and c.count == 0 and c.memory_mib >= memory) < cards:
+            if sum(1 for c in node.cards if c.takes_whole(memory)) < cards:
                 return None
         else:
             fits = False
@@ -643,7 +659,7 @@ class Cluster:
     def _choose_cards(self, node: _Node, request: LaunchRequest, card_policy: Policy, shape: Shape) -> Choice | None:
         core, memory, inference, cards = shape
         if cards > 1:
-            free = [c for c in node.cards if c.healthy and c.count == 0 and c.memory_mib >= memory]
+            free = [c for c in node.cards if c.takes_whole(memory)]
             return Choice(node, tuple(free[:cards]), shape) if len(free) >= cards else None
         # The hot loop of every placement: ``_Card.fits`` written out inline.
         die_id = request.die_id
@@ -831,7 +847,14 @@ class Cluster:
                 n.name,
                 tuple(
                     CardCapacity(
-                        c.card_id, c.index, c.memory_mib, c.healthy, tuple(on_card.get(id(c), ())), c.die_id, c.chip_type
+                        c.card_id,
+                        c.index,
+                        c.memory_mib,
+                        c.healthy,
+                        tuple(on_card.get(id(c), ())),
+                        c.die_id,
+                        c.chip_type,
+                        c.unlisted,
                     )
                     for c in n.cards
                 ),
@@ -932,7 +955,7 @@ class Cluster:
             return _node_cap_reason(granular, inference, cards)
         if cards > 1:
             node, free = max(
-                ((n, sum(1 for c in n.cards if c.healthy and c.count == 0 and c.memory_mib >= memory)) for n in open_nodes),
+                ((n, sum(1 for c in n.cards if c.takes_whole(memory))) for n in open_nodes),
                 key=lambda nf: (nf[1], -nf[0].order),
             )
             return Reason.of("whole_cards.free", cards=cards, free=free, node=node.name)
@@ -1125,7 +1148,7 @@ class Cluster:
             freeable: list[tuple[_Card, set[str]]] = []
             for card in node.cards:
                 keys = on_card.get(id(card), set())
-                if card.healthy and card.memory_mib >= memory and len(keys) == card.count:
+                if card.healthy and card.memory_mib >= memory and len(keys) == card.count and not card.unlisted:
                     freeable.append((card, keys))
             if len(freeable) < cards:
                 continue

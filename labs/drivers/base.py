@@ -45,6 +45,7 @@ call per session.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -158,6 +159,16 @@ class ClusterDriver:
 
     def delete(self, session_id: str) -> None:
         raise NotImplementedError
+
+    def card_truth(self, labels: Mapping[str, str], *, die_ids_known: bool) -> str:
+        """How the portal learns which card an instance on a node with ``labels`` really got.
+
+        ``"reported"`` (the node's agent lists each instance on its card: here the portal
+        registers it there itself), ``"pinned"`` (the instance is made on the ledger's card) or
+        ``"none"`` (neither: the ledger keeps such a node at node granularity). ``die_ids_known``:
+        whether the node's agent reports every card's die id.
+        """
+        return "reported"
 
     def poll(self, session_id: str) -> PollResult:
         """The one session's instance from ``observe()``; ``GONE`` when there is none."""

@@ -16,9 +16,24 @@ class Node(models.Model):
     # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
     memory_granule_mib = models.PositiveIntegerField(_("memory step (MiB)"), default=128)
 
+    # How the portal knows which card an instance really runs on (the driver says, at each
+    # inventory sync): REPORTED (the agent lists each instance on its card and the ledger
+    # follows), PINNED (the pod names the card) or NONE (neither: the device plugin picks the
+    # card and nobody tells; the ledger's card is only a packing, checked against the memory
+    # each card's agent reports in use, and pages show the node alone).
+    class CardTruth(models.TextChoices):
+        REPORTED = "reported", _("reported by the node")
+        PINNED = "pinned", _("pinned in the pod")
+        NONE = "none", _("chosen by the device plugin, not reported")
+
+    card_truth = models.CharField(_("card truth"), max_length=8, choices=CardTruth.choices, default=CardTruth.REPORTED)
+
     class Meta:
         ordering = ["name"]
-        constraints = [models.CheckConstraint(condition=Q(memory_granule_mib__in=[128, 1024]), name="node_memory_granule_known")]
+        constraints = [
+            models.CheckConstraint(condition=Q(memory_granule_mib__in=[128, 1024]), name="node_memory_granule_known"),
+            models.CheckConstraint(condition=Q(card_truth__in=["reported", "pinned", "none"]), name="node_card_truth_known"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -31,6 +46,9 @@ class Card(models.Model):
     chip_type = models.CharField(_("chip type"), max_length=64, default="Ascend910B")
     memory_mib = models.PositiveIntegerField(_("usable memory (MiB)"))
     healthy = models.BooleanField(_("healthy"), default=True)
+    # Device memory in use as the node's agent last measured it (npu-smi's HBM usage); empty
+    # until an agent reports. Placement counts it only where the node's card truth is "none".
+    memory_used_mib = models.PositiveIntegerField(_("memory in use (MiB)"), null=True, blank=True)
 
     class Meta:
         ordering = ["node__name", "index"]

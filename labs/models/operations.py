@@ -15,6 +15,7 @@ class RepairEvent(models.Model):
         NODE_AVAILABLE = "node_available", _("node agent reachable again")
         CARD_CHANGED = "card_changed", _("card inventory changed")
         CARD_REBOUND = "card_rebound", _("allocation moved to the card the node reports")
+        CARD_TOTALS = "card_totals", _("card memory in use beyond the ledger")
         GUARANTEE_BREACH = "guarantee_breach", _("AI Core floor not delivered")
         REPAIR_FAILED = "repair_failed", _("repair failed")
 

@@ -135,3 +135,11 @@ class Allocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.core_percent} % / {self.memory_mib} MiB on {self.card}"
+
+    @property
+    def placement(self) -> str:
+        """Where the instance runs, for people: node and card, or the node alone where nobody reports the card."""
+        node = self.card.node
+        if node.card_truth == node.CardTruth.NONE:
+            return gettext("%(node)s / NPU picked by the device plugin") % {"node": node.name}
+        return gettext("%(node)s / NPU %(index)s") % {"node": node.name, "index": self.card.index}

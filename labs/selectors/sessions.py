@@ -42,7 +42,7 @@ def session_event_payload(session: LabSession, *, for_owner: bool) -> dict[str, 
     allocation = getattr(session, "allocation", None)
     placement = ""
     if allocation is not None and allocation.released_at is None:
-        placement = f"{allocation.card.node.name} / NPU {allocation.card.index}"
+        placement = allocation.placement
     return {
         "id": str(session.pk),
         "version": session.version,

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from labs.agent.client import AgentClient, AgentError
+from labs.drivers import get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
                 "chip_type": report.chip_type,
                 "memory_mib": report.memory_total_mib,
                 "healthy": report.healthy,
+                "memory_used_mib": report.memory_used_mib,
             }
             if card is None:
                 Card.objects.create(node=node, index=report.index, **fields)
@@ -74,6 +76,18 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
                 RepairEvent.objects.create(
                     kind=RepairEvent.Kind.CARD_CHANGED, node=node, message=f"card {index} is no longer reported; marked unhealthy"
                 )
+        truth = get_driver().card_truth(node.labels or {}, die_ids_known=bool(reports) and all(r.die_id for r in reports))
+        if truth != node.card_truth:
+            Node.objects.filter(pk=node.pk).update(card_truth=truth)
+            node.card_truth = truth
+            RepairEvent.objects.create(
+                kind=RepairEvent.Kind.CARD_CHANGED,
+                node=node,
+                message="the device plugin picks the card and nothing reports it: this node's ledger is kept at node "
+                "granularity, checked against the memory its agent reports on each card"
+                if truth == Node.CardTruth.NONE
+                else f"each instance's card is now {Node.CardTruth(truth).label}: the ledger follows it per card",
+            )
         came_back = (
             Node.objects.filter(pk=node.pk, available=False)
             .exclude(unavailable_reason="")

@@ -17,7 +17,7 @@ from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
 from labs.domain.states import HOLDS_ALLOCATION, SessionState
-from labs.domain.units import Scenario
+from labs.domain.units import MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node
 from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
@@ -95,13 +95,14 @@ def capacity_snapshot() -> list[NodeCapacity]:
                 Instance(core, memory, Scenario(scenario), str(session_id), course_id, created_at.timestamp())
             )
     cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
+    unseen = set(Node.objects.filter(card_truth=Node.CardTruth.NONE).values_list("pk", flat=True))
     cards = Card.objects.order_by("node_id", "index").values_list(
-        "pk", "node_id", "index", "memory_mib", "healthy", "die_id", "chip_type"
+        "pk", "node_id", "index", "memory_mib", "healthy", "die_id", "chip_type", "memory_used_mib"
     )
-    for pk, node_id, index, memory_mib, healthy, die_id, chip_type in cards:
-        cards_by_node[node_id].append(
-            CardCapacity(pk, index, memory_mib, healthy, tuple(instances.get(pk, ())), die_id, chip_type)
-        )
+    for pk, node_id, index, memory_mib, healthy, die_id, chip_type, measured in cards:
+        on_card = tuple(instances.get(pk, ()))
+        unlisted = unlisted_memory(memory_mib, on_card, measured) if node_id in unseen else 0
+        cards_by_node[node_id].append(CardCapacity(pk, index, memory_mib, healthy, on_card, die_id, chip_type, unlisted))
     nodes = Node.objects.order_by("name").values_list("pk", "name", "available", "labels", "memory_granule_mib")
     return [
         NodeCapacity(
@@ -114,6 +115,21 @@ def capacity_snapshot() -> list[NodeCapacity]:
         )
         for pk, name, available, labels, granule in nodes
     ]
+
+
+def unlisted_memory(memory_mib: int, listed: tuple[Instance, ...], measured_mib: int | None) -> int:
+    """Memory the agent measured in use on a card beyond what the ledger lists there, on the 128 MiB grid.
+
+    For a node whose device plugin picks the card without telling (``Node.card_truth`` "none"):
+    the ledger's card is only a packing, so a card that holds more than the packing says (an
+    instance the plugin put there instead, or a workload outside the portal) is charged the
+    difference. Never more than the card has left, never negative; nothing when unmeasured.
+    """
+    if not measured_mib:
+        return 0
+    held = sum(i.memory_mib for i in listed)
+    extra = -(-max(0, measured_mib - held) // MEMORY_GRANULE_MIB) * MEMORY_GRANULE_MIB
+    return min(extra, max(0, memory_mib - held))
 
 
 def course_rules(course_ids: set[int] | None = None) -> dict[int, QuotaRule]:

@@ -17,7 +17,11 @@ unregister, conditional state changes). What it repairs, each recorded as a ``Re
   pod) is unregistered once it has been seen for ``LAB_RESIDUAL_GRACE_SECONDS`` — never sooner,
   and never because it has not used the NPU yet: a fresh Jupyter session is idle by nature;
 - an agent that does not answer makes its node unavailable for placements; nothing on it is
-  released on a guess.
+  released on a guess;
+- on a node whose device plugin picks the card without telling (``Node.card_truth`` "none"),
+  the ledger's card is only a packing: each card's measured memory is checked against it, and
+  a card holding more than the ledger lists there is recorded (``card_totals``); the allocation
+  pass already charges that card the difference.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from labs.agent.client import AgentError
 from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
-from labs.models import Allocation, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
+from labs.domain.units import MEMORY_GRANULE_MIB
+from labs.models import Allocation, Card, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
 from labs.services.agents import agent_client, instance_register, instance_unregister, node_inventory_sync, node_mark_unavailable
 from labs.services.controller import allocation_rebind
 
@@ -49,6 +55,7 @@ class ReconcileReport:
     residuals_unregistered: int = 0
     nodes_unreachable: list[str] = field(default_factory=list)
     breaches: int = 0
+    cards_over: int = 0
 
 
 def reconcile() -> ReconcileReport:
@@ -84,6 +91,7 @@ def _reconcile_node(node: Node, report: ReconcileReport) -> None:
     _residuals(node, reported, owned, now, report)
     _record_samples(node, instances, now)
     report.breaches += _check_guarantees(node, now)
+    report.cards_over += _check_card_totals(node, now)
 
 
 def nodes_recheck() -> list[str]:
@@ -188,6 +196,38 @@ def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileRe
             if outcome
             else "the residual instance was already gone",
         )
+
+
+def _check_card_totals(node: Node, now) -> int:
+    """Node granularity: the cards whose measured memory passes what the ledger lists on them.
+
+    Recorded at most once per ``LAB_RESIDUAL_GRACE_SECONDS`` per node (a real card also shows
+    the driver's own few GiB in use while idle, which no ledger lists). Returns how many cards.
+    """
+    if node.card_truth != Node.CardTruth.NONE:
+        return 0
+    held = dict(
+        Allocation.objects.filter(card__node=node, released_at__isnull=True)
+        .values("card_id")
+        .annotate(total=Sum("memory_mib"))
+        .values_list("card_id", "total")
+    )
+    over = []
+    for card in Card.objects.filter(node=node, healthy=True, memory_used_mib__isnull=False).order_by("index"):
+        listed = held.get(card.pk, 0)
+        if card.memory_used_mib - listed >= MEMORY_GRANULE_MIB:
+            over.append(f"card {card.index}: {card.memory_used_mib} MiB in use, {listed} MiB listed")
+    if not over:
+        return 0
+    since = now - timedelta(seconds=settings.LAB_RESIDUAL_GRACE_SECONDS)
+    if not RepairEvent.objects.filter(kind=RepairEvent.Kind.CARD_TOTALS, node=node, created_at__gte=since).exists():
+        measured = "; ".join(over)
+        RepairEvent.objects.create(
+            kind=RepairEvent.Kind.CARD_TOTALS,
+            node=node,
+            message=f"the device plugin picks the card here; placements count the difference as used. {measured}"[:500],
+        )
+    return len(over)
 
 
 def _record_samples(node: Node, instances, now) -> None:

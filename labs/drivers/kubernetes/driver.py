@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any
 
@@ -262,11 +263,22 @@ class KubernetesDriver(ClusterDriver):
 
     def profile_for(self, spec: LaunchSpec) -> DeviceProfile:
         """The device profile of the node pool the session's node belongs to (first match), else the default."""
-        labels = dict(spec.card.node_labels)
+        return self.profile_of(spec.card.node_labels)
+
+    def profile_of(self, labels: Mapping[str, str]) -> DeviceProfile:
+        """The device profile of the node pool a node with ``labels`` belongs to (first match), else the default."""
+        labels = dict(labels)
         for (key, value), profile in self.pool_profiles:
             if labels.get(key) == value:
                 return profile
         return self.profile
+
+    def card_truth(self, labels: Mapping[str, str], *, die_ids_known: bool) -> str:
+        """The pool's profile says; a die-id profile pins the card only where the agent reports die ids."""
+        truth = self.profile_of(labels).card_truth
+        if truth == "pinned" and not die_ids_known:
+            return "none"
+        return truth
 
     # -- the contract ----------------------------------------------------------------------------
 

@@ -90,3 +90,22 @@ def test_a_bad_per_pool_option_is_refused_naming_the_pool(pool_profiles, message
         driver(pool_profiles=pool_profiles)
 
     assert "labs.drivers.kubernetes.KubernetesDriver" in str(refused.value)
+
+
+def test_each_pool_says_how_the_portal_learns_an_instances_card():
+    d = driver(profile="flexnpu", pool_profiles="pool=research:vnpu,pool=hami-nodes:hami")
+    # FlexNPU: the agent's flexnpu-smi lists each instance on its card.
+    assert d.card_truth({"pool": "teaching"}, die_ids_known=False) == "reported"
+    # vNPU pins the card by die id, but only where the agent reports the die ids.
+    assert d.card_truth({"pool": "research"}, die_ids_known=True) == "pinned"
+    assert d.card_truth({"pool": "research"}, die_ids_known=False) == "none"
+    # HAMi's scheduler picks the card and nothing the portal reads tells it.
+    assert d.card_truth({"pool": "hami-nodes"}, die_ids_known=True) == "none"
+
+
+def test_drivers_that_register_instances_themselves_report_the_card():
+    from labs.drivers.local import LocalDriver
+    from labs.drivers.simulator import SimulatorDriver
+
+    for cls in (LocalDriver, SimulatorDriver):
+        assert cls.card_truth(object.__new__(cls), {}, die_ids_known=False) == "reported"
