@@ -17,6 +17,7 @@ from labs.services.events import course_group, student_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+MAX_COURSES = 100
 
 
 class SessionUpdatesConsumer(AsyncJsonWebsocketConsumer):
@@ -29,9 +30,11 @@ class SessionUpdatesConsumer(AsyncJsonWebsocketConsumer):
             return
         self.groups_joined = [student_group(user.pk)]
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        if "course" in query:
+        # ``?course=1&course=2``: courses the user teaches or assists in (the console's home
+        # watches all of them); any other course closes the connection.
+        for raw in query.get("course", [])[:MAX_COURSES]:
             try:
-                course_id = int(query["course"][0])
+                course_id = int(raw)
             except ValueError:
                 await self.close(code=CLOSE_FORBIDDEN)
                 return

@@ -1,6 +1,334 @@
+"""Forms: the launch button and the instructor console. Every value is checked here with a message
+that says what is wrong and what would be right; the services write what passed."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
+from labs.models import AllowedImage, Course, Enrollment, LabTemplate
+from labs.selectors.console import Allotment, ClusterFacts
+from labs.templatetags.units import gib_text
+
+MAX_SESSIONS_PER_STUDENT = 16
+MAX_SESSION_MINUTES = 7 * 24 * 60
 
 
 class LaunchForm(forms.Form):
     course = forms.IntegerField(min_value=1)
     template = forms.IntegerField(min_value=1)
+
+
+# --- courses -------------------------------------------------------------------------------------
+
+COURSE_CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class CourseForm(forms.ModelForm):
+    class Meta:
+        model = Course
+        fields = ["code", "title", "term", "starts_on", "ends_on"]
+        widgets = {"starts_on": forms.DateInput(attrs={"type": "date"}), "ends_on": forms.DateInput(attrs={"type": "date"})}
+        help_texts = {
+            "code": gettext_lazy("Letters, digits, dot, dash or underscore, e.g. AI101."),
+            "term": gettext_lazy("e.g. 2026 Autumn. The same code may be used again in another term."),
+        }
+
+    def __init__(self, *args, institution=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.institution = institution or getattr(self.instance, "institution", None)
+
+    def clean_code(self) -> str:
+        code = self.cleaned_data["code"].strip()
+        if not COURSE_CODE.match(code):
+            raise forms.ValidationError(_("Use letters, digits, dot, dash or underscore, starting with a letter or digit."))
+        return code
+
+    def clean(self):
+        data = super().clean()
+        starts, ends = data.get("starts_on"), data.get("ends_on")
+        if starts and ends and ends < starts:
+            self.add_error("ends_on", _("The last day cannot be before the first day (%(start)s).") % {"start": starts})
+        code, term = data.get("code"), data.get("term")
+        if self.institution is not None and code and term:
+            clash = Course.objects.filter(institution=self.institution, code=code, term=term).exclude(pk=self.instance.pk)
+            if clash.exists():
+                self.add_error("code", _("%(code)s already exists in %(term)s.") % {"code": code, "term": term})
+        return data
+
+
+# --- quota ---------------------------------------------------------------------------------------
+
+
+class GiBField(forms.DecimalField):
+    """Memory typed in GiB (``4``, ``0.5``, ``1.125``), cleaned to MiB; off the step is an error."""
+
+    def __init__(self, *, step_mib: int = MEMORY_GRANULE_MIB, **kwargs) -> None:
+        kwargs.setdefault("min_value", Decimal(0))
+        kwargs.setdefault("max_digits", 12)
+        kwargs.setdefault("decimal_places", 3)
+        super().__init__(**kwargs)
+        self.step_mib = step_mib
+        self.widget.attrs.setdefault("step", str(Decimal(step_mib) / 1024))
+
+    def clean(self, value):
+        gib = super().clean(value)
+        if gib is None:
+            return None
+        try:
+            mib = gib * 1024
+        except InvalidOperation:
+            raise forms.ValidationError(_("Enter a number of GiB.")) from None
+        if mib != mib.to_integral_value() or int(mib) % self.step_mib:
+            step = gib_text(self.step_mib)
+            below = int(mib) // self.step_mib * self.step_mib
+            raise forms.ValidationError(
+                _("Memory is reserved in steps of %(step)s: use %(below)s or %(above)s.")
+                % {"step": step, "below": gib_text(below), "above": gib_text(below + self.step_mib)}
+            )
+        return int(mib)
+
+
+def _count(label, **kwargs) -> forms.IntegerField:
+    return forms.IntegerField(label=label, min_value=0, **kwargs)
+
+
+class QuotaForm(forms.Form):
+    """A course's guarantee, cohort, borrowing and lending limits and per-student rules.
+
+    Checked against the cluster's healthy cards (vendor limits: AI Core 100 % per card, 16
+    development or 8 inference instances per card, the cards' memory on the nodes' step) and
+    against the institution's allotment less what its other courses guarantee.
+    """
+
+    instance_count = _count(gettext_lazy("Instances"))
+    core_percent = _count(gettext_lazy("AI Core (% of one card, summed)"))
+    memory_mib = GiBField(label=gettext_lazy("NPU memory (GiB)"))
+    cohort = forms.SlugField(
+        label=gettext_lazy("Cohort"),
+        required=False,
+        max_length=64,
+        help_text=gettext_lazy("Courses in one cohort lend each other idle quota. Empty: no borrowing or lending."),
+    )
+    borrow_instances = _count(gettext_lazy("May borrow instances"), required=False)
+    borrow_core_percent = _count(gettext_lazy("May borrow AI Core (%)"), required=False)
+    borrow_memory_mib = GiBField(label=gettext_lazy("May borrow memory (GiB)"), required=False)
+    lend_instances = _count(gettext_lazy("Lends at most instances"), required=False)
+    lend_core_percent = _count(gettext_lazy("Lends at most AI Core (%)"), required=False)
+    lend_memory_mib = GiBField(label=gettext_lazy("Lends at most memory (GiB)"), required=False)
+    sessions_per_student = forms.IntegerField(
+        label=gettext_lazy("Sessions per student at a time"),
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSIONS_PER_STUDENT)],
+    )
+    max_session_minutes = forms.IntegerField(
+        label=gettext_lazy("Maximum session length (minutes)"),
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSION_MINUTES)],
+    )
+
+    GUARANTEE = ("instance_count", "core_percent", "memory_mib")
+    BORROW = ("borrow_instances", "borrow_core_percent", "borrow_memory_mib")
+    LEND = ("lend_instances", "lend_core_percent", "lend_memory_mib")
+
+    def __init__(self, *args, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.facts = facts
+        self.allotment = allotment
+        self.inference = Scenario.INFERENCE.value in scenarios
+        for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
+            self.fields[name].step_mib = facts.memory_step_mib
+            self.fields[name].widget.attrs["step"] = str(Decimal(facts.memory_step_mib) / 1024)
+
+    @staticmethod
+    def initial_from(quota) -> dict:
+        """The form's values from a ``CourseQuota`` (memory as GiB)."""
+        if quota is None:
+            return {"sessions_per_student": 1, "max_session_minutes": 180, "instance_count": 0, "core_percent": 0}
+        initial = {
+            name: getattr(quota, name)
+            for name in (
+                "instance_count",
+                "core_percent",
+                "cohort",
+                "borrow_instances",
+                "borrow_core_percent",
+                "lend_instances",
+                "lend_core_percent",
+                "sessions_per_student",
+                "max_session_minutes",
+            )
+        }
+        for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
+            value = getattr(quota, name)
+            initial[name] = None if value is None else (Decimal(value) / 1024).normalize()
+        return initial
+
+    def clean(self):
+        data = super().clean()
+        facts = self.facts
+        cap_scenario = Scenario.INFERENCE if self.inference else Scenario.DEVELOPMENT
+        limits = {
+            "instance_count": (
+                facts.instance_cap(cap_scenario),
+                _("The cluster's %(cards)s healthy cards hold at most %(limit)s %(kind)s instances (%(per)s per card).")
+                % {
+                    "cards": facts.cards,
+                    "limit": facts.instance_cap(cap_scenario),
+                    "kind": _("inference") if self.inference else _("development"),
+                    "per": CARD_INSTANCE_CAP[cap_scenario],
+                },
+            ),
+            "core_percent": (
+                facts.core_total_percent,
+                _("The cluster's %(cards)s healthy cards have %(limit)s %% of AI Core in all (%(per)s %% per card).")
+                % {"cards": facts.cards, "limit": facts.core_total_percent, "per": CORE_PERCENT_MAX},
+            ),
+            "memory_mib": (
+                facts.memory_total_mib,
+                _("The cluster's %(cards)s healthy cards have %(limit)s of memory in all.")
+                % {"cards": facts.cards, "limit": gib_text(facts.memory_total_mib)},
+            ),
+        }
+        for name, (limit, message) in limits.items():
+            value = data.get(name)
+            if value is not None and value > limit:
+                self.add_error(name, message)
+        left = self.allotment
+        if left.limit is not None:
+            for name, resource, show in (
+                ("instance_count", "instances", str),
+                ("core_percent", "core_percent", lambda v: f"{v} %"),
+                ("memory_mib", "memory_mib", gib_text),
+            ):
+                value, room = data.get(name), left.left_of(resource)
+                if value is not None and room is not None and value > room and name not in self.errors:
+                    self.add_error(
+                        name,
+                        _(
+                            "Your institution may guarantee %(limit)s in total; its other courses hold %(others)s, "
+                            "so at most %(left)s is left for this course."
+                        )
+                        % {
+                            "limit": show(getattr(left.limit, resource)),
+                            "others": show(getattr(left.others, resource)),
+                            "left": show(room),
+                        },
+                    )
+        for lend, guarantee in zip(self.LEND, self.GUARANTEE, strict=True):
+            value, nominal = data.get(lend), data.get(guarantee)
+            if value is not None and nominal is not None and value > nominal:
+                self.add_error(lend, _("A course cannot lend more than it is guaranteed."))
+        if not data.get("cohort"):
+            for name in self.BORROW + self.LEND:
+                if data.get(name) not in (None, 0):
+                    self.add_error(name, _("Borrowing and lending happen inside a cohort: name the cohort, or leave this empty."))
+        return data
+
+
+# --- templates -----------------------------------------------------------------------------------
+
+
+class TemplateForm(forms.Form):
+    """A course's own template: what runs (from the institution's allow-list) and its NPU share."""
+
+    name = forms.CharField(label=gettext_lazy("Name"), max_length=100)
+    description = forms.CharField(label=gettext_lazy("Description"), max_length=300, required=False)
+    image = forms.ModelChoiceField(
+        label=gettext_lazy("Runs"),
+        queryset=AllowedImage.objects.none(),
+        empty_label=None,
+        help_text=gettext_lazy("JupyterLab images and vLLM models your institution allows."),
+    )
+    core_percent = forms.IntegerField(
+        label=gettext_lazy("AI Core floor (% of one card)"),
+        validators=[MinValueValidator(1), MaxValueValidator(CORE_PERCENT_MAX)],
+        initial=10,
+    )
+    memory_mib = GiBField(label=gettext_lazy("NPU memory cap (GiB)"), min_value=Decimal("0.125"), initial=Decimal(8))
+    scenario = forms.ChoiceField(
+        label=gettext_lazy("Scenario"),
+        choices=LabTemplate.ScenarioChoice.choices,
+        initial=LabTemplate.ScenarioChoice.DEVELOPMENT,
+        help_text=gettext_lazy("Inference instances take more of a card: 8 fit on one card instead of 16."),
+    )
+
+    def __init__(self, *args, institution, facts: ClusterFacts, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.facts = facts
+        self.fields["image"].queryset = AllowedImage.objects.filter(institution=institution)
+        self.fields["image"].label_from_instance = lambda a: f"{a.get_kind_display()}: {a.label or a.reference}"
+        self.fields["memory_mib"].step_mib = facts.memory_step_mib
+
+    def clean(self):
+        data = super().clean()
+        memory = data.get("memory_mib")
+        if memory is not None and self.facts.largest_card_mib and memory > self.facts.largest_card_mib:
+            self.add_error(
+                "memory_mib",
+                _("The largest card has %(limit)s of memory; one instance cannot have more.")
+                % {"limit": gib_text(self.facts.largest_card_mib)},
+            )
+        return data
+
+    def template_fields(self) -> dict:
+        data = self.cleaned_data
+        allowed: AllowedImage = data["image"]
+        fields = {
+            "name": data["name"],
+            "description": data["description"],
+            "kind": allowed.kind,
+            "core_percent": data["core_percent"],
+            "memory_mib": data["memory_mib"],
+            "scenario": data["scenario"],
+        }
+        if allowed.kind == LabTemplate.Kind.VLLM:
+            fields.update(image="", model=allowed.reference)
+        else:
+            fields.update(image=allowed.reference)
+        return fields
+
+
+class PreviewForm(forms.Form):
+    """The template form's share fields, for the live "how many fit" preview."""
+
+    core_percent = forms.IntegerField(validators=[MinValueValidator(1), MaxValueValidator(CORE_PERCENT_MAX)])
+    memory_mib = GiBField(min_value=Decimal("0.125"))
+    scenario = forms.ChoiceField(choices=LabTemplate.ScenarioChoice.choices)
+
+
+# --- roster --------------------------------------------------------------------------------------
+
+
+class RosterAddForm(forms.Form):
+    identifier = forms.CharField(label=gettext_lazy("Username or e-mail"), max_length=254)
+    role = forms.ChoiceField(label=gettext_lazy("Role"), choices=Enrollment.Role.choices, initial=Enrollment.Role.STUDENT)
+
+
+class RosterImportForm(forms.Form):
+    file = forms.FileField(
+        label=gettext_lazy("CSV file"),
+        help_text=gettext_lazy(
+            "A header row naming the columns: username and/or email, and optionally role, first_name, last_name."
+        ),
+    )
+
+    def clean_file(self) -> str:
+        upload = self.cleaned_data["file"]
+        if upload.size > 1_000_000:
+            raise forms.ValidationError(_("The file is larger than 1 MB; split it."))
+        raw = upload.read()
+        for encoding in ("utf-8-sig", "gb18030"):
+            try:
+                return raw.decode(encoding)
+            except UnicodeDecodeError:
+                continue
+        raise forms.ValidationError(_("The file is neither UTF-8 nor GB18030 text; save it as CSV UTF-8."))
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Enrollment.Role.choices)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labs import views
+from labs import console, views
 
 app_name = "labs"
 
@@ -9,5 +9,17 @@ urlpatterns = [
     path("sessions/launch/", views.session_launch, name="session-launch"),
     path("sessions/<uuid:session_id>/stop/", views.session_stop, name="session-stop"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
-    path("courses/<int:course_id>/", views.course_detail, name="course-detail"),
+    path("teach/", console.console_home, name="console"),
+    path("teach/courses/new/", console.course_new, name="course-new"),
+    path("courses/<int:course_id>/", console.course_detail, name="course-detail"),
+    path("courses/<int:course_id>/use/", console.course_use, name="course-use"),
+    path("courses/<int:course_id>/edit/", console.course_edit, name="course-edit"),
+    path("courses/<int:course_id>/archive/", console.course_archive, name="course-archive"),
+    path("courses/<int:course_id>/quota/", console.course_quota, name="course-quota"),
+    path("courses/<int:course_id>/templates/", console.course_templates, name="course-templates"),
+    path("courses/<int:course_id>/templates/preview/", console.template_preview, name="template-preview"),
+    path("courses/<int:course_id>/roster/", console.course_roster, name="course-roster"),
+    path("courses/<int:course_id>/roster/import/", console.roster_import, name="roster-import"),
+    path("courses/<int:course_id>/sessions/stop-all/", console.sessions_stop_all, name="sessions-stop-all"),
+    path("courses/<int:course_id>/usage/", console.course_usage_view, name="course-usage"),
 ]

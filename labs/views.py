@@ -12,7 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from labs.domain.reasons import Reason
 from labs.forms import LaunchForm
 from labs.models import Course, Enrollment, LabTemplate
-from labs.selectors.courses import course_for_staff, course_overview, enrollments_of_user
+from labs.selectors.console import is_teacher
+from labs.selectors.courses import enrollments_of_user
 from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
 from labs.services.sessions import LaunchRefused
 from labs.services.sessions import session_launch as launch_service
@@ -27,6 +28,8 @@ def _wants_json(request: HttpRequest) -> bool:
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     enrollments = enrollments_of_user(user=request.user)
+    if not any(e.role == Enrollment.Role.STUDENT for e in enrollments) and is_teacher(user=request.user):
+        return redirect("labs:console")  # an instructor lands on the courses they teach
     return render(
         request,
         "labs/home.html",
@@ -103,12 +106,3 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
     if session is None:
         raise Http404(_("No such session."))
     return JsonResponse({"session": session_event_payload(session, for_owner=session.student_id == request.user.pk)})
-
-
-@login_required
-@require_GET
-def course_detail(request: HttpRequest, course_id: int) -> HttpResponse:
-    course = course_for_staff(user=request.user, course_id=course_id)
-    if course is None:
-        raise Http404(_("No such course, or you do not teach it."))
-    return render(request, "labs/course.html", course_overview(course=course))

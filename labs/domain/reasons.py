@@ -37,6 +37,7 @@ MESSAGES: dict[str, str] = {
     "session.stopped_by": gettext_noop("stopped by %(who)s"),
     "session.lifetime": gettext_noop("reached the %(minutes)s-minute limit"),
     "session.portal_shutdown": gettext_noop("the portal was shut down"),
+    "session.course_archived": gettext_noop("stopped: %(course)s was archived at the end of its term"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- admission and placement (labs/domain) ------------------------------------------------------
     # what the request itself asks for: refused, it can never be placed as asked

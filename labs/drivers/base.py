@@ -117,6 +117,7 @@ class LaunchSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    model: str = ""  # vLLM: the model to serve; empty: the driver's default
 
     def instance_environment(self) -> dict[str, str]:
         """The instance described to the lab, as the FlexNPU device plugin would expose it."""

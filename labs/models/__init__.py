@@ -1,10 +1,11 @@
-from labs.models.catalog import LabTemplate
+from labs.models.catalog import AllowedImage, LabTemplate
 from labs.models.cluster import Card, Node
 from labs.models.operations import InstanceSample, RepairEvent, ResidualCandidate
 from labs.models.sessions import Allocation, LabSession
-from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution
+from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution, InstitutionRole
 
 __all__ = [
+    "AllowedImage",
     "Allocation",
     "Card",
     "Course",
@@ -12,6 +13,7 @@ __all__ = [
     "Enrollment",
     "InstanceSample",
     "Institution",
+    "InstitutionRole",
     "LabSession",
     "LabTemplate",
     "Node",

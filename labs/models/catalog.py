@@ -15,6 +15,25 @@ def validate_memory_granule(value: int) -> None:
         raise ValidationError(_("Memory must be a multiple of %(granule)s MiB."), params={"granule": MEMORY_GRANULE_MIB})
 
 
+class AllowedImage(models.Model):
+    """What an institution lets its courses run: a JupyterLab image or a vLLM model (its operator's list)."""
+
+    institution = models.ForeignKey("labs.Institution", on_delete=models.CASCADE, related_name="allowed_images")
+    kind = models.CharField(_("kind"), max_length=16, choices=[("jupyter", _("JupyterLab")), ("vllm", _("vLLM"))])
+    reference = models.CharField(_("image or model"), max_length=300)
+    label = models.CharField(_("label"), max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["kind", "label", "reference"]
+        constraints = [
+            models.UniqueConstraint(fields=["institution", "kind", "reference"], name="allowed_image_unique"),
+            models.CheckConstraint(condition=Q(kind__in=["jupyter", "vllm"]), name="allowed_image_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label or self.reference
+
+
 class LabTemplate(models.Model):
     """What a session runs and the FlexNPU instance it is bound to."""
 
@@ -32,6 +51,12 @@ class LabTemplate(models.Model):
     description = models.CharField(_("description"), max_length=300, blank=True)
     kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.JUPYTER)
     image = models.CharField(_("container image"), max_length=300)
+    # vLLM: the model served (empty: the driver's default); JupyterLab: unused.
+    model = models.CharField(_("model"), max_length=300, blank=True)
+    # A course's own template (made in the instructor console); empty: the institution's catalogue.
+    course = models.ForeignKey(
+        "labs.Course", null=True, blank=True, on_delete=models.CASCADE, related_name="own_templates", verbose_name=_("course")
+    )
     command = models.JSONField(_("command"), default=list, blank=True)
     args = models.JSONField(_("arguments"), default=list, blank=True)
     core_percent = models.PositiveSmallIntegerField(

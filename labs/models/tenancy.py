@@ -1,16 +1,23 @@
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
 
 class Institution(models.Model):
-    """The tenant: a university. Every course, template and session belongs to one."""
+    """The tenant: a university. Every course, template and session belongs to one.
+
+    The allotment is what its operator lets the institution guarantee in total: the sum of
+    its courses' guarantees cannot pass it. Empty: no limit on that resource.
+    """
 
     name = models.CharField(_("name"), max_length=200)
     slug = models.SlugField(_("slug"), unique=True)
+    allot_core_percent = models.PositiveIntegerField(_("may guarantee AI Core in total (%)"), null=True, blank=True)
+    allot_memory_mib = models.PositiveBigIntegerField(_("may guarantee NPU memory in total (MiB)"), null=True, blank=True)
+    allot_instances = models.PositiveIntegerField(_("may guarantee instances in total"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -19,21 +26,56 @@ class Institution(models.Model):
         return self.name
 
 
+class InstitutionRole(models.Model):
+    """Who may do what across an institution: create courses (instructor) or run it (operator)."""
+
+    class Role(models.TextChoices):
+        INSTRUCTOR = "instructor", _("instructor")
+        OPERATOR = "operator", _("operator")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="institution_roles")
+    institution = models.ForeignKey(Institution, on_delete=models.CASCADE, related_name="roles")
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "institution", "role"], name="institution_role_unique"),
+            models.CheckConstraint(condition=Q(role__in=["instructor", "operator"]), name="institution_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.institution.slug}"
+
+
 class Course(models.Model):
     institution = models.ForeignKey(Institution, on_delete=models.PROTECT, related_name="courses")
     code = models.CharField(_("code"), max_length=64)
     title = models.CharField(_("title"), max_length=200)
     term = models.CharField(_("term"), max_length=64)
+    starts_on = models.DateField(_("first day"), null=True, blank=True)
+    ends_on = models.DateField(_("last day"), null=True, blank=True)
+    # Set once at term end: open sessions were stopped, nothing new launches, history is kept.
+    archived_at = models.DateTimeField(_("archived"), null=True, blank=True)
     templates = models.ManyToManyField(
         "labs.LabTemplate", blank=True, related_name="courses", verbose_name=_("allowed templates")
     )
 
     class Meta:
         ordering = ["code", "term"]
-        constraints = [models.UniqueConstraint(fields=["institution", "code", "term"], name="course_unique_code_per_term")]
+        constraints = [
+            models.UniqueConstraint(fields=["institution", "code", "term"], name="course_unique_code_per_term"),
+            models.CheckConstraint(
+                condition=Q(starts_on__isnull=True) | Q(ends_on__isnull=True) | Q(ends_on__gte=F("starts_on")),
+                name="course_ends_after_it_starts",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.code} {self.title} ({self.term})"
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
 
 
 class Enrollment(models.Model):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Prefetch, Q, Sum
+from django.db.models import Count, Prefetch, Sum
 
-from labs.domain.states import TERMINAL
-from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate
+from labs.models import Allocation, Course, Enrollment, LabTemplate
 
 
 @dataclass(frozen=True)
@@ -27,14 +26,6 @@ def enrollments_of_user(*, user) -> list[Enrollment]:
     )
 
 
-def course_for_staff(*, user, course_id: int) -> Course | None:
-    """The course if ``user`` is its instructor or assistant (or a superuser)."""
-    qs = Course.objects.select_related("quota", "institution")
-    if not user.is_superuser:
-        qs = qs.filter(enrollments__user=user, enrollments__role__in=Enrollment.STAFF_ROLES)
-    return qs.filter(pk=course_id).first()
-
-
 def course_quota_use(*, course: Course) -> QuotaUse:
     totals = Allocation.objects.filter(course=course, released_at__isnull=True).aggregate(
         core=Sum("core_percent"), memory=Sum("memory_mib"), instances=Count("id")
@@ -42,28 +33,11 @@ def course_quota_use(*, course: Course) -> QuotaUse:
     return QuotaUse(totals["core"] or 0, totals["memory"] or 0, totals["instances"])
 
 
-def course_overview(*, course: Course) -> dict:
-    counts = course.enrollments.aggregate(
-        students=Count("id", filter=Q(role=Enrollment.Role.STUDENT)),
-        staff=Count("id", filter=~Q(role=Enrollment.Role.STUDENT)),
-    )
-    sessions = list(
-        LabSession.objects.filter(course=course)
-        .exclude(state__in=TERMINAL)
-        .select_related("student", "template", "course", "allocation__card__node")
-        .order_by("created_at")
-    )
-    return {
-        "course": course,
-        "students": counts["students"],
-        "staff": counts["staff"],
-        "quota": getattr(course, "quota", None),
-        "use": course_quota_use(course=course),
-        "sessions": sessions,
-    }
-
-
 def is_course_staff(*, user, course_id: int) -> bool:
+    """Whether the user may watch the course's sessions: its instructors and assistants, its
+    institution's operators, superusers."""
     return (
-        user.is_superuser or Enrollment.objects.filter(user=user, course_id=course_id, role__in=Enrollment.STAFF_ROLES).exists()
+        user.is_superuser
+        or Enrollment.objects.filter(user=user, course_id=course_id, role__in=Enrollment.STAFF_ROLES).exists()
+        or Course.objects.filter(pk=course_id, institution__roles__user=user, institution__roles__role="operator").exists()
     )

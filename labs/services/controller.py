@@ -463,6 +463,7 @@ def launch_spec(session: LabSession) -> LaunchSpec:
         student=session.student.get_username(),
         command=tuple(template.command or ()),
         args=tuple(template.args or ()),
+        model=template.model,
     )
 
 

@@ -109,6 +109,8 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
         enrollment = Enrollment.objects.select_for_update().filter(user=student, course=course).first()
         if enrollment is None:
             raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
+        if Course.objects.filter(pk=course.pk, archived_at__isnull=False).exists():
+            raise LaunchRefused(_("%(course)s has ended and is archived: no new sessions.") % {"course": course.code})
         if not course.templates.filter(pk=template.pk).exists():
             raise LaunchRefused(
                 _("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code}

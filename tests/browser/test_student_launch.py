@@ -10,12 +10,12 @@ from tests.factories import PASSWORD
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def log_in(page, base_url, username):
+def log_in(page, base_url, username, lands_on="Launch a lab"):
     page.goto(base_url + "/")
     page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
-    expect(page.get_by_role("heading", name="Launch a lab")).to_be_visible()
+    expect(page.get_by_role("heading", name=lands_on)).to_be_visible()
 
 
 def test_a_student_launches_sees_running_live_and_stops(world, portal_server, start_worker, browser_page):
@@ -66,7 +66,7 @@ def test_a_queued_student_sees_why_and_starts_live_when_the_instructor_stops_ano
     expect(card.locator("[data-field=reason]")).to_have_text("course quota: 1 of 1 instances in use", timeout=15_000)
 
     teacher = page.context.browser.new_context().new_page()
-    log_in(teacher, portal_server, world["instructor"].username)
+    log_in(teacher, portal_server, world["instructor"].username, lands_on="Courses you teach")
     teacher.get_by_role("link", name=world["course"].code, exact=False).click()
     expect(teacher.locator("[data-testid=students]")).to_have_text(str(len(world["students"])))
     expect(teacher.locator("[data-testid=use-instances]")).to_have_text("1")

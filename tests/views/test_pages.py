@@ -340,11 +340,11 @@ def test_the_instructor_sees_enrolment_quota_use_and_open_sessions(world):
     # guaranteed by the quota
     assert "<td>128</td>" in html
     assert "<td>800</td>" in html
-    assert f"<td>{8 * 64 * 1024}</td>" in html
+    assert "<td>512 GiB</td>" in html  # memory in GiB, never a raw MiB count
     # in use: only the admitted session holds an allocation
     assert 'data-testid="use-instances">1<' in html
     assert 'data-testid="use-core">5<' in html
-    assert 'data-testid="use-memory">4096<' in html
+    assert 'data-testid="use-memory">4 GiB<' in html
     assert s0.username in html
     assert s2.username in html
     assert s1.username not in html

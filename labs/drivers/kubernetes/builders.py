@@ -191,7 +191,7 @@ def _jupyter_container(spec: LaunchSpec, options: PodOptions) -> dict:
 
 
 def _vllm_container(spec: LaunchSpec, options: PodOptions) -> dict:
-    model = options.vllm_model
+    model = spec.model or options.vllm_model
     served = options.vllm_served_model_name or model.rstrip("/").rsplit("/", 1)[-1]
     args = [
         model,

@@ -1,0 +1,448 @@
+"""The instructor console: HTML views for courses, quota, templates, roster, live sessions and usage.
+
+Every view finds the course through ``course_for_console`` (the user's role in it, or 404) and
+checks the role before changing anything: instructors manage; assistants see everything and
+may stop sessions. Validation is the forms'; writing is the services'.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from labs.domain.reasons import Reason
+from labs.domain.states import TERMINAL
+from labs.forms import CourseForm, PreviewForm, QuotaForm, RoleForm, RosterAddForm, RosterImportForm, TemplateForm
+from labs.models import Enrollment, LabSession
+from labs.selectors.console import (
+    CourseRole,
+    cluster_facts,
+    course_for_console,
+    course_usage,
+    course_usage_csv,
+    courses_taught,
+    institution_allotment,
+    institutions_for_new_courses,
+    roster_of,
+)
+from labs.selectors.courses import course_quota_use
+from labs.services import catalog, courses, roster
+from labs.services.sessions import session_stop
+
+
+def course_view(*, manage: bool = False):
+    """Find the course (404 when the user has no role in it); ``manage`` views need an instructor (403)."""
+
+    def decorate(view):
+        @login_required
+        @wraps(view)
+        def wrapper(request: HttpRequest, course_id: int, *args, **kwargs):
+            found = course_for_console(user=request.user, course_id=course_id)
+            if found is None:
+                raise Http404(_("No such course, or you do not teach it."))
+            course, role = found
+            if manage and role != CourseRole.INSTRUCTOR:
+                raise PermissionDenied(_("Only the course's instructors may change this."))
+            request.course_role = role
+            return view(request, course, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _context(request: HttpRequest, course, **extra) -> dict:
+    return {"course": course, "role": request.course_role, "can_manage": request.course_role == CourseRole.INSTRUCTOR, **extra}
+
+
+def _archived_guard(request: HttpRequest, course) -> HttpResponse | None:
+    if course.archived:
+        messages.error(request, _("This course is archived; unarchive it to change it."))
+        return redirect("labs:course-detail", course.pk)
+    return None
+
+
+# --- home and courses ----------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def console_home(request: HttpRequest) -> HttpResponse:
+    show_archived = request.GET.get("archived") == "1"
+    taught = courses_taught(user=request.user, include_archived=show_archived)
+    return render(
+        request,
+        "labs/console/home.html",
+        {
+            "taught": taught,
+            "show_archived": show_archived,
+            "can_create": bool(institutions_for_new_courses(user=request.user)),
+            "student_courses": Enrollment.objects.filter(user=request.user, role=Enrollment.Role.STUDENT).exists(),
+        },
+    )
+
+
+@login_required
+@require_GET
+def course_use(request: HttpRequest, course_id: int) -> HttpResponse:
+    """Live use against guarantee of one course, for the console's pages to refresh after an update."""
+    found = course_for_console(user=request.user, course_id=course_id)
+    if found is None:
+        raise Http404(_("No such course, or you do not teach it."))
+    use = course_quota_use(course=found[0])
+    return JsonResponse({"instances": use.instances, "core_percent": use.core_percent, "memory_mib": use.memory_mib})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def course_new(request: HttpRequest) -> HttpResponse:
+    institutions = institutions_for_new_courses(user=request.user)
+    if not institutions:
+        raise PermissionDenied(_("You may not create courses; ask your institution's operator."))
+    chosen = institutions[0]
+    if len(institutions) > 1:
+        wanted = request.POST.get("institution") or request.GET.get("institution")
+        chosen = next((i for i in institutions if str(i.pk) == wanted), institutions[0])
+    form = CourseForm(request.POST or None, institution=chosen)
+    if request.method == "POST" and form.is_valid():
+        course = courses.course_create(by=request.user, institution=chosen, **form.cleaned_data)
+        messages.success(request, _("Created %(course)s. Next: set its quota.") % {"course": course.code})
+        return redirect("labs:course-quota", course.pk)
+    return render(
+        request,
+        "labs/console/course_form.html",
+        {"form": form, "institutions": institutions, "institution": chosen, "course": None},
+    )
+
+
+@course_view(manage=True)
+@require_http_methods(["GET", "POST"])
+def course_edit(request: HttpRequest, course) -> HttpResponse:
+    if (guard := _archived_guard(request, course)) is not None:
+        return guard
+    form = CourseForm(request.POST or None, instance=course)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, _("Saved."))
+        return redirect("labs:course-detail", course.pk)
+    return render(request, "labs/console/course_form.html", _context(request, course, form=form))
+
+
+@course_view(manage=True)
+@require_http_methods(["GET", "POST"])
+def course_archive(request: HttpRequest, course) -> HttpResponse:
+    open_sessions = LabSession.objects.filter(course=course).exclude(state__in=TERMINAL).count()
+    if request.method == "POST":
+        if request.POST.get("action") == "unarchive":
+            courses.course_unarchive(course=course)
+            messages.success(request, _("%(course)s is open again.") % {"course": course.code})
+            return redirect("labs:course-detail", course.pk)
+        if request.POST.get("confirm") != "yes":
+            messages.error(request, _("Tick the box to confirm."))
+        else:
+            stopped = courses.course_archive(course=course, by=request.user)
+            messages.success(
+                request,
+                _("%(course)s is archived; %(n)s open session(s) were stopped with a notice.")
+                % {"course": course.code, "n": stopped},
+            )
+            return redirect("labs:course-detail", course.pk)
+    return render(request, "labs/console/course_archive.html", _context(request, course, open_sessions=open_sessions))
+
+
+# --- quota -----------------------------------------------------------------------------------------
+
+
+@course_view(manage=True)
+@require_http_methods(["GET", "POST"])
+def course_quota(request: HttpRequest, course) -> HttpResponse:
+    if (guard := _archived_guard(request, course)) is not None:
+        return guard
+    quota = getattr(course, "quota", None)
+    facts = cluster_facts()
+    allotment = institution_allotment(institution=course.institution, excluding=course)
+    scenarios = set(course.templates.values_list("scenario", flat=True))
+    form = QuotaForm(
+        request.POST or None,
+        initial=QuotaForm.initial_from(quota),
+        facts=facts,
+        allotment=allotment,
+        scenarios=scenarios,
+    )
+    use = course_quota_use(course=course)
+    if request.method == "POST" and form.is_valid():
+        change = courses.quota_set(course=course, values=form.cleaned_data, in_use=use)
+        messages.success(request, _("Quota saved."))
+        if change.below_use:
+            messages.warning(
+                request,
+                _(
+                    "The new guarantee is below what the course uses now. Nothing running is stopped: "
+                    "the new value applies to the next launches."
+                ),
+            )
+        return redirect("labs:course-detail", course.pk)
+    return render(
+        request, "labs/console/quota.html", _context(request, course, form=form, facts=facts, allotment=allotment, use=use)
+    )
+
+
+# --- templates ------------------------------------------------------------------------------------
+
+
+@course_view()
+@require_http_methods(["GET", "POST"])
+def course_templates(request: HttpRequest, course) -> HttpResponse:
+    facts = cluster_facts()
+    form = TemplateForm(None, institution=course.institution, facts=facts)
+    if request.method == "POST":
+        if request.course_role != CourseRole.INSTRUCTOR:
+            raise PermissionDenied(_("Only the course's instructors may change this."))
+        if (guard := _archived_guard(request, course)) is not None:
+            return guard
+        action = request.POST.get("action")
+        if action == "create":
+            form = TemplateForm(request.POST, institution=course.institution, facts=facts)
+            if form.is_valid():
+                template = catalog.template_create(course=course, **form.template_fields())
+                messages.success(request, _("Created %(template)s; students can launch it now.") % {"template": template.name})
+                return redirect("labs:course-templates", course.pk)
+        elif action in ("attach", "detach"):
+            try:
+                template_id = int(request.POST.get("template", ""))
+            except ValueError:
+                template_id = 0
+            change = catalog.template_attach if action == "attach" else catalog.template_detach
+            template = change(course=course, template_id=template_id)
+            if template is None:
+                messages.error(request, _("That template is not available here."))
+            elif action == "attach":
+                messages.success(request, _("%(template)s is offered in the course now.") % {"template": template.name})
+            else:
+                messages.success(
+                    request,
+                    _("%(template)s is no longer offered; sessions already running it go on.") % {"template": template.name},
+                )
+            return redirect("labs:course-templates", course.pk)
+        else:
+            messages.error(request, _("Unknown action."))
+    return render(
+        request,
+        "labs/console/templates.html",
+        _context(
+            request,
+            course,
+            form=form,
+            offered=course.templates.order_by("core_percent", "name"),
+            attachable=catalog.templates_attachable(course=course),
+            facts=facts,
+        ),
+    )
+
+
+@course_view()
+@require_GET
+def template_preview(request: HttpRequest, course) -> HttpResponse:
+    form = PreviewForm(request.GET)
+    if not form.is_valid():
+        return JsonResponse({"errors": {k: [str(m) for m in v] for k, v in form.errors.items()}}, status=400)
+    preview = catalog.fit_preview(course=course, **form.cleaned_data)
+    return JsonResponse(
+        {
+            "cluster": preview.cluster,
+            "cluster_empty": preview.cluster_empty,
+            "quota": preview.quota,
+            "quota_total": preview.quota_total,
+            "capped": preview.capped,
+        }
+    )
+
+
+# --- roster ---------------------------------------------------------------------------------------
+
+
+@course_view()
+@require_http_methods(["GET", "POST"])
+def course_roster(request: HttpRequest, course) -> HttpResponse:
+    add_form = RosterAddForm()
+    if request.method == "POST":
+        if request.course_role != CourseRole.INSTRUCTOR:
+            raise PermissionDenied(_("Only the course's instructors may change this."))
+        if (guard := _archived_guard(request, course)) is not None:
+            return guard
+        action = request.POST.get("action")
+        try:
+            if action == "add":
+                add_form = RosterAddForm(request.POST)
+                if add_form.is_valid():
+                    enrollment = roster.roster_add(course=course, **add_form.cleaned_data)
+                    messages.success(
+                        request,
+                        _("Added %(name)s as %(role)s.")
+                        % {"name": enrollment.user.get_username(), "role": enrollment.get_role_display()},
+                    )
+                    return redirect("labs:course-roster", course.pk)
+            elif action in ("remove", "role"):
+                user_id = int(request.POST.get("user", "0") or 0)
+                if action == "remove":
+                    roster.roster_remove(course=course, user_id=user_id)
+                    messages.success(request, _("Removed from the course."))
+                else:
+                    role_form = RoleForm(request.POST)
+                    if not role_form.is_valid():
+                        raise roster.RosterError(_("Choose student, assistant or instructor."))
+                    roster.roster_set_role(course=course, user_id=user_id, role=role_form.cleaned_data["role"])
+                    messages.success(request, _("Role changed."))
+                return redirect("labs:course-roster", course.pk)
+            else:
+                messages.error(request, _("Unknown action."))
+        except (roster.RosterError, ValueError) as exc:
+            messages.error(request, str(exc) if isinstance(exc, roster.RosterError) else _("Unknown member."))
+    query = request.GET.get("q", "").strip()
+    members = roster_of(course=course)
+    if query:
+        needle = query.lower()
+        members = [
+            e
+            for e in members
+            if needle in e.user.get_username().lower()
+            or needle in (e.user.email or "").lower()
+            or needle in e.user.get_full_name().lower()
+        ]
+    return render(
+        request,
+        "labs/console/roster.html",
+        _context(request, course, members=members, add_form=add_form, import_form=RosterImportForm(), query=query),
+    )
+
+
+@course_view(manage=True)
+@require_POST
+def roster_import(request: HttpRequest, course) -> HttpResponse:
+    """Step 1 uploads and previews (nothing written); step 2 confirms the same text and writes it."""
+    if (guard := _archived_guard(request, course)) is not None:
+        return guard
+    if request.POST.get("step") == "confirm":
+        text = request.POST.get("csv", "")
+        plan = roster.roster_apply(course=course, text=text)
+        if plan.error:
+            messages.error(request, plan.error)
+        else:
+            messages.success(
+                request,
+                _(
+                    "Imported: %(added)s added, %(created)s accounts created, %(changed)s roles changed, "
+                    "%(same)s unchanged, %(errors)s rows skipped."
+                )
+                % {
+                    "added": plan.count(roster.Action.ADD),
+                    "created": plan.count(roster.Action.CREATE),
+                    "changed": plan.count(roster.Action.ROLE),
+                    "same": plan.count(roster.Action.UNCHANGED),
+                    "errors": plan.count(roster.Action.ERROR),
+                },
+            )
+        return redirect("labs:course-roster", course.pk)
+    form = RosterImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        for error in form.errors.get("file", []):
+            messages.error(request, error)
+        return redirect("labs:course-roster", course.pk)
+    text = form.cleaned_data["file"]
+    plan = roster.roster_plan(course=course, text=text)
+    return render(
+        request, "labs/console/roster_preview.html", _context(request, course, plan=plan, csv_text=text, Action=roster.Action)
+    )
+
+
+# --- live sessions ---------------------------------------------------------------------------------
+
+
+@course_view()
+@require_http_methods(["GET", "POST"])
+def sessions_stop_all(request: HttpRequest, course) -> HttpResponse:
+    """Stop every open session of the course, after a confirmation page (instructors and assistants)."""
+    open_ids = list(LabSession.objects.filter(course=course).exclude(state__in=TERMINAL).values_list("pk", flat=True))
+    if request.method == "POST":
+        if request.POST.get("confirm") != "yes":
+            messages.error(request, _("Tick the box to confirm."))
+        else:
+            reason = Reason.of("session.stopped_by", who=request.user.get_username())
+            stopped = sum(bool(session_stop(session_id=pk, reason=reason)) for pk in open_ids)
+            messages.success(request, _("Stopping %(n)s session(s).") % {"n": stopped})
+            return redirect("labs:course-detail", course.pk)
+    return render(request, "labs/console/stop_all.html", _context(request, course, open_count=len(open_ids)))
+
+
+# --- usage ---------------------------------------------------------------------------------------
+
+
+@course_view()
+@require_GET
+def course_usage_view(request: HttpRequest, course) -> HttpResponse:
+    usage = course_usage(course=course)
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(course_usage_csv(usage), content_type="text/csv; charset=utf-8")
+        stamp = timezone.localdate().isoformat()
+        response["Content-Disposition"] = f'attachment; filename="usage-{course.code}-{stamp}.csv"'
+        return response
+    chart = {
+        "days": [d.isoformat() for d in usage.days],
+        "core": [round(v, 2) for v in usage.core_hours_by_day],
+        "gib": [round(v, 2) for v in usage.gib_hours_by_day],
+        "labels": {"core": _("AI-Core-% × hours"), "gib": _("GiB × hours")},
+    }
+    return render(request, "labs/console/usage.html", _context(request, course, usage=usage, chart=chart))
+
+
+def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
+    """The course's open sessions (or the last 200 ended ones with ``state=ended``), filtered by
+    state, template and student."""
+    qs = LabSession.objects.filter(course=course).select_related("student", "template", "course", "allocation__card__node")
+    state = params.get("state", "")
+    template = params.get("template", "")
+    if template.isdigit():
+        qs = qs.filter(template_id=int(template))
+    student = params.get("student", "").strip()
+    if student:
+        qs = qs.filter(Q(student__username__icontains=student) | Q(student__email__icontains=student))
+    if state == "ended":
+        qs = qs.filter(state__in=TERMINAL).order_by("-ended_at")[:200]
+    else:
+        qs = qs.exclude(state__in=TERMINAL)
+        if state in LabSession.State.values:
+            qs = qs.filter(state=state)
+        qs = qs.order_by("created_at")
+    return list(qs), {"state": state, "template": template, "student": student}
+
+
+@course_view()
+@require_GET
+def course_detail(request: HttpRequest, course) -> HttpResponse:
+    sessions, filters = sessions_filtered(course, request.GET)
+    counts = course.enrollments.values_list("role", flat=True)
+    return render(
+        request,
+        "labs/console/course.html",
+        _context(
+            request,
+            course,
+            quota=getattr(course, "quota", None),
+            use=course_quota_use(course=course),
+            sessions=sessions,
+            filters=filters,
+            states=[(v, label) for v, label in LabSession.State.choices if v not in TERMINAL],
+            templates=course.templates.order_by("name"),
+            students=sum(1 for r in counts if r == Enrollment.Role.STUDENT),
+            staff=sum(1 for r in counts if r != Enrollment.Role.STUDENT),
+        ),
+    )

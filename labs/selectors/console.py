@@ -1,0 +1,319 @@
+"""Reads for the instructor console: who may do what, what the cluster and the institution allow, usage.
+
+Every function takes the asking user or an already-scoped course; nothing here returns
+another tenant's rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from enum import StrEnum
+
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from labs.domain.states import TERMINAL
+from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
+from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
+from labs.selectors.courses import QuotaUse
+
+
+class CourseRole(StrEnum):
+    """What a user may do in a course: manage it (instructor) or watch it and stop sessions (assistant)."""
+
+    INSTRUCTOR = "instructor"
+    ASSISTANT = "assistant"
+
+
+def course_role(*, user, course: Course) -> CourseRole | None:
+    """The user's role in ``course``: its instructor, an operator of its institution or a superuser
+    manage it; its assistants see everything and stop sessions; anyone else, ``None``."""
+    if not user.is_authenticated:
+        return None
+    if user.is_superuser:
+        return CourseRole.INSTRUCTOR
+    role = Enrollment.objects.filter(user=user, course=course).values_list("role", flat=True).first()
+    if role == Enrollment.Role.INSTRUCTOR:
+        return CourseRole.INSTRUCTOR
+    if InstitutionRole.objects.filter(
+        user=user, institution_id=course.institution_id, role=InstitutionRole.Role.OPERATOR
+    ).exists():
+        return CourseRole.INSTRUCTOR
+    if role == Enrollment.Role.ASSISTANT:
+        return CourseRole.ASSISTANT
+    return None
+
+
+def course_for_console(*, user, course_id: int) -> tuple[Course, CourseRole] | None:
+    course = Course.objects.select_related("institution", "quota").filter(pk=course_id).first()
+    if course is None:
+        return None
+    role = course_role(user=user, course=course)
+    return None if role is None else (course, role)
+
+
+def institutions_for_new_courses(*, user) -> list[Institution]:
+    """The institutions where ``user`` may create a course."""
+    if user.is_superuser:
+        return list(Institution.objects.all())
+    return list(Institution.objects.filter(roles__user=user).distinct())
+
+
+def is_teacher(*, user) -> bool:
+    """Whether the user has anything to do in the console (teaches, assists, or may create courses)."""
+    return bool(
+        user.is_superuser
+        or Enrollment.objects.filter(user=user, role__in=Enrollment.STAFF_ROLES).exists()
+        or InstitutionRole.objects.filter(user=user).exists()
+    )
+
+
+@dataclass(frozen=True)
+class TaughtCourse:
+    course: Course
+    role: str
+    quota: CourseQuota | None
+    use: QuotaUse
+    students: int
+    open_sessions: int
+
+
+def courses_taught(*, user, include_archived: bool = False) -> list[TaughtCourse]:
+    """The courses the user teaches or assists in (operators: their institutions' courses), with use."""
+    if user.is_superuser:
+        courses = Course.objects.all()
+    else:
+        courses = Course.objects.filter(
+            Q(enrollments__user=user, enrollments__role__in=Enrollment.STAFF_ROLES)
+            | Q(institution__roles__user=user, institution__roles__role=InstitutionRole.Role.OPERATOR)
+        ).distinct()
+    if not include_archived:
+        courses = courses.filter(archived_at__isnull=True)
+    courses = list(courses.select_related("quota", "institution").order_by("archived_at", "code", "term"))
+    ids = [c.pk for c in courses]
+    use = {
+        row["course_id"]: QuotaUse(row["core"] or 0, row["memory"] or 0, row["n"])
+        for row in Allocation.objects.filter(course_id__in=ids, released_at__isnull=True)
+        .values("course_id")
+        .annotate(core=Sum("core_percent"), memory=Sum("memory_mib"), n=Count("id"))
+    }
+    open_counts = dict(
+        LabSession.objects.filter(course_id__in=ids)
+        .exclude(state__in=TERMINAL)
+        .values("course_id")
+        .annotate(n=Count("id"))
+        .values_list("course_id", "n")
+    )
+    students = dict(
+        Enrollment.objects.filter(course_id__in=ids, role=Enrollment.Role.STUDENT)
+        .values("course_id")
+        .annotate(n=Count("id"))
+        .values_list("course_id", "n")
+    )
+    roles = dict(Enrollment.objects.filter(user=user, course_id__in=ids).values_list("course_id", "role"))
+    return [
+        TaughtCourse(
+            course=c,
+            role=roles.get(c.pk, Enrollment.Role.INSTRUCTOR),
+            quota=getattr(c, "quota", None),
+            use=use.get(c.pk, QuotaUse(0, 0, 0)),
+            students=students.get(c.pk, 0),
+            open_sessions=open_counts.get(c.pk, 0),
+        )
+        for c in courses
+    ]
+
+
+# --- what the cluster and the institution allow -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster's healthy cards can hold at most, for checking guarantees and templates."""
+
+    cards: int
+    largest_card_mib: int
+    memory_total_mib: int
+    memory_step_mib: int  # the step every node allocates memory in (128 MiB, 1 GiB on vNPU-only clusters)
+
+    def instance_cap(self, scenario: Scenario) -> int:
+        return self.cards * CARD_INSTANCE_CAP[scenario]
+
+    @property
+    def core_total_percent(self) -> int:
+        return self.cards * CORE_PERCENT_MAX
+
+
+def cluster_facts() -> ClusterFacts:
+    cards = Card.objects.filter(healthy=True).aggregate(n=Count("id"), total=Sum("memory_mib"))
+    largest = Card.objects.filter(healthy=True).order_by("-memory_mib").values_list("memory_mib", flat=True).first()
+    steps = set(Node.objects.filter(cards__healthy=True).values_list("memory_granule_mib", flat=True))
+    # A guarantee must be placeable on every node it may land on: the coarsest step wins.
+    step = max(steps, default=MEMORY_GRANULE_MIB)
+    return ClusterFacts(cards["n"] or 0, largest or 0, cards["total"] or 0, step)
+
+
+@dataclass(frozen=True)
+class Allotment:
+    """What an institution may guarantee in total, what its other courses hold, and what is left."""
+
+    limit: QuotaUse | None  # per resource None when that resource has no limit
+    others: QuotaUse
+    left: QuotaUse | None
+
+    def left_of(self, name: str) -> int | None:
+        value = getattr(self.left, name) if self.left is not None else None
+        limit = getattr(self.limit, name) if self.limit is not None else None
+        return None if limit is None else value
+
+
+def institution_allotment(*, institution: Institution, excluding: Course | None = None) -> Allotment:
+    """The institution's allotment against the guarantees of its live (not archived) courses."""
+    quotas = CourseQuota.objects.filter(course__institution=institution, course__archived_at__isnull=True)
+    if excluding is not None:
+        quotas = quotas.exclude(course=excluding)
+    held = quotas.aggregate(core=Sum("core_percent"), memory=Sum("memory_mib"), n=Sum("instance_count"))
+    others = QuotaUse(held["core"] or 0, held["memory"] or 0, held["n"] or 0)
+    limits = (institution.allot_core_percent, institution.allot_memory_mib, institution.allot_instances)
+    if all(v is None for v in limits):
+        return Allotment(None, others, None)
+    limit = QuotaUse(*limits)
+    left = QuotaUse(
+        *(
+            None if lim is None else max(0, lim - used)
+            for lim, used in zip(limits, (others.core_percent, others.memory_mib, others.instances), strict=True)
+        )  # type: ignore[arg-type]
+    )
+    return Allotment(limit, others, left)
+
+
+# --- usage -------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudentUsage:
+    username: str
+    name: str
+    sessions_week: int = 0
+    sessions_term: int = 0
+    core_hours_week: float = 0.0  # AI-Core-% x hours
+    core_hours_term: float = 0.0
+    gib_hours_week: float = 0.0  # GiB x hours
+    gib_hours_term: float = 0.0
+
+
+@dataclass
+class CourseUsage:
+    week_start: datetime
+    term_start: datetime
+    students: list[StudentUsage]
+    days: list[date]
+    core_hours_by_day: list[float]
+    gib_hours_by_day: list[float]
+
+
+def _overlap_hours(start: datetime, end: datetime, lo: datetime, hi: datetime) -> float:
+    seconds = (min(end, hi) - max(start, lo)).total_seconds()
+    return max(0.0, seconds) / 3600
+
+
+def term_start(course: Course) -> datetime:
+    tz = timezone.get_current_timezone()
+    if course.starts_on:
+        return datetime.combine(course.starts_on, time.min, tzinfo=tz)
+    first = course.sessions.order_by("created_at").values_list("created_at", flat=True).first()
+    return timezone.localtime(first or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def course_usage(*, course: Course, now: datetime | None = None) -> CourseUsage:
+    """Per student: sessions and NPU time this week (from Monday) and this term, and per day for the chart.
+
+    NPU time is what a session held: its allocation from admission to release (or now), as
+    AI-Core-% x hours and GiB x hours; a session that never got an allocation counts as a session only.
+    """
+    now = now or timezone.now()
+    local = timezone.localtime(now)
+    week = (local - timedelta(days=local.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = term_start(course)
+    students: dict[int, StudentUsage] = {}
+    for e in (
+        Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT).select_related("user").order_by("user__username")
+    ):
+        students[e.user_id] = StudentUsage(e.user.get_username(), e.user.get_full_name())
+    days = [(start + timedelta(days=i)).date() for i in range(max(1, (local.date() - start.date()).days + 1))]
+    by_day_core = [0.0] * len(days)
+    by_day_gib = [0.0] * len(days)
+    rows = (
+        LabSession.objects.filter(course=course, created_at__lt=now)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=start))
+        .select_related("allocation", "student")
+        .order_by("created_at")
+    )
+    for s in rows:
+        usage = students.get(s.student_id)
+        if usage is None:  # a former student: still counted in the course's totals
+            usage = students[s.student_id] = StudentUsage(s.student.get_username(), s.student.get_full_name())
+        if s.created_at >= start:
+            usage.sessions_term += 1
+        if s.created_at >= week:
+            usage.sessions_week += 1
+        allocation = getattr(s, "allocation", None)
+        if allocation is None:
+            continue
+        held_from, held_to = allocation.created_at, allocation.released_at or now
+        core, gib = allocation.core_percent, allocation.memory_mib / 1024
+        term_hours = _overlap_hours(held_from, held_to, start, now)
+        week_hours = _overlap_hours(held_from, held_to, week, now)
+        usage.core_hours_term += core * term_hours
+        usage.gib_hours_term += gib * term_hours
+        usage.core_hours_week += core * week_hours
+        usage.gib_hours_week += gib * week_hours
+        first = max(0, (timezone.localtime(max(held_from, start)).date() - days[0]).days)
+        last = min(len(days) - 1, (timezone.localtime(held_to).date() - days[0]).days)
+        tz = timezone.get_current_timezone()
+        for i in range(first, last + 1):
+            lo = datetime.combine(days[i], time.min, tzinfo=tz)
+            hours = _overlap_hours(held_from, held_to, lo, min(now, lo + timedelta(days=1)))
+            by_day_core[i] += core * hours
+            by_day_gib[i] += gib * hours
+    ordered = sorted(students.values(), key=lambda u: u.username)
+    return CourseUsage(week, start, ordered, days, by_day_core, by_day_gib)
+
+
+USAGE_CSV_HEADER = [
+    "username",
+    "name",
+    "sessions_this_week",
+    "core_percent_hours_this_week",
+    "gib_hours_this_week",
+    "sessions_this_term",
+    "core_percent_hours_this_term",
+    "gib_hours_this_term",
+]
+
+
+def course_usage_csv(usage: CourseUsage) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(USAGE_CSV_HEADER)
+    for u in usage.students:
+        writer.writerow(
+            [
+                u.username,
+                u.name,
+                u.sessions_week,
+                f"{u.core_hours_week:.2f}",
+                f"{u.gib_hours_week:.2f}",
+                u.sessions_term,
+                f"{u.core_hours_term:.2f}",
+                f"{u.gib_hours_term:.2f}",
+            ]
+        )
+    return out.getvalue()
+
+
+def roster_of(*, course: Course) -> list[Enrollment]:
+    return list(Enrollment.objects.filter(course=course).select_related("user").order_by("role", "user__username"))

@@ -1,0 +1,102 @@
+"""A course's templates: attach from the institution's catalogue, create its own, and see how many fit.
+
+``fit_preview`` asks the placement engine, on the ledger as it is now, how many more instances
+of a shape the cluster could place, and the course's quota how many it would admit inside its
+guarantee: the numbers an instructor needs before promising a class "everyone gets one".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from django.db import transaction
+from django.utils.text import slugify
+
+from labs.domain.placement import Cluster, LaunchRequest
+from labs.domain.units import Scenario
+from labs.models import Course, LabTemplate
+from labs.selectors.courses import course_quota_use
+from labs.services.allocation import capacity_snapshot, placement_config
+
+FIT_LIMIT = 4096  # enough for any class; the engine stops counting there
+
+
+@dataclass(frozen=True)
+class FitPreview:
+    cluster: int  # more instances of this shape the cluster could place now (up to FIT_LIMIT)
+    cluster_empty: int  # with nothing running (every healthy card of the available nodes)
+    quota: int | None  # more the course's guarantee admits now; None without a quota
+    quota_total: int | None  # the guarantee admits at most, when nothing of the course runs
+    capped: bool  # the cluster count reached FIT_LIMIT
+
+
+def _count_fits(cluster: Cluster, core: int, memory: int, scenario: Scenario) -> int:
+    n = 0
+    while n < FIT_LIMIT:
+        request = LaunchRequest(f"~preview-{n}", 0, n, core, memory, scenario)
+        choice = cluster.choose(request)
+        if choice is None:
+            break
+        cluster.commit(request, choice)
+        n += 1
+    return n
+
+
+def fit_preview(*, course: Course, core_percent: int, memory_mib: int, scenario: str) -> FitPreview:
+    """How many instances of (core, memory, scenario) fit: on the cluster now and empty, and in the quota."""
+    shape = Scenario(scenario)
+    snapshot = capacity_snapshot()
+    now = _count_fits(Cluster(snapshot, placement_config()), core_percent, memory_mib, shape)
+    empty_nodes = [replace(n, cards=tuple(replace(c, instances=(), unlisted_mib=0) for c in n.cards)) for n in snapshot]
+    empty = _count_fits(Cluster(empty_nodes, placement_config()), core_percent, memory_mib, shape)
+    quota = getattr(course, "quota", None)
+    in_quota = total = None
+    if quota is not None:
+        use = course_quota_use(course=course)
+        total = min(quota.instance_count, quota.core_percent // core_percent, quota.memory_mib // memory_mib)
+        in_quota = max(
+            0,
+            min(
+                quota.instance_count - use.instances,
+                (quota.core_percent - use.core_percent) // core_percent,
+                (quota.memory_mib - use.memory_mib) // memory_mib,
+            ),
+        )
+    return FitPreview(now, empty, in_quota, total, now >= FIT_LIMIT)
+
+
+def template_create(*, course: Course, **fields) -> LabTemplate:
+    """A template of the course's own, offered in the course at once."""
+    base = slugify(f"{course.code}-{fields['name']}")[:40] or "template"
+    slug, n = base, 1
+    with transaction.atomic():
+        while LabTemplate.objects.filter(institution_id=course.institution_id, slug=slug).exists():
+            n += 1
+            slug = f"{base}-{n}"
+        template = LabTemplate.objects.create(institution_id=course.institution_id, course=course, slug=slug, **fields)
+        course.templates.add(template)
+    return template
+
+
+def templates_attachable(*, course: Course):
+    """The institution's catalogue templates (not other courses' own ones) the course does not offer yet."""
+    return (
+        LabTemplate.objects.filter(institution_id=course.institution_id, course__isnull=True)
+        .exclude(courses=course)
+        .order_by("core_percent", "name")
+    )
+
+
+def template_attach(*, course: Course, template_id: int) -> LabTemplate | None:
+    template = templates_attachable(course=course).filter(pk=template_id).first()
+    if template is not None:
+        course.templates.add(template)
+    return template
+
+
+def template_detach(*, course: Course, template_id: int) -> LabTemplate | None:
+    """Stop offering a template in the course; sessions already running it go on."""
+    template = course.templates.filter(pk=template_id).first()
+    if template is not None:
+        course.templates.remove(template)
+    return template

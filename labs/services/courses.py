@@ -1,0 +1,103 @@
+"""Courses as instructors run them: create, edit, archive at term end, set the quota.
+
+The values arrive already validated by the console's forms (``labs.forms``), which check them
+against the vendor limits and the institution's allotment; these functions write them in one
+transaction each. Lowering a guarantee below what is in use stops nothing: it applies to the
+next admissions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from labs.dispatch import controller_wake
+from labs.domain.reasons import Reason
+from labs.domain.states import TERMINAL
+from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession
+from labs.services.sessions import session_stop
+
+
+def course_create(*, by, institution: Institution, **fields) -> Course:
+    """A new course of ``institution`` with ``by`` as its instructor."""
+    with transaction.atomic():
+        course = Course.objects.create(institution=institution, **fields)
+        Enrollment.objects.create(user=by, course=course, role=Enrollment.Role.INSTRUCTOR)
+    return course
+
+
+def course_update(*, course: Course, **fields) -> Course:
+    for name, value in fields.items():
+        setattr(course, name, value)
+    course.save(update_fields=list(fields))
+    return course
+
+
+def course_archive(*, course: Course, by) -> int:
+    """Archive ``course`` at term end: its open sessions stop with a notice, nothing new launches,
+    history is kept. Returns how many sessions were stopped; archiving twice changes nothing."""
+    with transaction.atomic():
+        changed = Course.objects.filter(pk=course.pk, archived_at__isnull=True).update(archived_at=timezone.now())
+        course.refresh_from_db(fields=["archived_at"])
+        if not changed:
+            return 0
+        reason = Reason.of("session.course_archived", course=course.code)
+        stopped = 0
+        for session_id in LabSession.objects.filter(course=course).exclude(state__in=TERMINAL).values_list("pk", flat=True):
+            stopped += bool(session_stop(session_id=session_id, reason=reason))
+    return stopped
+
+
+def course_unarchive(*, course: Course) -> None:
+    Course.objects.filter(pk=course.pk).update(archived_at=None)
+    course.archived_at = None
+
+
+QUOTA_FIELDS = (
+    "instance_count",
+    "core_percent",
+    "memory_mib",
+    "cohort",
+    "borrow_instances",
+    "borrow_core_percent",
+    "borrow_memory_mib",
+    "lend_instances",
+    "lend_core_percent",
+    "lend_memory_mib",
+    "sessions_per_student",
+    "max_session_minutes",
+)
+
+
+@dataclass(frozen=True)
+class QuotaChange:
+    quota: CourseQuota
+    created: bool
+    below_use: tuple[str, ...]  # the guarantee's resources now below what is in use
+
+
+def quota_set(*, course: Course, values: dict, in_use) -> QuotaChange:
+    """Set the course's quota to ``values`` (every field of ``QUOTA_FIELDS``).
+
+    Nothing running is stopped when a guarantee drops below ``in_use``: the new value applies to
+    the next admissions; ``below_use`` names the resources where that is so. Queued sessions are
+    looked at again at once (a raised guarantee may admit them).
+    """
+    unknown = set(values) - set(QUOTA_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown quota fields {sorted(unknown)}")
+    with transaction.atomic():
+        quota, created = CourseQuota.objects.update_or_create(course=course, defaults=values)
+        controller_wake()
+    below = tuple(
+        name
+        for name, used, limit in (
+            ("instances", in_use.instances, quota.instance_count),
+            ("core_percent", in_use.core_percent, quota.core_percent),
+            ("memory_mib", in_use.memory_mib, quota.memory_mib),
+        )
+        if used > limit
+    )
+    return QuotaChange(quota, created, below)

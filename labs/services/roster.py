@@ -1,0 +1,247 @@
+"""A course's roster: add, remove, change a role, and import a CSV with a preview.
+
+A CSV import is planned first (``roster_plan``: one ``RowPlan`` per row, nothing written) and
+applied only when the instructor confirms (``roster_apply`` plans the same text again and
+writes it in one transaction), so a preview never goes stale into the database and a second
+import of the same file changes nothing.
+
+The CSV has a header row naming its columns, in any order: ``username`` and/or ``email``
+(one is needed per row), optional ``role`` (``student``, ``assistant`` or ``instructor``; empty:
+student), optional ``first_name`` and ``last_name``. A user who does not exist yet is created
+when the row gives a username (with no password: they sign in through the university's login);
+a row with only an e-mail must match an existing account.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from labs.domain.states import TERMINAL
+from labs.models import Course, Enrollment, LabSession
+
+MAX_ROWS = 5000
+MAX_BYTES = 1_000_000
+ROLES = {r.value for r in Enrollment.Role}
+
+
+class RosterError(Exception):
+    """A change the roster refuses, with a message for the instructor."""
+
+
+class Action(StrEnum):
+    ADD = "add"
+    CREATE = "create"  # a new account, then added
+    ROLE = "role"  # a member whose role changes
+    UNCHANGED = "unchanged"
+    ERROR = "error"
+
+
+@dataclass
+class RowPlan:
+    line: int
+    username: str
+    email: str
+    role: str
+    action: Action
+    message: str = ""
+    user_id: int | None = None
+    first_name: str = ""
+    last_name: str = ""
+
+
+@dataclass
+class RosterPlan:
+    rows: list[RowPlan] = field(default_factory=list)
+    error: str = ""  # the whole file is refused (not CSV, no usable header, too large)
+
+    def count(self, action: Action) -> int:
+        return sum(1 for r in self.rows if r.action == action)
+
+    @property
+    def writable(self) -> bool:
+        return not self.error and any(r.action in (Action.ADD, Action.CREATE, Action.ROLE) for r in self.rows)
+
+
+def _find_user(username: str, email: str):
+    User = get_user_model()
+    if username:
+        user = User.objects.filter(username=username).first()
+        if user is not None and email and user.email and user.email.lower() != email.lower():
+            return None, _("the account %(username)s has another e-mail address") % {"username": username}
+        return user, ""
+    users = list(User.objects.filter(email__iexact=email)[:2])
+    if len(users) > 1:
+        return None, _("more than one account has this e-mail; give the username")
+    if not users:
+        return None, _("no account has this e-mail; give a username to create one")
+    return users[0], ""
+
+
+def roster_plan(*, course: Course, text: str) -> RosterPlan:
+    """What importing ``text`` would do to the roster of ``course``; writes nothing."""
+    if len(text.encode("utf-8", "replace")) > MAX_BYTES:
+        return RosterPlan(error=_("The file is larger than 1 MB; split it."))
+    text = text.lstrip("\ufeff")  # a BOM from spreadsheet programs
+    try:
+        reader = csv.DictReader(io.StringIO(text))
+        header = [h.strip().lower() for h in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        return RosterPlan(error=_("This is not a CSV file: %(error)s") % {"error": exc})
+    if not {"username", "email"} & set(header):
+        return RosterPlan(
+            error=_("The first row must name the columns, with username or email among them (and optionally role).")
+        )
+    reader.fieldnames = header
+    members = {e.user_id: e.role for e in Enrollment.objects.filter(course=course)}
+    plan = RosterPlan()
+    seen: set[str] = set()
+    instructors_left = sum(1 for r in members.values() if r == Enrollment.Role.INSTRUCTOR)
+    User = get_user_model()
+    try:
+        for number, raw in enumerate(reader, start=2):
+            if number - 1 > MAX_ROWS:
+                return RosterPlan(error=_("The file has more than %(n)s rows; split it.") % {"n": MAX_ROWS})
+            row = {k: (v or "").strip() for k, v in raw.items() if k}
+            if not any(row.values()):
+                continue  # a blank line
+            username, email = row.get("username", ""), row.get("email", "")
+            role = (row.get("role") or Enrollment.Role.STUDENT).lower()
+            entry = RowPlan(number, username, email, role, Action.ERROR)
+            entry.first_name, entry.last_name = row.get("first_name", ""), row.get("last_name", "")
+            plan.rows.append(entry)
+            if not username and not email:
+                entry.message = _("no username and no e-mail")
+                continue
+            if email:
+                try:
+                    validate_email(email)
+                except ValidationError:
+                    entry.message = _("%(email)s is not an e-mail address") % {"email": email}
+                    continue
+            if role not in ROLES:
+                entry.message = _("unknown role %(role)s: use student, assistant or instructor") % {"role": role}
+                continue
+            if username:
+                try:
+                    User.username_validator(username)
+                except ValidationError:
+                    entry.message = _("%(username)s is not a valid username") % {"username": username}
+                    continue
+            key = (username or email).lower()
+            if key in seen:
+                entry.message = _("listed twice in this file")
+                continue
+            seen.add(key)
+            user, problem = _find_user(username, email)
+            if problem:
+                entry.message = problem
+                continue
+            if user is None:
+                entry.action = Action.CREATE
+                continue
+            entry.user_id = user.pk
+            entry.username = user.get_username()
+            current = members.get(user.pk)
+            if current is None:
+                entry.action = Action.ADD
+            elif current == role:
+                entry.action = Action.UNCHANGED
+            elif current == Enrollment.Role.INSTRUCTOR and instructors_left <= 1:
+                entry.message = _("a course keeps at least one instructor; make someone else instructor first")
+            else:
+                if current == Enrollment.Role.INSTRUCTOR:
+                    instructors_left -= 1
+                entry.action = Action.ROLE
+                entry.message = _("%(old)s → %(new)s") % {
+                    "old": Enrollment.Role(current).label,
+                    "new": Enrollment.Role(role).label,
+                }
+    except csv.Error as exc:
+        return RosterPlan(error=_("This is not a CSV file: %(error)s") % {"error": exc})
+    return plan
+
+
+def roster_apply(*, course: Course, text: str) -> RosterPlan:
+    """Plan ``text`` again and write it: rows in error are skipped, the rest in one transaction."""
+    User = get_user_model()
+    with transaction.atomic():
+        plan = roster_plan(course=course, text=text)
+        if plan.error:
+            return plan
+        for row in plan.rows:
+            if row.action == Action.CREATE:
+                user = User(username=row.username, email=row.email, first_name=row.first_name, last_name=row.last_name)
+                user.set_unusable_password()
+                user.save()
+                row.user_id = user.pk
+                Enrollment.objects.create(user=user, course=course, role=row.role)
+            elif row.action == Action.ADD:
+                Enrollment.objects.get_or_create(user_id=row.user_id, course=course, defaults={"role": row.role})
+            elif row.action == Action.ROLE:
+                _set_role(course, row.user_id, row.role)
+    return plan
+
+
+def roster_add(*, course: Course, identifier: str, role: str = Enrollment.Role.STUDENT) -> Enrollment:
+    """Add an existing account, by username or e-mail; ``RosterError`` with the reason otherwise."""
+    identifier = identifier.strip()
+    if role not in ROLES:
+        raise RosterError(_("Unknown role %(role)s.") % {"role": role})
+    if not identifier:
+        raise RosterError(_("Give a username or an e-mail address."))
+    user, problem = _find_user("" if "@" in identifier else identifier, identifier if "@" in identifier else "")
+    if problem or user is None:
+        raise RosterError(problem or _("No account is called %(name)s.") % {"name": identifier})
+    enrollment, created = Enrollment.objects.get_or_create(user=user, course=course, defaults={"role": role})
+    if not created:
+        raise RosterError(
+            _("%(name)s is already a member, as %(role)s.") % {"name": user.get_username(), "role": enrollment.get_role_display()}
+        )
+    return enrollment
+
+
+def _set_role(course: Course, user_id: int, role: str) -> None:
+    current = Enrollment.objects.select_for_update().get(course=course, user_id=user_id)
+    if current.role == Enrollment.Role.INSTRUCTOR and role != Enrollment.Role.INSTRUCTOR:
+        _keep_an_instructor(course, user_id)
+    current.role = role
+    current.save(update_fields=["role"])
+
+
+def _keep_an_instructor(course: Course, user_id: int) -> None:
+    others = Enrollment.objects.filter(course=course, role=Enrollment.Role.INSTRUCTOR).exclude(user_id=user_id)
+    if not others.exists():
+        raise RosterError(_("A course keeps at least one instructor; make someone else instructor first."))
+
+
+def roster_set_role(*, course: Course, user_id: int, role: str) -> None:
+    if role not in ROLES:
+        raise RosterError(_("Unknown role %(role)s.") % {"role": role})
+    with transaction.atomic():
+        if not Enrollment.objects.filter(course=course, user_id=user_id).exists():
+            raise RosterError(_("That person is not a member of this course."))
+        _set_role(course, user_id, role)
+
+
+def roster_remove(*, course: Course, user_id: int) -> None:
+    """Remove a member. A student with an open session keeps it until it ends; they cannot launch again."""
+    with transaction.atomic():
+        enrollment = Enrollment.objects.select_for_update().filter(course=course, user_id=user_id).first()
+        if enrollment is None:
+            raise RosterError(_("That person is not a member of this course."))
+        if enrollment.role == Enrollment.Role.INSTRUCTOR:
+            _keep_an_instructor(course, user_id)
+        enrollment.delete()
+
+
+def open_sessions_of(*, course: Course, user_id: int) -> int:
+    return LabSession.objects.filter(course=course, student_id=user_id).exclude(state__in=TERMINAL).count()

@@ -1,0 +1,150 @@
+"""Every console page and action × every kind of visitor → the expected status, nothing leaked.
+
+Visitors: anonymous, a student of the course, its assistant, the instructor of another course
+of the same institution, its instructor, an operator of its institution and an operator of
+another institution.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from labs.models import Enrollment, Institution, InstitutionRole
+from tests.factories import UserFactory, course_with_students
+
+VISITORS = ("anonymous", "student", "assistant", "other_instructor", "instructor", "operator", "foreign_operator")
+
+PAGES = [
+    "",
+    "use/",
+    "edit/",
+    "archive/",
+    "quota/",
+    "templates/",
+    "templates/preview/?core_percent=5&memory_mib=4&scenario=development",
+    "roster/",
+    "usage/",
+    "usage/?format=csv",
+    "sessions/stop-all/",
+]
+MANAGE_PAGES = {"edit/", "archive/", "quota/"}
+
+ACTIONS = {
+    "quota/": {"instance_count": 8, "core_percent": 80, "memory_mib": "32", "sessions_per_student": 1, "max_session_minutes": 60},
+    "edit/": {"code": "RENAMED", "title": "t", "term": "2026 Autumn"},
+    "templates/": {"action": "detach", "template": "__small__"},
+    "roster/": {"action": "add", "identifier": "outsider", "role": "instructor"},
+    "roster/import/": {"step": "confirm", "csv": "username,role\noutsider,instructor\n"},
+    "archive/": {"confirm": "yes"},
+    "sessions/stop-all/": {"confirm": "yes"},
+}
+ANY_STAFF_ACTIONS = {"sessions/stop-all/"}
+
+
+@pytest.fixture
+def people(world):
+    course = world["course"]
+    other_course, _, _, other_instructor = course_with_students(0, code="OTHER9")
+    assistant = UserFactory(username="ta")
+    Enrollment.objects.create(user=assistant, course=course, role="assistant")
+    operator = UserFactory(username="op")
+    InstitutionRole.objects.create(user=operator, institution=course.institution, role="operator")
+    foreign = UserFactory(username="foreign-op")
+    InstitutionRole.objects.create(
+        user=foreign, institution=Institution.objects.create(name="Elsewhere", slug="elsewhere"), role="operator"
+    )
+    UserFactory(username="outsider")
+    return {
+        "anonymous": None,
+        "student": world["students"][0],
+        "assistant": assistant,
+        "other_instructor": other_instructor,
+        "instructor": world["instructor"],
+        "operator": operator,
+        "foreign_operator": foreign,
+    }
+
+
+def client_for(user) -> Client:
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+def expected_page(visitor: str, page: str) -> int:
+    if visitor == "anonymous":
+        return 302
+    if visitor in ("student", "other_instructor", "foreign_operator"):
+        return 404
+    if visitor == "assistant" and page in MANAGE_PAGES:
+        return 403
+    return 200
+
+
+@pytest.mark.parametrize("visitor", VISITORS)
+def test_every_page_answers_each_visitor_as_expected_and_leaks_nothing(world, people, visitor):
+    course = world["course"]
+    client = client_for(people[visitor])
+    for page in PAGES:
+        response = client.get(f"/courses/{course.pk}/{page}")
+        assert response.status_code == expected_page(visitor, page), (visitor, page)
+        if response.status_code in (302, 403, 404):
+            body = response.content.decode()
+            assert course.title not in body and world["students"][1].username not in body, (visitor, page)
+        if response.status_code == 302:
+            assert response["Location"].startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize("visitor", VISITORS)
+def test_every_action_is_allowed_only_to_whom_it_should_be(world, people, visitor):
+    course = world["course"]
+    client = client_for(people[visitor])
+    for action, data in ACTIONS.items():
+        data = {k: (world["small"].pk if v == "__small__" else v) for k, v in data.items()}
+        response = client.post(f"/courses/{course.pk}/{action}", data)
+        if visitor == "anonymous":
+            expected = {302}
+        elif visitor in ("student", "other_instructor", "foreign_operator"):
+            expected = {404}
+        elif visitor == "assistant" and action not in ANY_STAFF_ACTIONS:
+            expected = {403}
+        else:
+            expected = {200, 302}
+        assert response.status_code in expected, (visitor, action, response.status_code)
+    course.refresh_from_db()
+    changed = course.code == "RENAMED"
+    assert changed == (visitor in ("instructor", "operator"))
+    outsider_in = Enrollment.objects.filter(course=course, user__username="outsider").exists()
+    assert outsider_in == (visitor in ("instructor", "operator"))
+
+
+@pytest.mark.parametrize(
+    ("visitor", "status"),
+    [
+        ("anonymous", 302),
+        ("student", 403),
+        ("assistant", 403),
+        ("other_instructor", 403),
+        ("instructor", 403),  # teaching a course is not the right to create them
+        ("operator", 200),
+        ("foreign_operator", 200),  # for its own institution only
+    ],
+)
+def test_creating_a_course_needs_a_role_in_an_institution(world, people, visitor, status):
+    response = client_for(people[visitor]).get("/teach/courses/new/")
+    assert response.status_code == status
+    if status == 200:
+        institutions = [i.slug for i in response.context["institutions"]]
+        assert institutions == (["elsewhere"] if visitor == "foreign_operator" else [world["course"].institution.slug])
+
+
+def test_the_console_home_lists_only_the_visitors_courses(world, people):
+    course = world["course"]
+    for visitor in ("student", "other_instructor", "foreign_operator"):
+        page = client_for(people[visitor]).get("/teach/").content.decode()
+        assert f"/courses/{course.pk}/" not in page, visitor
+    for visitor in ("assistant", "instructor", "operator"):
+        page = client_for(people[visitor]).get("/teach/").content.decode()
+        assert f"/courses/{course.pk}/" in page, visitor
