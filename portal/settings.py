@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "accounts",
     "labs",
 ]
 
@@ -100,6 +101,9 @@ LOGOUT_REDIRECT_URL = "login"
 LANGUAGE_CODE = env_str("LANGUAGE_CODE", "en")
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# The language cookie outlives the browser session, as the login does; a signed-in user's own
+# choice is also kept with their account and set again at every login (accounts.views).
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
