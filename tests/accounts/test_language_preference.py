@@ -59,6 +59,7 @@ def test_logging_in_on_another_device_brings_the_choice_back(db):
     assert response.cookies[COOKIE]["max-age"] == settings.LANGUAGE_COOKIE_AGE
     html = elsewhere.get("/").content.decode()
     assert '<html lang="zh-hans">' in html
+    assert "退出登录" in html
     # The websocket reads the same cookie, so live updates come in that language too.
     assert reader_language({"cookies": {COOKIE: elsewhere.cookies[COOKIE].value}}) == "zh-hans"
 
@@ -74,6 +75,7 @@ def test_a_user_who_never_chose_keeps_the_language_of_their_browser(db):
 def test_an_anonymous_visitor_gets_the_language_their_browser_asks_for(db):
     chinese = Client(HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9,en;q=0.5")
     assert page_language(chinese, LOGIN) == "zh-hans"
+    assert "用户名" in chinese.get(LOGIN).content.decode()
     assert page_language(Client(HTTP_ACCEPT_LANGUAGE="fr-FR"), LOGIN) == "en"
     assert page_language(Client(), LOGIN) == "en"
 
