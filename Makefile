@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VAR := var
 
-.PHONY: demo test test-fast bench bench-classstart chaos lint venv clean
+.PHONY: demo test test-fast bench bench-classstart chaos lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,17 +22,36 @@ $(VAR)/secret_key $(VAR)/agent_token:
 	mkdir -p $(VAR)
 	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
+## messages: every string marked for translation into locale/*/LC_MESSAGES/django.po, keeping the
+## translations there (new strings arrive untranslated, changed ones fuzzy); then translate them.
+## tests/test_catalogue.py runs this target in a copy of the repository and compares.
+LOCALES := zh_Hans
+# No page text lives here (hidden directories such as .venv are skipped anyway).
+MESSAGES_IGNORE := .venv var bench tests deploy node_modules
+messages: | $(VENV)/.installed-runtime
+	env -u DJANGO_SETTINGS_MODULE $(PY) -m django makemessages $(addprefix --locale=,$(LOCALES)) \
+	  --no-obsolete --no-wrap --add-location=file $(addprefix --ignore=,$(MESSAGES_IGNORE))
+
+## compilemessages: the .mo files the portal reads (built, never committed)
+MO_FILES := $(foreach locale,$(LOCALES),locale/$(locale)/LC_MESSAGES/django.mo)
+compilemessages: $(MO_FILES)
+
+# Placeholders are checked by tests/test_catalogue.py, not --check-format: xgettext takes the "%"
+# of "AI Core (% of one card)" in two model field names for a format directive.
+locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po
+	msgfmt --check-header --check-domain -o $@ $<
+
 ## demo: the embedded portal on http://127.0.0.1:8000/ (SQLite, local Redis, local JupyterLab driver)
-demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token
+demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(MO_FILES)
 	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key LAB_AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token \
 	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token $(PY) manage.py run_demo
 
 ## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev $(MO_FILES)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest
 
-test-fast: $(VENV)/.installed-dev
+test-fast: $(VENV)/.installed-dev $(MO_FILES)
 	$(VENV)/bin/pytest -m "not browser and not slow"
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "accounts",
     "labs",
 ]
 
@@ -100,7 +101,15 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = env_str("LANGUAGE_CODE", "en")
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
+# The compiled catalogues (django.mo) are built by `make compilemessages`, not committed.
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# The language cookie outlives the browser session, as the login does; a signed-in user's own
+# choice is also kept with their account and set again at every login (accounts.views).
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+# Dates and times render in the reader's language's formats (Django's own: "2026年11月30日"). No
+# thousands separator in a plain {{ number }}: ids and versions go into attributes and form values;
+# sizes people read are grouped where they are shown (labs/templatetags/units.py).
+USE_THOUSAND_SEPARATOR = False
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

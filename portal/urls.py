@@ -2,13 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from accounts import views as accounts_views
 from labs.metrics import metrics
 
 urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", accounts_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("i18n/", include("django.conf.urls.i18n")),
+    # Django's set_language (the URL django.conf.urls.i18n gives it), keeping a signed-in user's choice.
+    path("i18n/setlang/", accounts_views.set_language, name="set_language"),
     path("", include("labs.urls")),
 ]

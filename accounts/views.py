@@ -1,0 +1,49 @@
+"""The language switch and the login page: a signed-in user's language follows them to every device."""
+
+from __future__ import annotations
+
+import contextlib
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.views import i18n
+
+from accounts.selectors import preferred_language
+from accounts.services import preference_set_language
+
+
+def set_language(request: HttpRequest) -> HttpResponse:
+    """Django's ``set_language`` (the language cookie, then back to ``next``); a signed-in user's
+    choice is also kept with their account."""
+    response = i18n.set_language(request)
+    if request.method == "POST" and request.user.is_authenticated:
+        # Like Django's view, a language the portal does not offer is ignored.
+        with contextlib.suppress(ValueError):
+            preference_set_language(user=request.user, language=request.POST.get(i18n.LANGUAGE_QUERY_PARAMETER, ""))
+    return response
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login; the response sets the language cookie to the user's own choice, if they made
+    one, so pages and the websocket (``labs.consumers.reader_language``) use it on this device too."""
+
+    def form_valid(self, form) -> HttpResponse:
+        response = super().form_valid(form)
+        if language := preferred_language(user=form.get_user()):
+            set_language_cookie(response, language)
+        return response
+
+
+def set_language_cookie(response: HttpResponse, language: str) -> None:
+    """The cookie exactly as Django's ``set_language`` sets it."""
+    response.set_cookie(
+        settings.LANGUAGE_COOKIE_NAME,
+        language,
+        max_age=settings.LANGUAGE_COOKIE_AGE,
+        path=settings.LANGUAGE_COOKIE_PATH,
+        domain=settings.LANGUAGE_COOKIE_DOMAIN,
+        secure=settings.LANGUAGE_COOKIE_SECURE,
+        httponly=settings.LANGUAGE_COOKIE_HTTPONLY,
+        samesite=settings.LANGUAGE_COOKIE_SAMESITE,
+    )
