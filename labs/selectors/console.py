@@ -221,11 +221,12 @@ def _overlap_hours(start: datetime, end: datetime, lo: datetime, hi: datetime) -
 
 
 def term_start(course: Course) -> datetime:
+    """Midnight of the course's first day, or of its first session if that came earlier (a course
+    tried out before its term) or the course has no first day."""
     tz = timezone.get_current_timezone()
-    if course.starts_on:
-        return datetime.combine(course.starts_on, time.min, tzinfo=tz)
     first = course.sessions.order_by("created_at").values_list("created_at", flat=True).first()
-    return timezone.localtime(first or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
+    days = [d for d in (course.starts_on, timezone.localtime(first).date() if first else None) if d is not None]
+    return datetime.combine(min(days, default=timezone.localdate()), time.min, tzinfo=tz)
 
 
 def course_usage(*, course: Course, now: datetime | None = None) -> CourseUsage:

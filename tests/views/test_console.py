@@ -462,3 +462,12 @@ def test_usage_counts_npu_time_per_student_this_week_and_term_and_exports_csv(wo
     lines = csv_response.content.decode().splitlines()
     assert lines[0].startswith("username,name,sessions_this_week")
     assert any(line.startswith(f"{student.username},,") and ",20.00,16.00" in line for line in lines)
+
+
+def test_a_course_used_before_its_first_day_counts_that_use_in_its_term(world):
+    course = world["course"]
+    Course.objects.filter(pk=course.pk).update(starts_on=timezone.localdate() + timedelta(days=60))
+    session_launch(student=world["students"][0], course=course, template=world["small"])
+    usage = logged_in(world["instructor"]).get(url(course, "usage/")).context["usage"]
+    assert usage.term_start.date() == timezone.localdate()
+    assert next(u for u in usage.students if u.username == world["students"][0].username).sessions_term == 1
