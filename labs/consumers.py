@@ -14,6 +14,7 @@ from django.utils.translation import trans_real
 from labs.models import LabSession
 from labs.selectors.courses import is_course_staff
 from labs.services.events import course_group, student_group
+from labs.templatetags.session_card import share_text
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -62,10 +63,19 @@ class SessionUpdatesConsumer(AsyncJsonWebsocketConsumer):
 
 
 def localised(payload: dict) -> dict:
-    """The reason and state label of a session payload, in the active language."""
+    """The words of a session payload (reason, state label, share) in the active language.
+
+    Numbers and times stay as they are: the page composes the timed lines (queue place, time
+    left) from them with phrases translated for the same reader (``labs.templatetags.session_card``).
+    """
     reason = LabSession(reason_code=payload.get("reason_code", ""), reason_params=payload.get("reason_params") or {}).reason
     state = payload["state"]
-    return {**payload, "reason": reason, "state_label": str(LabSession.State(state).label)}
+    return {
+        **payload,
+        "reason": reason,
+        "state_label": str(LabSession.State(state).label),
+        "share_text": share_text(payload["core_percent"], payload["memory_mib"]),
+    }
 
 
 def reader_language(scope: dict) -> str:

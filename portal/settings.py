@@ -229,6 +229,10 @@ LAB_DRIVER = {
     # the Kubernetes driver's profile_settings, pod_options or a pool's own profile options.
     "OPTIONS": {**_driver_options_from_env(), **env_json_object("LAB_DRIVER_OPTIONS")},
 }
+# Whether the NPU shares the portal books are enforced on hardware. Only the Kubernetes driver
+# places labs on NPU nodes (FlexNPU, vNPU, HAMi); the local and simulator drivers run them on a
+# machine without NPUs, and the student page says so. Set it to override (a test cluster without NPUs).
+LAB_SHARES_ENFORCED = env_bool("LAB_SHARES_ENFORCED", _driver_backend == "labs.drivers.kubernetes.KubernetesDriver")
 LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
 LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)

@@ -309,3 +309,32 @@ def test_a_pools_own_profile_options_build_the_driver(tmp_path):
 def test_a_bad_profile_or_pool_option_is_refused_when_the_driver_is_built(tmp_path, env, message):
     result = run_settings(tmp_path, BUILD_DRIVER, LAB_DRIVER=KUBERNETES, LAB_K8S_API_URL="http://127.0.0.1:9", **env)
     assert f"LAB_DRIVER options for {KUBERNETES}: {message}" in refused(result)
+
+
+SHARES_ENFORCED = """
+import django
+django.setup()
+from django.conf import settings
+print(settings.LAB_SHARES_ENFORCED)
+"""
+
+
+@pytest.mark.parametrize(
+    "backend, enforced",
+    [
+        (None, "False"),
+        ("labs.drivers.simulator.SimulatorDriver", "False"),
+        ("labs.drivers.kubernetes.KubernetesDriver", "True"),
+    ],
+)
+def test_shares_count_as_enforced_only_with_the_driver_that_runs_labs_on_npus(tmp_path, backend, enforced):
+    result = run_settings(tmp_path, SHARES_ENFORCED, LAB_DRIVER=backend)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == enforced
+
+
+def test_whether_shares_are_enforced_can_be_set(tmp_path):
+    result = run_settings(
+        tmp_path, SHARES_ENFORCED, LAB_DRIVER="labs.drivers.kubernetes.KubernetesDriver", LAB_SHARES_ENFORCED="no"
+    )
+    assert result.stdout.split()[-1] == "False", result.stderr

@@ -119,6 +119,27 @@ class Expire(NamedTuple):
 Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire
 
 
+def session_limit_minutes(template_minutes: int | None, course_minutes: int | None) -> int | None:
+    """A session's maximum length in minutes: the shorter of its template's and its course's.
+
+    ``None`` (no limit) when neither sets one, e.g. a course without a quota. This is the limit
+    the controller enforces (``Expire``) and the one pages count down to.
+    """
+    limits = [m for m in (template_minutes, course_minutes) if m]
+    return min(limits) if limits else None
+
+
+def session_deadline(running_at: float | None, limit_minutes: int | None) -> float | None:
+    """When a running session is stopped for its length, in seconds since the epoch.
+
+    The limit counts from when the session came up (``running_at``), not from its launch: time
+    spent queued or starting is not taken from it. ``None`` before it runs or without a limit.
+    """
+    if running_at is None or not limit_minutes:
+        return None
+    return running_at + 60 * limit_minutes
+
+
 def decide(
     sessions: Sequence[Desired], seen: Mapping[str, Seen] | None, *, now: float, timing: Timing = Timing()
 ) -> list[Action]:

@@ -2,31 +2,73 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from labs.domain.states import TERMINAL
+from labs.domain.lifecycle import session_deadline, session_limit_minutes
+from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
+from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Enrollment, LabSession
+from labs.templatetags.session_card import share_text
 
 RECENT_ENDED = 5
 
 
+@dataclass(frozen=True)
+class QueueFacts:
+    """Where a queued session stands in its course's queue; ``wait_seconds`` is ``None`` when unknown."""
+
+    position: int
+    length: int
+    wait_seconds: int | None
+
+
 def _with_relations(qs: QuerySet[LabSession]) -> QuerySet[LabSession]:
-    return qs.select_related("template", "course", "student", "allocation__card__node")
+    return qs.select_related("template", "course__quota", "student", "allocation__card__node")
 
 
-def sessions_for_events(session_ids: Iterable[str]) -> QuerySet[LabSession]:
-    return _with_relations(LabSession.objects.filter(pk__in=list(session_ids)))
+def left_queue(session: LabSession) -> bool:
+    """Whether publishing this session means it has just left its course's queue (admitted, refused, cancelled)."""
+    return session.state == SessionState.ADMITTED or (session.state in TERMINAL and session.admitted_at is None)
+
+
+def sessions_for_events(session_ids: Iterable[str]) -> list[LabSession]:
+    """The changed sessions, and the still-queued sessions of every course whose queue one of them left.
+
+    A session that leaves a queue moves everyone behind it up a place, so their pages are told
+    too; queued sessions of other courses keep their places and are not read.
+    """
+    changed = list(_with_relations(LabSession.objects.filter(pk__in=list(session_ids))))
+    moved = {s.course_id for s in changed if left_queue(s)}
+    if not moved:
+        return changed
+    behind = _with_relations(
+        LabSession.objects.filter(course_id__in=moved, state=SessionState.QUEUED).exclude(pk__in=[s.pk for s in changed])
+    )
+    return changed + list(behind)
 
 
 def sessions_of_student(*, user) -> list[LabSession]:
-    """The student's open sessions, then their few most recently ended ones."""
+    """The student's open sessions, then their few most recently ended ones.
+
+    Each carries ``card``: its ``session_event_payload`` (the owner's), read in bulk, which is
+    what the page draws the card from.
+    """
     base = _with_relations(LabSession.objects.filter(student=user))
     open_sessions = list(base.exclude(state__in=TERMINAL).order_by("-created_at"))
     ended = list(base.filter(state__in=TERMINAL).order_by("-ended_at")[:RECENT_ENDED])
-    return open_sessions + ended
+    sessions = open_sessions + ended
+    for session, payload in zip(sessions, session_event_payloads(sessions, for_owner=True), strict=True):
+        session.card = payload
+    return sessions
 
 
 def session_for_user(*, user, session_id) -> LabSession | None:
@@ -37,15 +79,95 @@ def session_for_user(*, user, session_id) -> LabSession | None:
     )
 
 
-def session_event_payload(session: LabSession, *, for_owner: bool) -> dict[str, Any]:
-    """What a page needs to draw a session card. Only the owner gets the access URL (it holds the secret)."""
+def queue_facts(sessions: Sequence[LabSession], *, now: float | None = None) -> dict[Any, QueueFacts]:
+    """Queue position, queue length and wait estimate of each queued session among ``sessions``, by pk.
+
+    The position counts the course's queued sessions in the order the allocation pass takes
+    them (``created_at``, then ``id``). The wait is ``labs.domain.queue.wait_estimate_seconds``:
+    only when the course's quota is full, from when the course's sessions end at the latest.
+    Two queries at most, however many sessions.
+    """
+    queued = [s for s in sessions if s.state == SessionState.QUEUED]
+    if not queued:
+        return {}
+    now = timezone.now().timestamp() if now is None else now
+    course_queue = LabSession.objects.filter(course_id=OuterRef("course_id"), state=SessionState.QUEUED).order_by()
+    ahead = course_queue.filter(
+        Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id"))
+    )
+    places = LabSession.objects.filter(pk__in=[s.pk for s in queued], state=SessionState.QUEUED).annotate(
+        ahead=Coalesce(Subquery(_count(ahead)), 0, output_field=IntegerField()),
+        length=Coalesce(Subquery(_count(course_queue)), 0, output_field=IntegerField()),
+    )
+    places_by_pk = {pk: (ahead + 1, length) for pk, ahead, length in places.values_list("pk", "ahead", "length")}
+
+    by_pk = {s.pk: s for s in queued}
+    quota_bound = {by_pk[pk].course_id for pk in places_by_pk if by_pk[pk].reason_code in QUOTA_BOUND_CODES}
+    releases: dict[int, list[float | None]] = defaultdict(list)
+    if quota_bound:
+        holding = LabSession.objects.filter(course_id__in=quota_bound, state__in=HOLDS_ALLOCATION).values_list(
+            "course_id", "state", "running_at", "template__max_lifetime_minutes", "course__quota__max_session_minutes"
+        )
+        for course_id, state, running_at, template_minutes, course_minutes in holding:
+            releases[course_id].append(
+                release_at(
+                    state,
+                    running_at=running_at.timestamp() if running_at else None,
+                    limit_minutes=session_limit_minutes(template_minutes, course_minutes),
+                    now=now,
+                )
+            )
+    facts = {}
+    for pk, (position, length) in places_by_pk.items():
+        session = by_pk[pk]
+        wait = wait_estimate_seconds(
+            position=position, reason_code=session.reason_code, releases=releases.get(session.course_id, ()), now=now
+        )
+        facts[pk] = QueueFacts(position, length, wait)
+    return facts
+
+
+def _count(qs: QuerySet[LabSession]) -> QuerySet:
+    return qs.values("course_id").annotate(n=Count("pk")).values("n")[:1]
+
+
+def session_stops_at(session: LabSession) -> float | None:
+    """The deadline the controller stops this running session at (seconds since the epoch), or ``None``."""
+    if session.state != SessionState.RUNNING or session.running_at is None:
+        return None
+    quota = getattr(session.course, "quota", None)
+    limit = session_limit_minutes(session.template.max_lifetime_minutes, quota.max_session_minutes if quota else None)
+    return session_deadline(session.running_at.timestamp(), limit)
+
+
+def session_event_payloads(sessions: Sequence[LabSession], *, for_owner: bool) -> list[dict[str, Any]]:
+    """``session_event_payload`` of each session, with the queue facts read once for all of them."""
+    facts = queue_facts(sessions)
+    return [session_event_payload(s, for_owner=for_owner, queue=facts.get(s.pk)) for s in sessions]
+
+
+def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueFacts | None = None) -> dict[str, Any]:
+    """What a page needs to draw a session card. Only the owner gets the access URL (it holds the secret).
+
+    Times are ISO 8601: ``started_at`` when the lab began starting, ``stops_at`` (only while
+    running) the deadline the controller stops it at (``session_stops_at``). ``queue_position`` (1-based),
+    ``queue_length`` and ``wait_seconds`` only while queued; ``wait_seconds`` is ``None`` when
+    there is no honest estimate (``queue_facts``). ``read_at_ms`` is when this was read: of two
+    payloads with one ``version``, the later read has the fresher queue position. Words
+    (``state_label``, ``reason``, ``share_text``) are in the active language; the websocket
+    consumer renders them again for each reader (``labs.consumers.localised``).
+    """
+    if queue is None and session.state == SessionState.QUEUED:
+        queue = queue_facts([session]).get(session.pk)
     allocation = getattr(session, "allocation", None)
     placement = ""
     if allocation is not None and allocation.released_at is None:
         placement = allocation.placement
+    stops_at = session_stops_at(session)
     return {
         "id": str(session.pk),
         "version": session.version,
+        "read_at_ms": int(time.time() * 1000),
         "state": session.state,
         "state_label": str(LabSession.State(session.state).label),
         "reason": session.reason,
@@ -57,8 +179,20 @@ def session_event_payload(session: LabSession, *, for_owner: bool) -> dict[str, 
         "student": session.student.get_username(),
         "core_percent": session.template.core_percent,
         "memory_mib": session.template.memory_mib,
+        "share_text": share_text(session.template.core_percent, session.template.memory_mib),
         "placement": placement,
         "can_stop": session.can_stop,
         "access_url": session.access_url if for_owner and session.state == LabSession.State.RUNNING else "",
         "created_at": session.created_at.isoformat(),
+        "started_at": session.started_at.isoformat() if session.started_at else None,
+        "stops_at": _iso(stops_at),
+        "queue_position": queue.position if queue else None,
+        "queue_length": queue.length if queue else None,
+        "wait_seconds": queue.wait_seconds if queue else None,
     }
+
+
+def _iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()

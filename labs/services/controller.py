@@ -41,7 +41,23 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from labs import dispatch
-from labs.domain.lifecycle import Bind, Create, Delete, Desired, Expire, Fail, Finish, Note, Rebind, Running, Seen, Timing, decide
+from labs.domain.lifecycle import (
+    Bind,
+    Create,
+    Delete,
+    Desired,
+    Expire,
+    Fail,
+    Finish,
+    Note,
+    Rebind,
+    Running,
+    Seen,
+    Timing,
+    decide,
+    session_deadline,
+    session_limit_minutes,
+)
 from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.drivers import DriverError, DriverRefused, LaunchSpec, Observed, get_driver
@@ -179,7 +195,7 @@ def _desired() -> list[Desired]:
         lifetime,
         course_limit,
     ) in rows:
-        minutes = min(m for m in (lifetime, course_limit) if m is not None) if (lifetime or course_limit) else None
+        minutes = session_limit_minutes(lifetime, course_limit)
         sessions.append(
             Desired(
                 str(pk),
@@ -192,7 +208,7 @@ def _desired() -> list[Desired]:
                 retry_at=retry_at.timestamp() if retry_at else None,
                 node=node or "",
                 card_index=card,
-                expires_at=running.timestamp() + 60 * minutes if running and minutes else None,
+                expires_at=session_deadline(running.timestamp() if running else None, minutes),
                 lifetime_minutes=minutes or 0,
             )
         )

@@ -6,6 +6,10 @@ each course's group, carrying every changed session of that group. Inside ``even
 and sent once when the block ends, so a pass that admits 500 sessions sends a handful of
 messages instead of a thousand. Nothing is sent for a transaction that rolls back.
 
+A session that leaves its course's queue (admitted, refused, cancelled) moves the sessions
+behind it up a place: their current state goes out with it (``sessions_for_events``), in the
+same per-group messages, so a pass that admits 128 still sends one message per group.
+
 A message carries the reason as a code and parameters; each consumer renders it in the
 language of its own reader.
 """
@@ -64,16 +68,19 @@ def events_batch() -> Iterator[None]:
 
 
 def _send(session_ids: set[str]) -> None:
-    from labs.selectors.sessions import session_event_payload, sessions_for_events
+    from labs.selectors.sessions import queue_facts, session_event_payload, sessions_for_events
 
     layer = get_channel_layer()
     if layer is None:
         return
     try:
         messages: dict[str, list[dict]] = defaultdict(list)
-        for session in sessions_for_events(session_ids):
-            messages[student_group(session.student_id)].append(session_event_payload(session, for_owner=True))
-            messages[course_group(session.course_id)].append(session_event_payload(session, for_owner=False))
+        sessions = sessions_for_events(session_ids)
+        places = queue_facts(sessions)
+        for session in sessions:
+            place = places.get(session.pk)
+            messages[student_group(session.student_id)].append(session_event_payload(session, for_owner=True, queue=place))
+            messages[course_group(session.course_id)].append(session_event_payload(session, for_owner=False, queue=place))
         async_to_sync(_send_all)(layer, messages)
     except Exception:
         # A page misses a live update; the state itself is committed and the next page load

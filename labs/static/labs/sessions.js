@@ -1,5 +1,9 @@
 // Live session cards and rows: one websocket, no polling. Events carry a per-session version;
 // an older event than what the page shows is dropped, so out-of-order delivery is harmless.
+// Of two events with one version (a queue place moved, the session did not change) the one
+// read later wins. A card's timed lines (queue place and wait, started, time left, stops at)
+// are composed here every 30 s from the phrases the page embeds in its reader's language
+// (labs/templatetags/session_card.py composes the first render the same way).
 (function () {
   "use strict";
   const list = document.getElementById("sessions");
@@ -9,6 +13,63 @@
   const stopUrl = (id) => list.dataset.stopUrl.replace("00000000-0000-0000-0000-000000000000", id);
   const template = document.getElementById("session-card") || document.getElementById("session-row");
   const ended = new Set(["stopped", "failed"]);
+  const wordsEl = document.getElementById("session-card-words");
+  const words = wordsEl ? JSON.parse(wordsEl.textContent) : null;
+  const lang = document.documentElement.lang || undefined;
+  const TICK_MS = 30000;
+
+  function fill(phrase, values) {
+    return phrase.replace(/%\((\w+)\)s|%%/g, (match, key) => (key ? String(values[key]) : "%"));
+  }
+
+  function duration(seconds) {
+    if (seconds < 60) return words.under_a_minute;
+    const total = Math.floor(seconds / 60);
+    const hours = Math.floor(total / 60);
+    const minutes = total % 60;
+    return hours ? fill(words.hours, { hours: hours, minutes: minutes }) : fill(words.minutes, { minutes: minutes });
+  }
+
+  function clock(iso) {
+    return new Intl.DateTimeFormat(lang, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" }).format(new Date(iso));
+  }
+
+  // The same lines as card_text() in labs/templatetags/session_card.py.
+  function cardText(d, piece, now) {
+    if (piece === "queue") {
+      if (!d.queuePosition) return "";
+      const values = { position: d.queuePosition, course: d.courseCode };
+      if (!d.waitUntil) return fill(words.queue, values);
+      const wait = (Number(d.waitUntil) - now) / 1000;
+      if (wait < 60) return fill(words.queue_soon, values);
+      values.wait = duration(wait);
+      return fill(words.queue_wait, values);
+    }
+    if (piece === "started") return d.startedAt ? fill(words.started, { time: clock(d.startedAt) }) : "";
+    if (!d.stopsAt) return "";
+    if (piece === "stops") return fill(words.stops, { time: clock(d.stopsAt) });
+    return fill(words.left, { duration: duration(Math.max(0, (Date.parse(d.stopsAt) - now) / 1000)) });
+  }
+
+  function showTimes(el) {
+    if (!words) return;
+    const now = Date.now();
+    el.querySelectorAll("[data-piece]").forEach((line) => {
+      const text = cardText(el.dataset, line.dataset.piece, now);
+      line.textContent = text;
+      line.hidden = !text;
+    });
+  }
+
+  // A wait counts down from when the page heard it, so the two clocks never need to agree.
+  function setTimes(el, session) {
+    const d = el.dataset;
+    d.courseCode = session.course;
+    d.startedAt = session.started_at || "";
+    d.stopsAt = session.stops_at || "";
+    d.queuePosition = session.queue_position == null ? "" : String(session.queue_position);
+    d.waitUntil = session.wait_seconds == null ? "" : String(Date.now() + 1000 * session.wait_seconds);
+  }
 
   function csrfToken() {
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
@@ -32,6 +93,7 @@
     el = template.content.firstElementChild.cloneNode(true);
     el.dataset.sessionId = session.id;
     el.dataset.version = "0";
+    el.dataset.readAtMs = "0";
     const stop = el.querySelector('[data-role="stop"]');
     if (stop) stop.action = stopUrl(session.id);
     const empty = list.querySelector(".empty");
@@ -42,15 +104,21 @@
 
   function apply(session) {
     const el = elementFor(session);
-    if (!el || Number(el.dataset.version) >= session.version) return;
+    if (!el) return;
+    const shown = Number(el.dataset.version);
+    const readAt = session.read_at_ms || 0;
+    if (session.version < shown || (session.version === shown && readAt <= Number(el.dataset.readAtMs || 0))) return;
     el.dataset.version = String(session.version);
+    el.dataset.readAtMs = String(readAt);
     el.dataset.state = session.state;
-    const share = session.core_percent + " % · " + session.memory_mib + " MiB";
-    const values = Object.assign({}, session, { share: share });
     el.querySelectorAll("[data-field]").forEach((field) => {
-      const value = values[field.dataset.field];
-      if (value !== undefined) field.textContent = value;
+      const value = session[field.dataset.field];
+      if (value !== undefined && value !== null) field.textContent = value;
     });
+    setTimes(el, session);
+    showTimes(el);
+    const runsOn = el.querySelector('[data-role="runs-on"]');
+    if (runsOn) runsOn.hidden = !(session.state === "running" && session.placement);
     const open = el.querySelector('[data-role="open"]');
     if (open) {
       open.hidden = !session.access_url;
@@ -101,6 +169,14 @@
       if (response.ok) apply((await response.json()).session);
     }
   }
+
+  // The first render's waits count from now; then every card's timed lines follow the clock.
+  list.querySelectorAll("[data-session-id]").forEach((el) => {
+    const wait = el.dataset.waitSeconds;
+    el.dataset.waitUntil = wait === "" || wait === undefined ? "" : String(Date.now() + 1000 * Number(wait));
+    showTimes(el);
+  });
+  setInterval(() => list.querySelectorAll("[data-session-id]").forEach(showTimes), TICK_MS);
 
   let delay = 500;
   function connect(isReconnect) {

@@ -1,0 +1,107 @@
+"""The words of a student's session card, in the active language: ``{% load session_card %}``.
+
+A card's times change with the clock (time left, the wait in the queue), so the page's script
+composes them again every 30 s. It composes them from the same phrases as ``card_text`` here,
+which ``{% session_card_words %}`` puts into the page already translated for its reader: the
+first render (Python) and every later one (``cardText`` in ``labs/static/labs/sessions.js``)
+say the same thing in the same language.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django import template
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import json_script
+from django.utils.translation import gettext, gettext_noop
+
+from labs.templatetags.units import gib_text
+
+register = template.Library()
+
+PHRASES = {
+    "started": gettext_noop("started %(time)s"),
+    "stops": gettext_noop("stops at %(time)s"),
+    "left": gettext_noop("%(duration)s left"),
+    "minutes": gettext_noop("%(minutes)s min"),
+    "hours": gettext_noop("%(hours)s h %(minutes)s min"),
+    "under_a_minute": gettext_noop("less than a minute"),
+    "queue_wait": gettext_noop("#%(position)s in %(course)s's queue, about %(wait)s"),
+    "queue_soon": gettext_noop("#%(position)s in %(course)s's queue, next within a minute"),
+    "queue": gettext_noop("#%(position)s in %(course)s's queue, waiting"),
+}
+PIECES = ("queue", "started", "left", "stops")
+
+
+def share_text(core_percent: int, memory_mib: int) -> str:
+    """An NPU share in words: "5 % of one NPU's AI Core guaranteed, 4 GiB memory"."""
+    return gettext("%(core)s %% of one NPU's AI Core guaranteed, %(memory)s memory") % {
+        "core": core_percent,
+        "memory": gib_text(memory_mib),
+    }
+
+
+def duration_text(seconds: float) -> str:
+    """``59`` → "less than a minute", ``180`` → "3 min", ``7980`` → "2 h 13 min" (whole minutes, rounded down)."""
+    if seconds < 60:
+        return gettext(PHRASES["under_a_minute"])
+    hours, minutes = divmod(int(seconds // 60), 60)
+    if hours:
+        return gettext(PHRASES["hours"]) % {"hours": hours, "minutes": minutes}
+    return gettext(PHRASES["minutes"]) % {"minutes": minutes}
+
+
+def card_text(card: dict[str, Any], piece: str, *, now: float) -> str:
+    """One timed line of a card (``PIECES``) from its payload at ``now`` (seconds); "" when it does not apply."""
+    if piece == "queue":
+        if card.get("queue_position") is None:
+            return ""
+        values = {"position": card["queue_position"], "course": card["course"]}
+        if card.get("wait_seconds") is None:
+            return gettext(PHRASES["queue"]) % values
+        if card["wait_seconds"] < 60:
+            return gettext(PHRASES["queue_soon"]) % values
+        return gettext(PHRASES["queue_wait"]) % {**values, "wait": duration_text(card["wait_seconds"])}
+    if piece == "started":
+        return gettext(PHRASES["started"]) % {"time": _clock(card["started_at"])} if card.get("started_at") else ""
+    if piece in ("left", "stops"):
+        stops_at = parse_datetime(card["stops_at"]) if card.get("stops_at") else None
+        if stops_at is None:
+            return ""
+        if piece == "stops":
+            return gettext(PHRASES["stops"]) % {"time": _clock(card["stops_at"])}
+        return gettext(PHRASES["left"]) % {"duration": duration_text(max(0.0, stops_at.timestamp() - now))}
+    raise ValueError(f"unknown card piece {piece!r}; known: {PIECES}")
+
+
+def card_words() -> dict[str, str]:
+    """The phrases the page's script composes card lines from, in the active language."""
+    return {key: gettext(phrase) for key, phrase in PHRASES.items()}
+
+
+def _clock(iso: str) -> str:
+    return timezone.localtime(parse_datetime(iso)).strftime("%H:%M")
+
+
+@register.simple_tag(name="card_text")
+def card_text_tag(card: dict[str, Any] | None, piece: str) -> str:
+    return card_text(card, piece, now=time.time()) if card else ""
+
+
+@register.simple_tag(name="share_text")
+def share_text_tag(core_percent: int, memory_mib: int) -> str:
+    return share_text(core_percent, memory_mib)
+
+
+@register.simple_tag
+def session_card_words() -> str:
+    return json_script(card_words(), "session-card-words")
+
+
+@register.simple_tag
+def shares_enforced() -> bool:
+    return settings.LAB_SHARES_ENFORCED

@@ -1,0 +1,112 @@
+"""A student's card shows its queue place and wait, or its time left and stop time, in English and Chinese."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from labs.domain.reasons import Reason
+from labs.domain.states import SessionState
+from labs.models import LabSession
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch, session_stop, session_transition
+from tests.factories import PASSWORD
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ZONE = "Asia/Shanghai"
+
+
+def open_page(browser, base_url: str, username: str, language: str):
+    """A logged-in page in its own browser context, in ``ZONE`` and with a clock the test can move."""
+    context = browser.new_context(timezone_id=ZONE)
+    context.add_cookies([{"name": "django_language", "value": language, "url": base_url}])
+    page = context.new_page()
+    page.clock.install()
+    page.goto(base_url + "/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page.locator("body[data-live=yes]")).to_have_count(1)
+    return page
+
+
+def off_the_browser_loop(function, **kwargs):
+    """Run a service in another thread: its page updates go out through async_to_sync, which
+    cannot run in this thread while Playwright's event loop does."""
+
+    def call():
+        try:
+            return function(**kwargs)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result()
+
+
+def card(page, session):
+    return page.locator(f"article[data-session-id='{session.pk}']")
+
+
+def test_cards_show_place_wait_and_time_left_in_both_languages_and_places_move_live(world, portal_server, browser_page):
+    course = world["course"]
+    code = course.code
+    course.quota.instance_count = 1
+    course.quota.save(update_fields=["instance_count"])
+    ada, bob, carol, dan = world["students"]
+    running = session_launch(student=ada, course=course, template=world["small"])
+    allocation_pass()
+    assert session_transition(running.pk, to=SessionState.STARTING)
+    assert session_transition(running.pk, to=SessionState.RUNNING, access_url="http://lab/")
+    # Up for an hour: 120 of the course's 180 minutes are left.
+    running_at = timezone.now() - timedelta(minutes=60, seconds=1)
+    LabSession.objects.filter(pk=running.pk).update(running_at=running_at)
+    stops = (running_at + timedelta(minutes=180)).astimezone(ZoneInfo(ZONE)).strftime("%H:%M")
+    queued = [session_launch(student=s, course=course, template=world["small"]) for s in (bob, carol, dan)]
+    allocation_pass()  # all three wait on the course quota, bob first
+    browser = browser_page.context.browser
+
+    # English: bob is first and gets the room of ada's session when it stops.
+    page = open_page(browser, portal_server, bob.username, "en")
+    expect(card(page, queued[0]).locator("[data-piece=queue]")).to_have_text(
+        re.compile(rf"^#1 in {code}'s queue, about 1 h 5[89] min$")
+    )
+    expect(card(page, queued[0]).locator("[data-field=state_label]")).to_have_text("queued")
+    expect(page.get_by_test_id("shares-not-enforced")).to_be_visible()
+
+    # English: ada's running card counts down on the page's own clock.
+    page = open_page(browser, portal_server, ada.username, "en")
+    mine = card(page, running)
+    expect(mine.locator("[data-piece=left]")).to_have_text(re.compile(r"^1 h 5[89] min left$"))
+    expect(mine.locator("[data-piece=stops]")).to_have_text(f"stops at {stops}")
+    expect(mine.locator("[data-field=share_text]")).to_have_text("5 % of one NPU's AI Core guaranteed, 4 GiB memory")
+    expect(mine.get_by_text(re.compile(r"Runs on: n1 / NPU \d"))).to_be_visible()
+    page.clock.fast_forward("30:00")
+    expect(mine.locator("[data-piece=left]")).to_have_text(re.compile(r"^1 h 2[89] min left$"))
+
+    # Chinese: the same running card.
+    page = open_page(browser, portal_server, ada.username, "zh-hans")
+    mine = card(page, running)
+    expect(mine.locator("[data-piece=left]")).to_have_text(re.compile(r"^剩余 1 小时 5[89] 分钟$"))
+    expect(mine.locator("[data-piece=stops]")).to_have_text(f"将于 {stops} 停止")
+    expect(mine.locator("[data-field=state_label]")).to_have_text("运行中")
+    expect(page.get_by_test_id("shares-not-enforced")).to_contain_text("本机不会实际强制执行")
+
+    # Chinese: carol is second; nothing ends for her place in time, so no number is promised.
+    page = open_page(browser, portal_server, carol.username, "zh-hans")
+    hers = card(page, queued[1]).locator("[data-piece=queue]")
+    expect(hers).to_have_text(f"{code} 队列第 2 位，等待中")
+    expect(card(page, queued[1]).locator("[data-field=share_text]")).to_have_text("保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB")
+    # Bob gives up his place: carol's page moves her up without a reload, and now has a wait.
+    page.evaluate("window.__notReloaded = true")
+    assert off_the_browser_loop(session_stop, session_id=queued[0].pk, reason=Reason.of("session.stopped_by", who="bob"))
+    expect(hers).to_have_text(re.compile(rf"^{code} 队列第 1 位，约需等待 1 小时 5[89] 分钟$"), timeout=15_000)
+    assert page.evaluate("window.__notReloaded") is True

@@ -1,0 +1,93 @@
+"""Live card updates: words in each reader's language, queue places after a pass admits others."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from labs.consumers import SessionUpdatesConsumer
+from labs.domain.reasons import Reason
+from labs.models import LabSession
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch, session_stop
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+def communicator(user, language=None, query=""):
+    comm = WebsocketCommunicator(SessionUpdatesConsumer.as_asgi(), f"/ws/sessions/{query}")
+    comm.scope["user"] = user
+    if language:
+        comm.scope["cookies"] = {"django_language": language}
+    if query:
+        comm.scope["query_string"] = query.lstrip("?").encode()
+    return comm
+
+
+@pytest.fixture
+def course_of_five(transactional_db):
+    from tests.factories import course_with_students, node_with_cards
+
+    node_with_cards()
+    course, templates, students, instructor = course_with_students(5, code="AI101", quota={"instance_count": 1})
+    return {"course": course, "small": templates[0], "students": students, "instructor": instructor}
+
+
+async def next_payloads(comm) -> list[dict]:
+    message = await comm.receive_json_from(timeout=5)
+    assert message["type"] == "sessions"
+    return message["sessions"]
+
+
+async def test_a_chinese_reader_gets_the_state_reason_and_share_in_chinese_and_an_english_one_in_english(course_of_five):
+    world = course_of_five
+    holder, student = world["students"][:2]
+    await sync_to_async(session_launch)(student=holder, course=world["course"], template=world["small"])
+    await sync_to_async(allocation_pass)()
+    chinese = communicator(student, "zh-hans")
+    english = communicator(world["instructor"], "en", f"?course={world['course'].pk}")
+    assert (await chinese.connect())[0] and (await english.connect())[0]
+
+    await sync_to_async(session_launch)(student=student, course=world["course"], template=world["small"])
+    await sync_to_async(allocation_pass)()
+
+    (zh,) = await next_payloads(chinese)
+    assert zh["state_label"] == "排队中"
+    assert zh["reason"] == "课程配额：已使用 1 / 1 个实例"
+    assert zh["share_text"] == "保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB"
+    assert (zh["queue_position"], zh["queue_length"], zh["course"]) == (1, 1, "AI101")
+    (en,) = await next_payloads(english)
+    assert (en["state_label"], en["reason"]) == ("queued", "course quota: 1 of 1 instances in use")
+    assert en["share_text"] == "5 % of one NPU's AI Core guaranteed, 4 GiB memory"
+    await chinese.disconnect()
+    await english.disconnect()
+
+
+async def test_a_pass_that_admits_the_head_of_the_queue_tells_those_behind_their_new_place(course_of_five):
+    world = course_of_five
+    holder, *queued_students = world["students"][:4]
+    held = await sync_to_async(session_launch)(student=holder, course=world["course"], template=world["small"])
+    await sync_to_async(allocation_pass)()
+    queued = []
+    for s in queued_students:
+        queued.append(await sync_to_async(session_launch)(student=s, course=world["course"], template=world["small"]))
+    await sync_to_async(allocation_pass)()  # all three now wait on the course quota
+    last = await sync_to_async(LabSession.objects.get)(pk=queued[-1].pk)
+    last_comm = communicator(queued_students[-1])
+    assert (await last_comm.connect())[0]
+    # A student whose session is not behind the admitted one hears nothing.
+    holder_comm = communicator(world["students"][4])
+    assert (await holder_comm.connect())[0]
+
+    # The holder's session ends; the next pass admits the head of the queue. The reason of the
+    # two still waiting stays the same ("1 of 1 instances in use"), only their place moves.
+    await sync_to_async(session_stop)(session_id=held.pk, reason=Reason.of("session.stopped_by", who="t"))
+    result = await sync_to_async(allocation_pass)()
+    assert result.admitted == [str(queued[0].pk)]
+
+    (payload,) = await next_payloads(last_comm)
+    assert payload["id"] == str(last.pk)
+    assert payload["version"] == last.version  # the session itself did not change
+    assert (payload["state"], payload["queue_position"], payload["queue_length"]) == ("queued", 2, 2)
+    assert await holder_comm.receive_nothing(timeout=0.5)
+    await last_comm.disconnect()
+    await holder_comm.disconnect()

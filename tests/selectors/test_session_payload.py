@@ -1,0 +1,155 @@
+"""What a page gets to draw a session card: queue place, wait, deadline, share in words."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.utils import timezone, translation
+
+from labs.domain.lifecycle import Expire, Seen, decide
+from labs.domain.states import SessionState
+from labs.models import Card, Enrollment, LabSession
+from labs.selectors.sessions import session_event_payload, session_event_payloads, sessions_for_events, sessions_of_student
+from labs.services import controller
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch, session_transition
+from tests.factories import UserFactory, course_with_students
+
+
+def set_instances(course, count: int) -> None:
+    course.quota.instance_count = count
+    course.quota.save(update_fields=["instance_count"])
+
+
+def running(session: LabSession, *, minutes_ago: float) -> None:
+    """Move an admitted session to running, as if it came up ``minutes_ago``."""
+    assert session_transition(session.pk, to=SessionState.STARTING)
+    assert session_transition(session.pk, to=SessionState.RUNNING, access_url="http://lab/")
+    LabSession.objects.filter(pk=session.pk).update(running_at=timezone.now() - timedelta(minutes=minutes_ago))
+
+
+def payloads(sessions) -> dict[str, dict]:
+    fresh = sessions_for_events([s.pk for s in sessions])
+    return {p["id"]: p for p in session_event_payloads(fresh, for_owner=True)}
+
+
+def test_queue_positions_follow_the_order_the_allocation_pass_takes_them(world):
+    course = world["course"]
+    sessions = [session_launch(student=s, course=course, template=world["small"]) for s in world["students"]]
+    # Launch order is not queue order here: created_at decides, then the id breaks a tie.
+    base = timezone.now() - timedelta(minutes=5)
+    for session, offset in zip(sessions, (3, 1, 1, 2), strict=True):
+        LabSession.objects.filter(pk=session.pk).update(created_at=base + timedelta(seconds=offset))
+    tied = sorted([sessions[1], sessions[2]], key=lambda s: s.pk)
+    expected = [*tied, sessions[3], sessions[0]]
+    # A queued session of another course, older than all of them, is in its own queue.
+    other_course, other_templates, other_students, _ = course_with_students(1, code="OTHER")
+    other = session_launch(student=other_students[0], course=other_course, template=other_templates[0])
+    LabSession.objects.filter(pk=other.pk).update(created_at=base - timedelta(minutes=1))
+
+    by_id = payloads([*sessions, other])
+    assert [by_id[str(s.pk)]["queue_position"] for s in expected] == [1, 2, 3, 4]
+    assert {by_id[str(s.pk)]["queue_length"] for s in expected} == {4}
+    assert (by_id[str(other.pk)]["queue_position"], by_id[str(other.pk)]["queue_length"]) == (1, 1)
+
+    set_instances(course, 1)
+    admitted = set(allocation_pass().admitted)
+    assert admitted == {str(expected[0].pk), str(other.pk)}  # each course admits the head of its own queue
+    after = payloads(expected[1:])
+    assert [after[str(s.pk)]["queue_position"] for s in expected[1:]] == [1, 2, 3]
+    assert session_event_payload(sessions_for_events([expected[0].pk])[0], for_owner=True)["queue_position"] is None
+
+
+def test_a_session_that_is_not_queued_has_no_queue_place_or_wait(world):
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    payload = payloads([session])[str(session.pk)]
+    assert payload["state"] == "admitted"
+    assert (payload["queue_position"], payload["queue_length"], payload["wait_seconds"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("template_minutes, expected_minutes", [(240, 180), (45, 45)])
+def test_stops_at_is_the_deadline_the_controller_expires_the_session_at(world, template_minutes, expected_minutes):
+    world["small"].max_lifetime_minutes = template_minutes
+    world["small"].save(update_fields=["max_lifetime_minutes"])
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    running(session, minutes_ago=10)
+    session.refresh_from_db()
+
+    stops_at = datetime.fromisoformat(payloads([session])[str(session.pk)]["stops_at"])
+    assert stops_at == session.running_at + timedelta(minutes=expected_minutes)
+    desired = next(d for d in controller._desired() if d.session_id == str(session.pk))
+    assert desired.expires_at == pytest.approx(stops_at.timestamp(), abs=1e-6)
+    seen = {desired.session_id: Seen(desired.session_id, "running")}
+    assert not any(isinstance(a, Expire) for a in decide([desired], seen, now=stops_at.timestamp() - 1))
+    assert Expire(str(session.pk), expected_minutes) in decide([desired], seen, now=stops_at.timestamp())
+
+
+def test_a_session_not_yet_running_has_no_stop_time(world):
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    assert session_transition(session.pk, to=SessionState.STARTING)
+    payload = payloads([session])[str(session.pk)]
+    assert payload["started_at"] is not None
+    assert payload["stops_at"] is None
+
+
+def test_the_wait_is_the_time_until_the_courses_sessions_reach_their_deadlines(world):
+    course = world["course"]
+    set_instances(course, 2)
+    extra = UserFactory(username="eve")
+    Enrollment.objects.create(user=extra, course=course, role=Enrollment.Role.STUDENT)
+    ada, bob, carol, dan = world["students"]
+    holders = [session_launch(student=s, course=course, template=world["small"]) for s in (ada, bob)]
+    allocation_pass()
+    running(holders[0], minutes_ago=10)  # stops in 170 min (the course's 180)
+    running(holders[1], minutes_ago=30)  # stops in 150 min
+    queued = [session_launch(student=s, course=course, template=world["small"]) for s in (carol, dan, extra)]
+    allocation_pass()
+    by_id = payloads(queued)
+    assert {p["reason_code"] for p in by_id.values()} == {"quota.instances"}
+    waits = [by_id[str(s.pk)]["wait_seconds"] for s in queued]
+    assert waits[0] == pytest.approx(150 * 60, abs=5)
+    assert waits[1] == pytest.approx(170 * 60, abs=5)
+    assert waits[2] is None  # only two sessions will give room back; the third place has no estimate
+
+
+def test_no_wait_is_estimated_when_the_pass_has_not_said_what_the_session_waits_for(world):
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    payload = payloads([session])[str(session.pk)]
+    assert payload["reason_code"] == "session.queued"
+    assert payload["queue_position"] == 1
+    assert payload["wait_seconds"] is None
+
+
+def test_no_wait_is_estimated_when_cards_not_the_course_quota_hold_the_session(world):
+    Card.objects.exclude(index=0).update(healthy=False)
+    big = world["medium"]
+    big.memory_mib = 60 * 1024  # one per card
+    big.save(update_fields=["memory_mib"])
+    sessions = [session_launch(student=s, course=world["course"], template=big) for s in world["students"][:3]]
+    assert len(allocation_pass().admitted) == 1
+    waiting = [p for p in payloads(sessions).values() if p["state"] == "queued"]
+    assert sorted(p["queue_position"] for p in waiting) == [1, 2]
+    assert {p["reason_code"] for p in waiting} == {"card.memory"}
+    assert all(p["wait_seconds"] is None for p in waiting)
+
+
+def test_the_share_is_in_words_in_the_active_language(world):
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    with translation.override("en"):
+        assert payloads([session])[str(session.pk)]["share_text"] == "5 % of one NPU's AI Core guaranteed, 4 GiB memory"
+    with translation.override("zh-hans"):
+        payload = payloads([session])[str(session.pk)]
+    assert payload["share_text"] == "保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB"
+    assert payload["state_label"] == "排队中"
+
+
+def test_the_students_sessions_carry_their_card_payload(world):
+    student = world["students"][0]
+    session = session_launch(student=student, course=world["course"], template=world["small"])
+    (listed,) = sessions_of_student(user=student)
+    assert listed.card["id"] == str(session.pk)
+    assert listed.card["queue_position"] == 1

@@ -1,0 +1,63 @@
+"""What the pages are sent after a change: one message per group, queue places included."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from channels.layers import get_channel_layer
+
+from labs.domain.reasons import Reason
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch, session_stop
+from tests.factories import course_with_students, node_with_cards
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Every (group, message) the portal hands the channel layer; the messages still go out."""
+    layer = get_channel_layer()
+    original = layer.group_send
+    record: list[tuple[str, dict]] = []
+
+    async def group_send(group, message):
+        record.append((group, message))
+        await original(group, message)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    return record
+
+
+def test_a_pass_admitting_128_sends_one_message_per_group_with_the_places_of_those_left(sent):
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(140, code="AI101")
+    sessions = [session_launch(student=s, course=course, template=small) for s in students]
+    sent.clear()
+
+    result = allocation_pass()
+
+    assert len(result.admitted) == 128
+    groups = Counter(group for group, _ in sent)
+    assert len(sent) == len(groups) == 140 + 1  # every student's group and the course's, once each
+    payloads = {p["id"]: p for group, message in sent if group.startswith("student.") for p in message["sessions"]}
+    still_queued = [str(s.pk) for s in sessions if str(s.pk) not in result.admitted]
+    assert [payloads[pk]["queue_position"] for pk in still_queued] == list(range(1, 13))
+    assert {payloads[pk]["queue_length"] for pk in still_queued} == {12}
+
+
+def test_a_cancelled_queued_session_moves_those_behind_it_up_and_no_other_course_hears(sent):
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(3, code="AI101", quota={"instance_count": 0})
+    other, (other_small, _), other_students, _ = course_with_students(1, code="AI102", quota={"instance_count": 0})
+    first, second, third = [session_launch(student=s, course=course, template=small) for s in students]
+    session_launch(student=other_students[0], course=other, template=other_small)
+    sent.clear()
+
+    assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="s"))
+
+    by_group = {group: message["sessions"] for group, message in sent}
+    assert f"student.{other_students[0].pk}" not in by_group and f"course.{other.pk}" not in by_group
+    assert [p["queue_position"] for p in by_group[f"student.{second.student_id}"]] == [1]
+    assert [p["queue_position"] for p in by_group[f"student.{third.student_id}"]] == [2]

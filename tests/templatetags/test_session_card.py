@@ -1,0 +1,55 @@
+"""The timed lines of a session card, composed in the active language."""
+
+import pytest
+from django.utils import timezone, translation
+
+from labs.templatetags.session_card import PHRASES, card_text, card_words, duration_text
+
+NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
+STOPS = "2027-01-15T10:13:30+00:00"
+
+
+@pytest.mark.parametrize(
+    "seconds, english, chinese",
+    [
+        (0, "less than a minute", "不到 1 分钟"),
+        (179, "2 min", "2 分钟"),
+        (3600, "1 h 0 min", "1 小时 0 分钟"),
+        (7980, "2 h 13 min", "2 小时 13 分钟"),
+    ],
+)
+def test_a_duration_is_whole_minutes_rounded_down(seconds, english, chinese):
+    with translation.override("en"):
+        assert duration_text(seconds) == english
+    with translation.override("zh-hans"):
+        assert duration_text(seconds) == chinese
+
+
+def test_a_running_card_says_when_it_started_how_long_is_left_and_when_it_stops():
+    card = {"started_at": "2027-01-15T07:10:00+00:00", "stops_at": STOPS}
+    with translation.override("en"), timezone.override("UTC"):
+        lines = [card_text(card, piece, now=NOW) for piece in ("started", "left", "stops", "queue")]
+    assert lines == ["started 07:10", "2 h 13 min left", "stops at 10:13", ""]
+
+
+def test_a_queued_card_says_its_place_and_the_wait_or_that_it_waits():
+    card = {"course": "AI101", "queue_position": 7, "wait_seconds": 185}
+    with translation.override("en"):
+        assert card_text(card, "queue", now=NOW) == "#7 in AI101's queue, about 3 min"
+        assert card_text({**card, "wait_seconds": None}, "queue", now=NOW) == "#7 in AI101's queue, waiting"
+        assert card_text({**card, "wait_seconds": 20}, "queue", now=NOW) == "#7 in AI101's queue, next within a minute"
+        assert card_text(card, "left", now=NOW) == ""
+    with translation.override("zh-hans"):
+        assert card_text(card, "queue", now=NOW) == "AI101 队列第 7 位，约需等待 3 分钟"
+
+
+def test_every_phrase_the_script_uses_has_a_chinese_translation():
+    with translation.override("zh-hans"):
+        chinese = card_words()
+    assert set(chinese) == set(PHRASES)
+    assert all(chinese[key] != PHRASES[key] for key in PHRASES), chinese
+
+
+def test_an_unknown_piece_is_refused():
+    with pytest.raises(ValueError, match="unknown card piece"):
+        card_text({}, "eta", now=NOW)
