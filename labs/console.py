@@ -35,6 +35,7 @@ from labs.selectors.console import (
     roster_of,
 )
 from labs.selectors.courses import course_quota_use
+from labs.selectors.sessions import session_event_payloads
 from labs.services import catalog, courses, roster
 from labs.services.sessions import session_stop
 
@@ -429,6 +430,8 @@ def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
 @require_GET
 def course_detail(request: HttpRequest, course) -> HttpResponse:
     sessions, filters = sessions_filtered(course, request.GET)
+    for session, payload in zip(sessions, session_event_payloads(sessions, for_owner=False), strict=True):
+        session.card = payload  # the row's timed lines (queue place, started, time left) come from it
     counts = course.enrollments.values_list("role", flat=True)
     return render(
         request,
