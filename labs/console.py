@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labs.domain.reasons import Reason
@@ -153,7 +154,11 @@ def course_archive(request: HttpRequest, course) -> HttpResponse:
             stopped = courses.course_archive(course=course, by=request.user)
             messages.success(
                 request,
-                _("%(course)s is archived; %(n)s open session(s) were stopped with a notice.")
+                ngettext(
+                    "%(course)s is archived; %(n)s open session was stopped with a notice.",
+                    "%(course)s is archived; %(n)s open sessions were stopped with a notice.",
+                    stopped,
+                )
                 % {"course": course.code, "n": stopped},
             )
             return redirect("labs:course-detail", course.pk)
@@ -379,7 +384,7 @@ def sessions_stop_all(request: HttpRequest, course) -> HttpResponse:
         else:
             reason = Reason.of("session.stopped_by", who=request.user.get_username())
             stopped = sum(bool(session_stop(session_id=pk, reason=reason)) for pk in open_ids)
-            messages.success(request, _("Stopping %(n)s session(s).") % {"n": stopped})
+            messages.success(request, ngettext("Stopping %(n)s session.", "Stopping %(n)s sessions.", stopped) % {"n": stopped})
             return redirect("labs:course-detail", course.pk)
     return render(request, "labs/console/stop_all.html", _context(request, course, open_count=len(open_ids)))
 

@@ -9,7 +9,7 @@ from decimal import Decimal, InvalidOperation
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
@@ -108,6 +108,7 @@ class QuotaForm(forms.Form):
     """
 
     instance_count = _count(gettext_lazy("Instances"))
+    # xgettext:no-python-format
     core_percent = _count(gettext_lazy("AI Core (% of one card, summed)"))
     memory_mib = GiBField(label=gettext_lazy("NPU memory (GiB)"))
     cohort = forms.SlugField(
@@ -116,12 +117,12 @@ class QuotaForm(forms.Form):
         max_length=64,
         help_text=gettext_lazy("Courses in one cohort lend each other idle quota. Empty: no borrowing or lending."),
     )
-    borrow_instances = _count(gettext_lazy("May borrow instances"), required=False)
-    borrow_core_percent = _count(gettext_lazy("May borrow AI Core (%)"), required=False)
-    borrow_memory_mib = GiBField(label=gettext_lazy("May borrow memory (GiB)"), required=False)
-    lend_instances = _count(gettext_lazy("Lends at most instances"), required=False)
-    lend_core_percent = _count(gettext_lazy("Lends at most AI Core (%)"), required=False)
-    lend_memory_mib = GiBField(label=gettext_lazy("Lends at most memory (GiB)"), required=False)
+    borrow_instances = _count(gettext_lazy("Borrowing limit: instances"), required=False)
+    borrow_core_percent = _count(gettext_lazy("Borrowing limit: AI Core (%)"), required=False)
+    borrow_memory_mib = GiBField(label=gettext_lazy("Borrowing limit: memory (GiB)"), required=False)
+    lend_instances = _count(gettext_lazy("Lending limit: instances"), required=False)
+    lend_core_percent = _count(gettext_lazy("Lending limit: AI Core (%)"), required=False)
+    lend_memory_mib = GiBField(label=gettext_lazy("Lending limit: memory (GiB)"), required=False)
     sessions_per_student = forms.IntegerField(
         label=gettext_lazy("Sessions per student at a time"),
         validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSIONS_PER_STUDENT)],
@@ -236,7 +237,7 @@ class QuotaForm(forms.Form):
 class TemplateForm(forms.Form):
     """A course's own template: what runs (from the institution's allow-list) and its NPU share."""
 
-    name = forms.CharField(label=gettext_lazy("Name"), max_length=100)
+    name = forms.CharField(label=pgettext_lazy("a template's", "Name"), max_length=100)
     description = forms.CharField(label=gettext_lazy("Description"), max_length=300, required=False)
     image = forms.ModelChoiceField(
         label=gettext_lazy("Runs"),
@@ -245,6 +246,7 @@ class TemplateForm(forms.Form):
         help_text=gettext_lazy("JupyterLab images and vLLM models your institution allows."),
     )
     core_percent = forms.IntegerField(
+        # xgettext:no-python-format
         label=gettext_lazy("AI Core floor (% of one card)"),
         validators=[MinValueValidator(1), MaxValueValidator(CORE_PERCENT_MAX)],
         initial=10,

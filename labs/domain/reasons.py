@@ -74,7 +74,7 @@ MESSAGES: dict[str, str] = {
         "needs %(need)s more"
     ),
     "cohort.instances": gettext_noop(
-        "cohort %(cohort)s: needs %(over)s instances beyond the course's guarantee; %(idle)s instances is idle and lendable"
+        "cohort %(cohort)s: needs %(over)s instances beyond the course's guarantee; %(idle)s instances are idle and lendable"
     ),
     "cohort.core": gettext_noop(
         "cohort %(cohort)s: needs %(over)s %% core beyond the course's guarantee; %(idle)s %% core is idle and lendable"

@@ -60,7 +60,9 @@ class LabTemplate(models.Model):
     command = models.JSONField(_("command"), default=list, blank=True)
     args = models.JSONField(_("arguments"), default=list, blank=True)
     core_percent = models.PositiveSmallIntegerField(
-        _("AI Core floor (% of one card)"), validators=[MinValueValidator(1), MaxValueValidator(100)]
+        # xgettext:no-python-format
+        _("AI Core floor (% of one card)"),
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
     )
     memory_mib = models.PositiveIntegerField(
         _("NPU memory cap (MiB)"), validators=[MinValueValidator(MEMORY_GRANULE_MIB), validate_memory_granule]

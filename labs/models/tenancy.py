@@ -104,6 +104,7 @@ class CourseQuota(models.Model):
     """What a course is guaranteed on the shared servers, and what each student may hold."""
 
     course = models.OneToOneField(Course, on_delete=models.CASCADE, related_name="quota")
+    # xgettext:no-python-format
     core_percent = models.PositiveIntegerField(_("guaranteed AI Core (% of one card, summed)"))
     memory_mib = models.PositiveBigIntegerField(_("guaranteed NPU memory (MiB)"))
     instance_count = models.PositiveIntegerField(_("guaranteed instances"))
