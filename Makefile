@@ -42,9 +42,13 @@ locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po
 	msgfmt --check -o $@ $<
 
 ## demo: the embedded portal on http://127.0.0.1:8000/ (SQLite, local Redis, local JupyterLab driver)
+# Redis database 15 unless REDIS_URL says otherwise: a Redis already on 6379 is likely someone
+# else's, using database 0. `exec`: make's SIGTERM then reaches the demo, not a shell that would
+# die and leave it running.
 demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(MO_FILES)
+	REDIS_URL="$${REDIS_URL:-redis://127.0.0.1:6379/15}" \
 	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key LAB_AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token \
-	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token $(PY) manage.py run_demo
+	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token exec $(PY) manage.py run_demo
 
 ## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
 test: $(VENV)/.installed-dev $(MO_FILES)

@@ -10,7 +10,8 @@ Each session gets, under ``state_dir``:
 * ``<session_id>.json``: pid, process group, port, start marker, reference and the token
   (mode 0600; see ``labs.drivers.statefile``);
 * ``sessions/<session_id>/``: ``work/`` (the server's root and working directory),
-  ``runtime/`` (Jupyter's runtime files) and ``jupyter.log``; removed by ``delete``.
+  ``runtime/`` (Jupyter's runtime files), ``config/`` (the lab's page config, see
+  ``DISABLED_LAB_PLUGINS``) and ``jupyter.log``; removed by ``delete``.
 
 The server runs in its own session and process group, gets its token through
 ``JUPYTER_TOKEN`` (never on the command line, where ``ps`` shows it) and an environment
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import re
 import shutil
@@ -66,6 +68,12 @@ URL_WITH_CREDENTIALS = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s]*@", re.IGNORECAS
 WILDCARD_HOSTS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
 
 HAS_PROC = os.path.isdir("/proc/self")
+
+# JupyterLab 4 asks each new user whether to fetch "official Jupyter news"; a lab opened from the
+# portal should not. LabApp.news_url=None stops the fetching, not the question, so the plugin that
+# asks is disabled in the session's own page config: JupyterLab reads labconfig/page_config.json
+# in each directory of JUPYTER_CONFIG_PATH, and the portal user's Jupyter config stays untouched.
+DISABLED_LAB_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
 
 
 @dataclass
@@ -151,8 +159,11 @@ class LocalDriver(ClusterDriver):
         session_dir = self._session_dir(sid)
         work_dir = session_dir / "work"
         runtime_dir = session_dir / "runtime"
-        for directory in (session_dir, work_dir, runtime_dir):
+        config_dir = session_dir / "config"
+        for directory in (session_dir, work_dir, runtime_dir, config_dir / "labconfig"):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        page_config = {"disabledExtensions": dict.fromkeys(DISABLED_LAB_PLUGINS, True)}
+        (config_dir / "labconfig" / "page_config.json").write_text(json.dumps(page_config, indent=2))
         log_path = session_dir / "jupyter.log"
         port = _free_port(self.host)
         command = [
@@ -169,7 +180,7 @@ class LocalDriver(ClusterDriver):
             # The portal itself runs as root (typical in a development container); the lab
             # would run as root anyway, Jupyter only refuses to without this flag.
             command.append("--allow-root")
-        environment = _lab_environment(spec, runtime_dir)
+        environment = _lab_environment(spec, runtime_dir, config_dir)
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
             process = subprocess.Popen(
@@ -262,7 +273,7 @@ def _update_record(state: StateDir, sid: str, ref: str, *, blocking: bool = True
             state.write(sid, {**record, **fields})
 
 
-def _lab_environment(spec: LaunchSpec, runtime_dir: Path) -> dict[str, str]:
+def _lab_environment(spec: LaunchSpec, runtime_dir: Path, config_dir: Path) -> dict[str, str]:
     environment = {
         name: value
         for name, value in os.environ.items()
@@ -277,6 +288,8 @@ def _lab_environment(spec: LaunchSpec, runtime_dir: Path) -> dict[str, str]:
     environment["JUPYTER_TOKEN"] = spec.secret
     # Jupyter writes its connection files (which hold the token) there; delete removes them.
     environment["JUPYTER_RUNTIME_DIR"] = str(runtime_dir)
+    # First in the search path, so it wins over the same keys elsewhere; other entries stay.
+    environment["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(config_dir), environment.get("JUPYTER_CONFIG_PATH")]))
     return environment
 
 

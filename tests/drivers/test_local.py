@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -41,6 +42,12 @@ def http_status(url: str, headers: dict[str, str] | None = None) -> int:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def http_text(url: str) -> str:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=10) as response:
+        return response.read().decode()
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -109,6 +116,15 @@ def test_the_server_refuses_requests_without_the_token(lab: Lab) -> None:
 
 def test_the_access_url_has_the_configured_host_and_the_token(lab: Lab) -> None:
     assert lab.access_url == f"http://127.0.0.1:{lab.record['port']}/lab?token={lab.spec.secret}"
+
+
+def test_jupyterlab_opens_without_asking_about_news(lab: Lab) -> None:
+    page = http_text(lab.access_url)
+    page_config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page, re.S)[1])
+
+    # The plugin that asks "Would you like to get notified about official Jupyter news?".
+    assert "@jupyterlab/apputils-extension:announcements" in page_config["disabledExtensions"]
+    assert page_config["token"] == lab.spec.secret
 
 
 def test_the_instance_environment_reaches_the_server(lab: Lab) -> None:

@@ -1,15 +1,19 @@
-"""``make demo``: the whole embedded portal in one terminal; Ctrl-C stops everything it started."""
+"""``make demo``: the whole embedded portal in one terminal, stopped by Ctrl-C or ``kill -INT``.
+
+The services (a Redis if none answers, the node agent, Daphne, a Celery worker and beat) write
+to ``var/log/<name>.log``; the terminal keeps the portal's own lines and ends with the URL and
+the logins, printed once the web server accepts connections. SIGINT, SIGTERM or SIGHUP, from
+the terminal or sent to this process or to the make that runs it, stop the lab sessions first
+and then the services, newest first (see ``labs.supervisor``).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
@@ -19,141 +23,169 @@ from django.core.management.base import BaseCommand, CommandError
 from labs.domain.reasons import Reason
 from labs.drivers import get_driver
 from labs.services.controller import sessions_shutdown
-from labs.services.demo import DEMO_AGENT_PORT, DEMO_NODE, DEMO_PASSWORD, demo_data_load
+from labs.services.demo import DEMO_AGENT_PORT, DEMO_NODE, DEMO_PASSWORD, DEMO_STUDENTS, demo_data_load
+from labs.supervisor import NotListening, Service, StopSignals, Supervisor, accepts_connections, wait_until_listening
+
+WEB_READY_TIMEOUT_SECONDS = 60.0
+REDIS_READY_TIMEOUT_SECONDS = 10.0
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 class Command(BaseCommand):
-    help = "Migrate, load demo data, start Redis if needed, then web + worker + beat until Ctrl-C."
+    help = "Migrate, load demo data, start Redis if needed, then web + worker + beat + agent until Ctrl-C or kill -INT."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("PORTAL_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORTAL_PORT", "8000")))
 
     def handle(self, *args, host: str, port: int, **options) -> None:
-        self.children: list[tuple[str, subprocess.Popen]] = []
-        self.stopping = False
-        Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        self.signals = StopSignals()
+        self.signals.install()
+        var_dir = Path(settings.VAR_DIR)
+        self.supervisor = Supervisor(log_dir=var_dir / "log", cwd=settings.BASE_DIR)
         try:
-            self._ensure_redis()
-            call_command("migrate", interactive=False, verbosity=0)
-            demo_data_load()
-            call_command("collectstatic", interactive=False, verbosity=0)
-            python = sys.executable
-            celery = [python, "-m", "celery", "-A", "portal"]
-            # One simulated node agent for the demo node: the portal registers each session's
-            # instance with it and the reconciler diffs it against the ledger.
-            self._start(
-                "agent",
-                [python, "-m", "labs.agent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)],
-            )
-            self._start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"])
-            self._start(
-                "worker",
-                [
-                    *celery,
-                    "worker",
-                    "--loglevel",
-                    "INFO",
-                    "--concurrency",
-                    "2",
-                    "--hostname",
-                    "demo@%h",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
-            )
-            self._start(
-                "beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")]
-            )
-            self.stdout.write(
-                self.style.SUCCESS(f"\nNPU Lab Portal is running at http://{host}:{port}/\n")
-                + f"  student:    student001 .. student128 / {DEMO_PASSWORD}\n"
-                + f"  instructor: instructor / {DEMO_PASSWORD}\n"
-                + f"  admin:      admin / {DEMO_PASSWORD}   (http://{host}:{port}/admin/)\n"
-                + f"  cluster driver: {settings.LAB_DRIVER['BACKEND']}; node agent (simulated) on port {DEMO_AGENT_PORT}\n"
-                + "  reconciler events: .venv/bin/python manage.py repairs\n"
-                + "Press Ctrl-C to stop everything.\n"
-            )
-            while not self.stopping:
-                for name, process in self.children:
-                    if process.poll() is not None:
-                        raise CommandError(f"{name} exited with code {process.returncode}; stopping the demo.")
-                time.sleep(0.5)
+            self._run(host, port, var_dir)
         finally:
             self._shutdown()
 
-    def _on_signal(self, signum, frame) -> None:
-        self.stopping = True
-
-    def _ensure_redis(self) -> None:
-        url = settings.REDIS_URL
-        try:
-            redis.Redis.from_url(url, socket_connect_timeout=1).ping()
-            return
-        except redis.RedisError:
-            pass
-        parts = urlsplit(url)
-        if parts.hostname not in {"127.0.0.1", "localhost", "::1"}:
-            raise CommandError("Redis does not answer at REDIS_URL and it is not local, so the demo cannot start it.")
-        server = shutil.which("redis-server")
-        if server is None:
+    def _run(self, host: str, port: int, var_dir: Path) -> None:
+        if accepts_connections(host, port):
             raise CommandError(
-                "Redis does not answer at REDIS_URL and redis-server is not installed (apt-get install redis-server)."
+                f"Something already answers on {host}:{port} (another demo?): stop it, or choose another port,"
+                " e.g. PORTAL_PORT=8001 make demo."
             )
-        self.stdout.write(f"starting redis-server on port {parts.port or 6379}")
-        self._start(
-            "redis",
-            [
-                server,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(parts.port or 6379),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(settings.VAR_DIR),
-            ],
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        self.stdout.write(redis_ensure(settings.REDIS_URL, self.supervisor, data_dir=var_dir))
+        logs = _shown_path(self.supervisor.log_dir)
+        self.stdout.write(f"Preparing the database and starting the services (logs in {logs}/) ...")
+        if not self.signals.requested:
+            self._prepare_database()
+        if self.signals.requested:
+            return
+        self._start_services(host, port, var_dir)
+        try:
+            wait_until_listening(host, port, timeout=WEB_READY_TIMEOUT_SECONDS, give_up=self._reason_to_give_up)
+        except NotListening as exc:
+            if self.signals.requested:
                 return
-            except redis.RedisError:
-                time.sleep(0.1)
-        raise CommandError("redis-server did not answer within 10 s.")
+            raise CommandError(f"The web server is not answering: {exc}.") from None
+        self.stdout.write(demo_summary(host=host, port=port, log_dir=self.supervisor.log_dir))
+        while not self.signals.requested:
+            exited = self.supervisor.first_exited()
+            if exited is not None:
+                raise CommandError(_exited_message(exited) + "; stopping the demo.")
+            time.sleep(0.5)
 
-    def _start(self, name: str, command: list[str]) -> None:
-        # Own process group: the terminal's Ctrl-C reaches only this command, which then
-        # stops the sessions first and the services after, in order.
-        process = subprocess.Popen(command, start_new_session=True, cwd=settings.BASE_DIR)
-        self.children.append((name, process))
+    def _prepare_database(self) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        demo_data_load()
+        call_command("collectstatic", interactive=False, verbosity=0)
+
+    def _start_services(self, host: str, port: int, var_dir: Path) -> None:
+        python = sys.executable
+        celery = [python, "-m", "celery", "-A", "portal"]
+        # One simulated node agent for the demo node: the portal registers each session's
+        # instance with it and the reconciler diffs it against the ledger.
+        agent = [python, "-m", "labs.agent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)]
+        self.supervisor.start("agent", agent)
+        self.supervisor.start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"])
+        worker = ["worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", "demo@%h"]
+        self.supervisor.start("worker", [*celery, *worker, "--without-gossip", "--without-mingle"])
+        beat = ["beat", "--loglevel", "INFO", "--schedule", str(var_dir / "celerybeat-schedule")]
+        self.supervisor.start("beat", [*celery, *beat])
+
+    def _reason_to_give_up(self) -> str | None:
+        if self.signals.requested:
+            return "stop requested"
+        exited = self.supervisor.first_exited()
+        return _exited_message(exited) if exited is not None else None
 
     def _shutdown(self) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if any(name == "web" for name, _ in self.children):
+        portal_ran = self.supervisor.started("web")
+        if portal_ran:
             self.stdout.write("\nstopping lab sessions ...")
             try:
                 ended = sessions_shutdown(reason=Reason.of("session.portal_shutdown"))
-                get_driver().shutdown()
                 self.stdout.write(f"stopped {ended} session(s)")
             except Exception as exc:  # keep going: the services must still be stopped
                 self.stderr.write(f"could not stop every session: {exc}")
-        for _name, process in reversed(self.children):
-            if process.poll() is None:
-                # The service's main process only: celery and daphne stop their own children
-                # in order (a signal to the whole group kills pool children mid-task).
-                process.terminate()
-        deadline = time.monotonic() + 15
-        for name, process in reversed(self.children):
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            self.stdout.write(f"{name} stopped")
+        self.supervisor.stop_all(report=lambda service: self.stdout.write(f"{service.name} stopped"))
+        if portal_ran:
+            # After the worker is gone, so a lab it started while the sessions were ending goes too.
+            get_driver().shutdown()
+
+
+def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path) -> str:
+    """Make sure a Redis answers at ``url``: the one already running there, or a ``redis-server``
+    started under ``supervisor`` (log ``redis.log``). Returns the one line that says which, and
+    which database the demo uses."""
+    where = redis.connection.parse_url(url)
+    database = int(where.get("db") or 0)
+    host, port = where.get("host", "127.0.0.1"), int(where.get("port") or 6379)
+    address = where.get("path") or f"{host}:{port}"
+    if _redis_answers(url):
+        if database == 0:
+            return (
+                f"Redis: one is already running at {address}; the demo shares its database 0 with whatever else"
+                " uses it (REDIS_URL): give the demo a database of its own, e.g. redis://127.0.0.1:6379/15."
+            )
+        return f"Redis: one is already running at {address}; the demo keeps to its database {database} there (REDIS_URL)."
+    if "path" in where or host not in LOCAL_HOSTS:
+        raise CommandError(f"Redis does not answer at {address} and it is not a local port, so the demo cannot start it.")
+    server = shutil.which("redis-server")
+    if server is None:
+        raise CommandError(
+            f"Redis does not answer at {address} and redis-server is not installed (apt-get install redis-server)."
+        )
+    command = [server, "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
+    service = supervisor.start("redis", command)
+    # Its answer, not an open port: whatever else listens there would accept connections too.
+    deadline = time.monotonic() + REDIS_READY_TIMEOUT_SECONDS
+    while not _redis_answers(url):
+        if service.exited():
+            raise CommandError(f"redis-server did not start: {_exited_message(service)}.")
+        if time.monotonic() >= deadline:
+            raise CommandError(f"redis-server did not answer within {REDIS_READY_TIMEOUT_SECONDS:g} s: see {service.log_path}.")
+        time.sleep(0.1)
+    return f"Redis: started redis-server on {address} for the demo (database {database}); it stops with the demo."
+
+
+def demo_summary(*, host: str, port: int, log_dir: Path) -> str:
+    """The last lines on the terminal: where the portal is, who can log in, where the logs are."""
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    rows = [
+        ("who", "login", "password"),
+        ("students", f"student001 … student{DEMO_STUDENTS:03d}", DEMO_PASSWORD),
+        ('instructor of "AI Practice"', "instructor", DEMO_PASSWORD),
+        ("administrator (/admin/)", "admin", DEMO_PASSWORD),
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(2)]
+    python = _shown_path(Path(sys.executable))
+    table = "\n".join(f"  {who:<{widths[0]}}   {login:<{widths[1]}}   {password}" for who, login, password in rows)
+    return (
+        f"\nNPU Lab Portal is running at {url}\n\n{table}\n\n"
+        f"Logs of web, worker, beat, agent (and redis, if the demo started it): {_shown_path(log_dir)}/<name>.log\n"
+        f"Node agent (simulated) on port {DEMO_AGENT_PORT}; reconciler events: {python} manage.py repairs\n"
+        f"Stop: Ctrl-C, or kill -INT {os.getpid()} (this process) or the make that runs it.\n"
+    )
+
+
+def _redis_answers(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+def _exited_message(service: Service) -> str:
+    last_line = service.last_log_line()
+    where = f"see {_shown_path(service.log_path)}"
+    return f"{service.name} exited ({where}: {last_line})" if last_line else f"{service.name} exited ({where})"
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (where ``make demo`` was typed)."""
+    absolute = Path(os.path.abspath(path))  # not resolved: the venv's python is a symbolic link
+    try:
+        return str(absolute.relative_to(os.getcwd()))
+    except ValueError:
+        return str(absolute)

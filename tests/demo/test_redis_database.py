@@ -1,0 +1,79 @@
+"""The demo says which Redis it uses, keeps to a database of its own on one already running,
+and starts redis-server (logging to a file) when none answers."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.core.management import CommandError
+
+from labs.management.commands.run_demo import redis_ensure
+from labs.supervisor import Supervisor, accepts_connections
+
+needs_redis_server = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_running_redis_is_named_and_the_demo_keeps_to_its_own_database(tmp_path: Path) -> None:
+    # The test run's own database of the Redis already running on this machine.
+    where = redis.connection.parse_url(settings.REDIS_URL)
+    supervisor = Supervisor(log_dir=tmp_path / "log")
+
+    line = redis_ensure(settings.REDIS_URL, supervisor, data_dir=tmp_path)
+
+    assert line == (
+        f"Redis: one is already running at {where['host']}:{where['port']};"
+        f" the demo keeps to its database {where['db']} there (REDIS_URL)."
+    )
+    assert supervisor.services == []
+
+
+def test_database_0_of_a_running_redis_is_not_shared_silently(tmp_path: Path) -> None:
+    where = redis.connection.parse_url(settings.REDIS_URL)
+
+    line = redis_ensure(f"redis://{where['host']}:{where['port']}/0", Supervisor(log_dir=tmp_path / "log"), data_dir=tmp_path)
+
+    assert "shares its database 0" in line
+    assert "redis://127.0.0.1:6379/15" in line
+
+
+@needs_redis_server
+def test_the_demo_starts_redis_when_none_answers_and_stops_it(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/15"
+    supervisor = Supervisor(log_dir=tmp_path / "log")
+    try:
+        line = redis_ensure(url, supervisor, data_dir=tmp_path)
+
+        assert line == f"Redis: started redis-server on 127.0.0.1:{port} for the demo (database 15); it stops with the demo."
+        assert redis.Redis.from_url(url).ping()
+        assert "Ready to accept connections" in (tmp_path / "log" / "redis.log").read_text()
+    finally:
+        supervisor.stop_all()
+
+    assert not accepts_connections("127.0.0.1", port)
+
+
+@needs_redis_server
+def test_a_redis_server_that_cannot_start_is_reported_with_its_last_log_line(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        # Listening but never answering: not a Redis, and the port is taken.
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        supervisor = Supervisor(log_dir=tmp_path / "log")
+        try:
+            with pytest.raises(CommandError, match=rf"redis exited \(see .*redis\.log: .*Failed listening on port {port}"):
+                redis_ensure(f"redis://127.0.0.1:{port}/15", supervisor, data_dir=tmp_path)
+        finally:
+            supervisor.stop_all()

@@ -1,0 +1,39 @@
+"""A stop signal to the supervising process stops every service it started, and what they left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.demo.helpers import Spawn, assert_everything_stopped, running_record, supervised_command
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc to check the processes")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_stops_every_child_and_what_they_left(tmp_path: Path, spawn: Spawn, signum: signal.Signals) -> None:
+    supervisor = spawn(supervised_command())
+    record = running_record(tmp_path, supervisor)
+
+    os.kill(record["supervisor"], signum)
+
+    assert_everything_stopped(tmp_path, record, signum.name)
+    assert supervisor.wait(timeout=5) == 0
+
+
+def test_later_signals_do_not_interrupt_the_stop(tmp_path: Path, spawn: Spawn) -> None:
+    supervisor = spawn(supervised_command())
+    record = running_record(tmp_path, supervisor)
+
+    os.kill(record["supervisor"], signal.SIGTERM)
+    # Within the stop: the child that ignores SIGTERM keeps it busy for its 1 s of grace.
+    time.sleep(0.3)
+    os.kill(record["supervisor"], signal.SIGINT)
+    os.kill(record["supervisor"], signal.SIGHUP)
+
+    assert_everything_stopped(tmp_path, record, "SIGTERM")
+    assert supervisor.wait(timeout=5) == 0
