@@ -6,13 +6,19 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.db import transaction
 
-from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
+from labs.models import AllowedImage, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabTemplate, Node
 
 DEMO_STUDENTS = 128
 DEMO_PASSWORD = "npu-lab-demo"  # printed by `make demo`; the demo is for a laptop, not a network
 CARD_MEMORY_MIB = 64 * 1024
 DEMO_NODE = "npu-node-1"
 DEMO_AGENT_PORT = 9410
+# The institution's allow-list: what a course's own templates may run.
+DEMO_ALLOW_LIST = [
+    ("jupyter", "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest", "JupyterLab (Ascend)"),
+    ("vllm", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen2.5 0.5B Instruct"),
+    ("vllm", "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5 7B Instruct"),
+]
 
 
 @transaction.atomic
@@ -20,7 +26,11 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
     """One institution; course "AI Practice" with ``students`` students and one instructor;
     Jupyter templates small (5 %, 4 GiB) and medium (10 %, 8 GiB); one node of 8 x 910B 64 GiB."""
     User = get_user_model()
+    # No allotment: AI101 guarantees the whole server to its 128 students, so a second course
+    # made in the console would have nothing left; an operator sets one per institution.
     institution, _ = Institution.objects.get_or_create(slug="demo-university", defaults={"name": "Demo University"})
+    for kind, reference, label in DEMO_ALLOW_LIST:
+        AllowedImage.objects.get_or_create(institution=institution, kind=kind, reference=reference, defaults={"label": label})
     course, _ = Course.objects.get_or_create(
         institution=institution, code="AI101", term="2026 Autumn", defaults={"title": "AI Practice"}
     )
@@ -73,6 +83,8 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
     hashed = make_password(password)
     instructor = _user(User, "instructor", hashed, first_name="Demo", last_name="Instructor")
     Enrollment.objects.get_or_create(user=instructor, course=course, defaults={"role": Enrollment.Role.INSTRUCTOR})
+    # May create courses of the institution in the instructor console.
+    InstitutionRole.objects.get_or_create(user=instructor, institution=institution, role=InstitutionRole.Role.INSTRUCTOR)
     usernames = [f"student{number:03d}" for number in range(1, students + 1)]
     existing = set(User.objects.filter(username__in=usernames).values_list("username", flat=True))
     User.objects.bulk_create(User(username=name, password=hashed) for name in usernames if name not in existing)

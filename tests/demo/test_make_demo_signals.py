@@ -24,7 +24,15 @@ pytestmark = [
 
 
 def make_demo_command(work: Path) -> list[str]:
-    made = [f"-o{prerequisite}" for prerequisite in (".venv/.installed-runtime", "var/secret_key", "var/agent_token")]
+    made = [
+        f"-o{prerequisite}"
+        for prerequisite in (
+            ".venv/.installed-runtime",
+            "var/secret_key",
+            "var/agent_token",
+            "locale/zh_Hans/LC_MESSAGES/django.mo",
+        )
+    ]
     python = " ".join(supervised_command())
     return ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(work), *made, f"PY={python}", "demo"]
 

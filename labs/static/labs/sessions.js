@@ -153,9 +153,9 @@
     try {
       const result = await post(form.action, new FormData(form));
       if (isLaunch && result.ok) apply(result.data.session);
-      else if (!result.ok) flash(result.data.error || "Request failed (" + result.status + ")", "error");
+      else if (!result.ok) flash(result.data.error || list.dataset.msgFailed + " (HTTP " + result.status + ")", "error");
     } catch (e) {
-      flash("The portal cannot be reached; try again.", "error");
+      flash(list.dataset.msgUnreachable, "error");
     } finally {
       if (button) button.disabled = false;
     }
