@@ -1,12 +1,39 @@
 from django.contrib import admin
 
-from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate, Node, RepairEvent
+from labs.models import (
+    Allocation,
+    AllowedImage,
+    Card,
+    Course,
+    CourseQuota,
+    Enrollment,
+    Institution,
+    InstitutionRole,
+    LabSession,
+    LabTemplate,
+    Node,
+    RepairEvent,
+)
+
+
+class InstitutionRoleInline(admin.TabularInline):
+    model = InstitutionRole
+    extra = 0
+    raw_id_fields = ["user"]
+
+
+class AllowedImageInline(admin.TabularInline):
+    model = AllowedImage
+    extra = 0
 
 
 @admin.register(Institution)
 class InstitutionAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug"]
+    """Until the operator console (issue 10): the allotment, who may create courses, the allow-list."""
+
+    list_display = ["name", "slug", "allot_instances", "allot_core_percent", "allot_memory_mib"]
     search_fields = ["name", "slug"]
+    inlines = [InstitutionRoleInline, AllowedImageInline]
 
 
 class CourseQuotaInline(admin.StackedInline):
@@ -16,7 +43,7 @@ class CourseQuotaInline(admin.StackedInline):
 
 @admin.register(Course)
 class CourseAdmin(admin.ModelAdmin):
-    list_display = ["code", "title", "term", "institution"]
+    list_display = ["code", "title", "term", "institution", "archived_at"]
     list_filter = ["institution", "term"]
     search_fields = ["code", "title"]
     filter_horizontal = ["templates"]
@@ -53,7 +80,7 @@ class CardInline(admin.TabularInline):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    list_display = ["name", "available"]
+    list_display = ["name", "available", "card_truth"]
     inlines = [CardInline]
 
 

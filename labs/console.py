@@ -73,6 +73,14 @@ def _archived_guard(request: HttpRequest, course) -> HttpResponse | None:
     return None
 
 
+def _may_change(request: HttpRequest, course) -> HttpResponse | None:
+    """Before a change on a page assistants may read: 403 unless an instructor; back to the
+    course with a notice when it is archived."""
+    if request.course_role != CourseRole.INSTRUCTOR:
+        raise PermissionDenied(_("Only the course's instructors may change this."))
+    return _archived_guard(request, course)
+
+
 # --- home and courses ----------------------------------------------------------------------------
 
 
@@ -211,9 +219,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
     facts = cluster_facts()
     form = TemplateForm(None, institution=course.institution, facts=facts)
     if request.method == "POST":
-        if request.course_role != CourseRole.INSTRUCTOR:
-            raise PermissionDenied(_("Only the course's instructors may change this."))
-        if (guard := _archived_guard(request, course)) is not None:
+        if (guard := _may_change(request, course)) is not None:
             return guard
         action = request.POST.get("action")
         if action == "create":
@@ -281,9 +287,7 @@ def template_preview(request: HttpRequest, course) -> HttpResponse:
 def course_roster(request: HttpRequest, course) -> HttpResponse:
     add_form = RosterAddForm()
     if request.method == "POST":
-        if request.course_role != CourseRole.INSTRUCTOR:
-            raise PermissionDenied(_("Only the course's instructors may change this."))
-        if (guard := _archived_guard(request, course)) is not None:
+        if (guard := _may_change(request, course)) is not None:
             return guard
         action = request.POST.get("action")
         try:

@@ -143,6 +143,17 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     page.get_by_role("button", name=t(language, "Import these changes")).click()
     expect(page.locator("tr[data-member]")).to_have_count(len(world["students"]) + 1)
     check("roster")
+    # One more by e-mail, made an assistant, then the CSV's last student removed
+    UserFactory(username="ta-li", email="li@example.edu")
+    page.fill("#id_identifier", "li@example.edu")
+    page.get_by_role("button", name=t(language, "Add"), exact=True).click()
+    member = page.locator("tr[data-member=ta-li]")
+    member.get_by_role("combobox").select_option("assistant")
+    member.get_by_role("button", name=t(language, "Change")).click()
+    assert Enrollment.objects.get(course=course, user__username="ta-li").role == "assistant"
+    last = world["students"][-1].username
+    page.locator(f"tr[data-member='{last}']").get_by_role("button").last.click()
+    expect(page.locator(f"tr[data-member='{last}']")).to_have_count(0)
 
     # A student launches; the instructor sees it live and stops all
     page.get_by_role("link", name=t(language, "Live sessions")).click()
@@ -170,3 +181,14 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     page.goto(portal_server + "/teach/")
     expect(page.locator(f"[data-course-use='{course.pk}']")).to_be_visible()
     check("console-home")
+
+    # Term end: archive; the course leaves the list of current courses, its history stays
+    page.goto(f"{portal_server}/courses/{course.pk}/archive/")
+    page.get_by_role("checkbox").check()
+    page.get_by_role("button", name=t(language, "Archive"), exact=True).click()
+    expect(page.locator(".badge.archived")).to_be_visible()
+    page.goto(portal_server + "/teach/")
+    expect(page.locator(f"[data-course-use='{course.pk}']")).to_have_count(0)
+    page.get_by_role("link", name=t(language, "Show archived")).click()
+    expect(page.locator(f"[data-course-use='{course.pk}']")).to_be_visible()
+    assert LabSession.objects.filter(course=course).count() == 1

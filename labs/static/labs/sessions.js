@@ -161,9 +161,15 @@
     }
   });
 
-  // After a reconnect, events sent while disconnected are gone: fetch each shown session once.
-  async function refreshShown() {
-    const ids = Array.from(list.querySelectorAll("[data-session-id]")).map((el) => el.dataset.sessionId).filter(Boolean);
+  // Events sent while no socket was open are gone: after a reconnect fetch each shown session
+  // once; on the first open only those still on their way (a change between the page's render
+  // and the socket's open, e.g. a stop just asked for, would otherwise never show).
+  const settled = new Set(["running", "stopped", "failed"]);
+  async function refreshShown(onlyMoving) {
+    const ids = Array.from(list.querySelectorAll("[data-session-id]"))
+      .filter((el) => !onlyMoving || !settled.has(el.dataset.state))
+      .map((el) => el.dataset.sessionId)
+      .filter(Boolean);
     for (const id of ids) {
       const response = await fetch("/sessions/" + id + "/", { headers: { Accept: "application/json" } });
       if (response.ok) apply((await response.json()).session);
@@ -185,7 +191,7 @@
     socket.addEventListener("open", () => {
       document.body.dataset.live = "yes";
       delay = 500;
-      if (isReconnect) refreshShown();
+      refreshShown(!isReconnect);
     });
     socket.addEventListener("message", (event) => {
       const message = JSON.parse(event.data);
