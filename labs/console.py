@@ -141,7 +141,7 @@ def course_edit(request: HttpRequest, course) -> HttpResponse:
         return guard
     form = CourseForm(request.POST or None, instance=course)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        courses.course_update(course=course, by=request.user, **form.cleaned_data)
         messages.success(request, _("Saved."))
         return redirect("labs:course-detail", course.pk)
     return render(request, "labs/console/course_form.html", _context(request, course, form=form))
@@ -153,7 +153,7 @@ def course_archive(request: HttpRequest, course) -> HttpResponse:
     open_sessions = LabSession.objects.filter(course=course).exclude(state__in=TERMINAL).count()
     if request.method == "POST":
         if request.POST.get("action") == "unarchive":
-            courses.course_unarchive(course=course)
+            courses.course_unarchive(course=course, by=request.user)
             messages.success(request, _("%(course)s is open again.") % {"course": course.code})
             return redirect("labs:course-detail", course.pk)
         if request.POST.get("confirm") != "yes":
@@ -194,7 +194,7 @@ def course_quota(request: HttpRequest, course) -> HttpResponse:
     )
     use = course_quota_use(course=course)
     if request.method == "POST" and form.is_valid():
-        change = courses.quota_set(course=course, values=form.cleaned_data, in_use=use)
+        change = courses.quota_set(course=course, values=form.cleaned_data, in_use=use, by=request.user)
         messages.success(request, _("Quota saved."))
         if change.below_use:
             messages.warning(
@@ -225,7 +225,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
         if action == "create":
             form = TemplateForm(request.POST, institution=course.institution, facts=facts)
             if form.is_valid():
-                template = catalog.template_create(course=course, **form.template_fields())
+                template = catalog.template_create(course=course, by=request.user, **form.template_fields())
                 messages.success(request, _("Created %(template)s; students can launch it now.") % {"template": template.name})
                 return redirect("labs:course-templates", course.pk)
         elif action in ("attach", "detach"):
@@ -234,7 +234,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
             except ValueError:
                 template_id = 0
             change = catalog.template_attach if action == "attach" else catalog.template_detach
-            template = change(course=course, template_id=template_id)
+            template = change(course=course, template_id=template_id, by=request.user)
             if template is None:
                 messages.error(request, _("That template is not available here."))
             elif action == "attach":
@@ -294,7 +294,7 @@ def course_roster(request: HttpRequest, course) -> HttpResponse:
             if action == "add":
                 add_form = RosterAddForm(request.POST)
                 if add_form.is_valid():
-                    enrollment = roster.roster_add(course=course, **add_form.cleaned_data)
+                    enrollment = roster.roster_add(course=course, by=request.user, **add_form.cleaned_data)
                     messages.success(
                         request,
                         _("Added %(name)s as %(role)s.")
@@ -304,13 +304,13 @@ def course_roster(request: HttpRequest, course) -> HttpResponse:
             elif action in ("remove", "role"):
                 user_id = int(request.POST.get("user", "0") or 0)
                 if action == "remove":
-                    roster.roster_remove(course=course, user_id=user_id)
+                    roster.roster_remove(course=course, user_id=user_id, by=request.user)
                     messages.success(request, _("Removed from the course."))
                 else:
                     role_form = RoleForm(request.POST)
                     if not role_form.is_valid():
                         raise roster.RosterError(_("Choose student, assistant or instructor."))
-                    roster.roster_set_role(course=course, user_id=user_id, role=role_form.cleaned_data["role"])
+                    roster.roster_set_role(course=course, user_id=user_id, role=role_form.cleaned_data["role"], by=request.user)
                     messages.success(request, _("Role changed."))
                 return redirect("labs:course-roster", course.pk)
             else:
@@ -343,7 +343,7 @@ def roster_import(request: HttpRequest, course) -> HttpResponse:
         return guard
     if request.POST.get("step") == "confirm":
         text = request.POST.get("csv", "")
-        plan = roster.roster_apply(course=course, text=text)
+        plan = roster.roster_apply(course=course, text=text, by=request.user)
         if plan.error:
             messages.error(request, plan.error)
         else:

@@ -13,7 +13,8 @@ from django.utils.translation import trans_real
 
 from labs.models import LabSession
 from labs.selectors.courses import is_course_staff
-from labs.services.events import course_group, student_group
+from labs.selectors.operations import operator_scope
+from labs.services.events import CLUSTER_GROUP, course_group, student_group
 from labs.templatetags.session_card import share_text
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -92,3 +93,27 @@ def reader_language(scope: dict) -> str:
         with contextlib.suppress(LookupError):
             return translation.get_supported_language_variant(code)
     return settings.LANGUAGE_CODE
+
+
+class ClusterConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/cluster/``: operators hear that cards, nodes or their use changed (the page reads them again)."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if await database_sync_to_async(operator_scope)(user=user) is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.channel_layer.group_add(CLUSTER_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(CLUSTER_GROUP, self.channel_name)
+
+    async def receive_json(self, content, **kwargs) -> None:
+        return None
+
+    async def cluster_changed(self, event: dict) -> None:
+        await self.send_json({"type": "cluster"})

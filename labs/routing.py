@@ -1,5 +1,8 @@
 from django.urls import path
 
-from labs.consumers import SessionUpdatesConsumer
+from labs.consumers import ClusterConsumer, SessionUpdatesConsumer
 
-websocket_urlpatterns = [path("ws/sessions/", SessionUpdatesConsumer.as_asgi())]
+websocket_urlpatterns = [
+    path("ws/sessions/", SessionUpdatesConsumer.as_asgi()),
+    path("ws/cluster/", ClusterConsumer.as_asgi()),
+]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labs import console, views
+from labs import console, ops, views
 
 app_name = "labs"
 
@@ -22,4 +22,13 @@ urlpatterns = [
     path("courses/<int:course_id>/roster/import/", console.roster_import, name="roster-import"),
     path("courses/<int:course_id>/sessions/stop-all/", console.sessions_stop_all, name="sessions-stop-all"),
     path("courses/<int:course_id>/usage/", console.course_usage_view, name="course-usage"),
+    path("ops/", ops.cluster, name="ops"),
+    path("ops/cluster.json", ops.cluster_json, name="ops-cluster-json"),
+    path("ops/cards/<int:card_id>/", ops.card_detail, name="ops-card"),
+    path("ops/cards/<int:card_id>/health/", ops.card_health, name="ops-card-health"),
+    path("ops/nodes/<int:node_id>/drain/", ops.node_drain, name="ops-node-drain"),
+    path("ops/sessions/<uuid:session_id>/stop/", ops.session_stop, name="ops-session-stop"),
+    path("ops/tenancy/", ops.tenancy, name="ops-tenancy"),
+    path("ops/repairs/", ops.repairs_view, name="ops-repairs"),
+    path("ops/audit/", ops.audit_view, name="ops-audit"),
 ]

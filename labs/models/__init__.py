@@ -1,11 +1,12 @@
 from labs.models.catalog import AllowedImage, LabTemplate
 from labs.models.cluster import Card, Node
-from labs.models.operations import InstanceSample, RepairEvent, ResidualCandidate
+from labs.models.operations import AuditEvent, InstanceSample, RepairEvent, ResidualCandidate
 from labs.models.sessions import Allocation, LabSession
 from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution, InstitutionRole
 
 __all__ = [
     "AllowedImage",
+    "AuditEvent",
     "Allocation",
     "Card",
     "Course",

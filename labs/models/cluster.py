@@ -15,6 +15,11 @@ class Node(models.Model):
     unavailable_reason = models.CharField(_("why unavailable"), max_length=300, blank=True)
     # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
     memory_granule_mib = models.PositiveIntegerField(_("memory step (MiB)"), default=128)
+    # Drained by an operator for maintenance: no new placements; running sessions go on. Kept
+    # apart from ``available``, which the reconciler sets from the agent's answers.
+    drained = models.BooleanField(_("drained"), default=False)
+    drain_reason = models.CharField(_("why drained"), max_length=300, blank=True)
+    drained_at = models.DateTimeField(_("drained at"), null=True, blank=True)
 
     # How the portal knows which card an instance really runs on (the driver says, at each
     # inventory sync): REPORTED (the agent lists each instance on its card and the ledger
@@ -30,6 +35,7 @@ class Node(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("operate_platform", "Can run the platform: drain nodes, mark cards, see every institution")]
         constraints = [
             models.CheckConstraint(condition=Q(memory_granule_mib__in=[128, 1024]), name="node_memory_granule_known"),
             models.CheckConstraint(condition=Q(card_truth__in=["reported", "pinned", "none"]), name="node_card_truth_known"),
@@ -49,6 +55,9 @@ class Card(models.Model):
     # Device memory in use as the node's agent last measured it (npu-smi's HBM usage); empty
     # until an agent reports. Placement counts it only where the node's card truth is "none".
     memory_used_mib = models.PositiveIntegerField(_("memory in use (MiB)"), null=True, blank=True)
+    # Marked unhealthy by an operator (whatever the agent says): no new placements on it.
+    disabled = models.BooleanField(_("marked unhealthy by an operator"), default=False)
+    disabled_reason = models.CharField(_("why marked unhealthy"), max_length=300, blank=True)
 
     class Meta:
         ordering = ["node__name", "index"]

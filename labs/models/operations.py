@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -66,3 +67,22 @@ class InstanceSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entity_id}: {self.delivered_percent} % of floor {self.floor_percent} %"
+
+
+class AuditEvent(models.Model):
+    """One change made through a console or the API: who, what, when, before and after. Never edited."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150)  # kept when the account is deleted
+    institution = models.ForeignKey("labs.Institution", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=64, db_index=True)
+    target = models.CharField(max_length=300)
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.target}"

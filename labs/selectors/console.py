@@ -148,9 +148,10 @@ class ClusterFacts:
 
 
 def cluster_facts() -> ClusterFacts:
-    cards = Card.objects.filter(healthy=True).aggregate(n=Count("id"), total=Sum("memory_mib"))
-    largest = Card.objects.filter(healthy=True).order_by("-memory_mib").values_list("memory_mib", flat=True).first()
-    steps = set(Node.objects.filter(cards__healthy=True).values_list("memory_granule_mib", flat=True))
+    usable = Card.objects.filter(healthy=True, disabled=False)
+    cards = usable.aggregate(n=Count("id"), total=Sum("memory_mib"))
+    largest = usable.order_by("-memory_mib").values_list("memory_mib", flat=True).first()
+    steps = set(Node.objects.filter(cards__in=usable).values_list("memory_granule_mib", flat=True))
     # A guarantee must be placeable on every node it may land on: the coarsest step wins.
     step = max(steps, default=MEMORY_GRANULE_MIB)
     return ClusterFacts(cards["n"] or 0, largest or 0, cards["total"] or 0, step)

@@ -97,23 +97,25 @@ def capacity_snapshot() -> list[NodeCapacity]:
     cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
     unseen = set(Node.objects.filter(card_truth=Node.CardTruth.NONE).values_list("pk", flat=True))
     cards = Card.objects.order_by("node_id", "index").values_list(
-        "pk", "node_id", "index", "memory_mib", "healthy", "die_id", "chip_type", "memory_used_mib"
+        "pk", "node_id", "index", "memory_mib", "healthy", "disabled", "die_id", "chip_type", "memory_used_mib"
     )
-    for pk, node_id, index, memory_mib, healthy, die_id, chip_type, measured in cards:
+    for pk, node_id, index, memory_mib, healthy, disabled, die_id, chip_type, measured in cards:
         on_card = tuple(instances.get(pk, ()))
         unlisted = unlisted_memory(memory_mib, on_card, measured) if node_id in unseen else 0
-        cards_by_node[node_id].append(CardCapacity(pk, index, memory_mib, healthy, on_card, die_id, chip_type, unlisted))
-    nodes = Node.objects.order_by("name").values_list("pk", "name", "available", "labels", "memory_granule_mib")
+        # A card an operator marked unhealthy takes nothing new, whatever its agent says.
+        usable = healthy and not disabled
+        cards_by_node[node_id].append(CardCapacity(pk, index, memory_mib, usable, on_card, die_id, chip_type, unlisted))
+    nodes = Node.objects.order_by("name").values_list("pk", "name", "available", "drained", "labels", "memory_granule_mib")
     return [
         NodeCapacity(
             name,
             tuple(cards_by_node.get(pk, ())),
-            available,
+            available and not drained,  # a drained node takes no new placement; its sessions go on
             # Labels are JSON in the database; the engine compares strings.
             {str(key): str(value) for key, value in (labels or {}).items()},
             granule,
         )
-        for pk, name, available, labels, granule in nodes
+        for pk, name, available, drained, labels, granule in nodes
     ]
 
 

@@ -17,6 +17,7 @@ from labs.domain.units import Scenario
 from labs.models import Course, LabTemplate
 from labs.selectors.courses import course_quota_use
 from labs.services.allocation import capacity_snapshot, placement_config
+from labs.services.audit import audit_record
 
 FIT_LIMIT = 4096  # enough for any class; the engine stops counting there
 
@@ -65,7 +66,7 @@ def fit_preview(*, course: Course, core_percent: int, memory_mib: int, scenario:
     return FitPreview(now, empty, in_quota, total, now >= FIT_LIMIT)
 
 
-def template_create(*, course: Course, **fields) -> LabTemplate:
+def template_create(*, course: Course, by=None, **fields) -> LabTemplate:
     """A template of the course's own, offered in the course at once."""
     base = slugify(f"{course.code}-{fields['name']}")[:40] or "template"
     slug, n = base, 1
@@ -75,6 +76,13 @@ def template_create(*, course: Course, **fields) -> LabTemplate:
             slug = f"{base}-{n}"
         template = LabTemplate.objects.create(institution_id=course.institution_id, course=course, slug=slug, **fields)
         course.templates.add(template)
+        audit_record(
+            by=by,
+            action="template.create",
+            target=f"{template.name} in {course.code}",
+            institution=course.institution,
+            after=fields,
+        )
     return template
 
 
@@ -87,16 +95,24 @@ def templates_attachable(*, course: Course):
     )
 
 
-def template_attach(*, course: Course, template_id: int) -> LabTemplate | None:
+def template_attach(*, course: Course, template_id: int, by=None) -> LabTemplate | None:
     template = templates_attachable(course=course).filter(pk=template_id).first()
     if template is not None:
-        course.templates.add(template)
+        with transaction.atomic():
+            course.templates.add(template)
+            audit_record(
+                by=by, action="template.offer", target=f"{template.name} in {course.code}", institution=course.institution
+            )
     return template
 
 
-def template_detach(*, course: Course, template_id: int) -> LabTemplate | None:
+def template_detach(*, course: Course, template_id: int, by=None) -> LabTemplate | None:
     """Stop offering a template in the course; sessions already running it go on."""
     template = course.templates.filter(pk=template_id).first()
     if template is not None:
-        course.templates.remove(template)
+        with transaction.atomic():
+            course.templates.remove(template)
+            audit_record(
+                by=by, action="template.withdraw", target=f"{template.name} in {course.code}", institution=course.institution
+            )
     return template

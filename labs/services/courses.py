@@ -17,6 +17,7 @@ from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
 from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession
+from labs.services.audit import audit_record
 from labs.services.sessions import session_stop
 
 
@@ -25,13 +26,26 @@ def course_create(*, by, institution: Institution, **fields) -> Course:
     with transaction.atomic():
         course = Course.objects.create(institution=institution, **fields)
         Enrollment.objects.create(user=by, course=course, role=Enrollment.Role.INSTRUCTOR)
+        audit_record(by=by, action="course.create", target=f"course {course.code}", institution=institution, after=fields)
     return course
 
 
-def course_update(*, course: Course, **fields) -> Course:
-    for name, value in fields.items():
-        setattr(course, name, value)
-    course.save(update_fields=list(fields))
+def course_update(*, course: Course, by, **fields) -> Course:
+    before = {name: getattr(course, name) for name in fields}
+    with transaction.atomic():
+        for name, value in fields.items():
+            setattr(course, name, value)
+        course.save(update_fields=list(fields))
+        changed = {k: v for k, v in fields.items() if before[k] != v}
+        if changed:
+            audit_record(
+                by=by,
+                action="course.edit",
+                target=f"course {course.code}",
+                institution=course.institution,
+                before={k: before[k] for k in changed},
+                after=changed,
+            )
     return course
 
 
@@ -43,6 +57,7 @@ def course_archive(*, course: Course, by) -> int:
         course.refresh_from_db(fields=["archived_at"])
         if not changed:
             return 0
+        audit_record(by=by, action="course.archive", target=f"course {course.code}", institution=course.institution)
         reason = Reason.of("session.course_archived", course=course.code)
         stopped = 0
         for session_id in LabSession.objects.filter(course=course).exclude(state__in=TERMINAL).values_list("pk", flat=True):
@@ -50,8 +65,10 @@ def course_archive(*, course: Course, by) -> int:
     return stopped
 
 
-def course_unarchive(*, course: Course) -> None:
-    Course.objects.filter(pk=course.pk).update(archived_at=None)
+def course_unarchive(*, course: Course, by) -> None:
+    with transaction.atomic():
+        if Course.objects.filter(pk=course.pk, archived_at__isnull=False).update(archived_at=None):
+            audit_record(by=by, action="course.unarchive", target=f"course {course.code}", institution=course.institution)
     course.archived_at = None
 
 
@@ -78,7 +95,7 @@ class QuotaChange:
     below_use: tuple[str, ...]  # the guarantee's resources now below what is in use
 
 
-def quota_set(*, course: Course, values: dict, in_use) -> QuotaChange:
+def quota_set(*, course: Course, values: dict, in_use, by=None) -> QuotaChange:
     """Set the course's quota to ``values`` (every field of ``QUOTA_FIELDS``).
 
     Nothing running is stopped when a guarantee drops below ``in_use``: the new value applies to
@@ -89,7 +106,18 @@ def quota_set(*, course: Course, values: dict, in_use) -> QuotaChange:
     if unknown:
         raise ValueError(f"unknown quota fields {sorted(unknown)}")
     with transaction.atomic():
+        old = CourseQuota.objects.filter(course=course).values(*QUOTA_FIELDS).first() or {}
         quota, created = CourseQuota.objects.update_or_create(course=course, defaults=values)
+        changed = {k: v for k, v in values.items() if old.get(k) != v}
+        if changed:
+            audit_record(
+                by=by,
+                action="quota.set",
+                target=f"course {course.code}",
+                institution=course.institution,
+                before={k: old.get(k) for k in changed},
+                after=changed,
+            )
         controller_wake()
     below = tuple(
         name

@@ -91,3 +91,23 @@ def _send(session_ids: set[str]) -> None:
 async def _send_all(layer, messages: dict[str, list[dict]]) -> None:
     for group, sessions in messages.items():
         await layer.group_send(group, {"type": "sessions.update", "sessions": sessions})
+    # Sessions that changed may hold or free cards: the operators' cluster page reads it again.
+    await layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"})
+
+
+CLUSTER_GROUP = "cluster"
+
+
+def cluster_changed_publish() -> None:
+    """Tell the cluster pages, once the transaction commits, that cards, nodes or their use changed."""
+    transaction.on_commit(_send_cluster_changed, robust=True)
+
+
+def _send_cluster_changed() -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(CLUSTER_GROUP, {"type": "cluster.changed"})
+    except Exception:
+        logger.warning("could not publish a cluster change", exc_info=True)

@@ -27,6 +27,7 @@ from django.utils.translation import gettext as _
 
 from labs.domain.states import TERMINAL
 from labs.models import Course, Enrollment, LabSession
+from labs.services.audit import audit_record
 
 MAX_ROWS = 5000
 MAX_BYTES = 1_000_000
@@ -170,7 +171,7 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
     return plan
 
 
-def roster_apply(*, course: Course, text: str) -> RosterPlan:
+def roster_apply(*, course: Course, text: str, by=None) -> RosterPlan:
     """Plan ``text`` again and write it: rows in error are skipped, the rest in one transaction."""
     User = get_user_model()
     with transaction.atomic():
@@ -188,10 +189,15 @@ def roster_apply(*, course: Course, text: str) -> RosterPlan:
                 Enrollment.objects.get_or_create(user_id=row.user_id, course=course, defaults={"role": row.role})
             elif row.action == Action.ROLE:
                 _set_role(course, row.user_id, row.role)
+        counts = {action.value: plan.count(action) for action in Action}
+        if any(counts[a] for a in (Action.ADD, Action.CREATE, Action.ROLE)):
+            audit_record(
+                by=by, action="roster.import", target=f"course {course.code}", institution=course.institution, after=counts
+            )
     return plan
 
 
-def roster_add(*, course: Course, identifier: str, role: str = Enrollment.Role.STUDENT) -> Enrollment:
+def roster_add(*, course: Course, identifier: str, role: str = Enrollment.Role.STUDENT, by=None) -> Enrollment:
     """Add an existing account, by username or e-mail; ``RosterError`` with the reason otherwise."""
     identifier = identifier.strip()
     if role not in ROLES:
@@ -201,10 +207,19 @@ def roster_add(*, course: Course, identifier: str, role: str = Enrollment.Role.S
     user, problem = _find_user("" if "@" in identifier else identifier, identifier if "@" in identifier else "")
     if problem or user is None:
         raise RosterError(problem or _("No account is called %(name)s.") % {"name": identifier})
-    enrollment, created = Enrollment.objects.get_or_create(user=user, course=course, defaults={"role": role})
-    if not created:
-        raise RosterError(
-            _("%(name)s is already a member, as %(role)s.") % {"name": user.get_username(), "role": enrollment.get_role_display()}
+    with transaction.atomic():
+        enrollment, created = Enrollment.objects.get_or_create(user=user, course=course, defaults={"role": role})
+        if not created:
+            raise RosterError(
+                _("%(name)s is already a member, as %(role)s.")
+                % {"name": user.get_username(), "role": enrollment.get_role_display()}
+            )
+        audit_record(
+            by=by,
+            action="roster.add",
+            target=f"{user.get_username()} in {course.code}",
+            institution=course.institution,
+            after={"role": role},
         )
     return enrollment
 
@@ -223,16 +238,26 @@ def _keep_an_instructor(course: Course, user_id: int) -> None:
         raise RosterError(_("A course keeps at least one instructor; make someone else instructor first."))
 
 
-def roster_set_role(*, course: Course, user_id: int, role: str) -> None:
+def roster_set_role(*, course: Course, user_id: int, role: str, by=None) -> None:
     if role not in ROLES:
         raise RosterError(_("Unknown role %(role)s.") % {"role": role})
     with transaction.atomic():
-        if not Enrollment.objects.filter(course=course, user_id=user_id).exists():
+        member = Enrollment.objects.filter(course=course, user_id=user_id).select_related("user").first()
+        if member is None:
             raise RosterError(_("That person is not a member of this course."))
         _set_role(course, user_id, role)
+        if member.role != role:
+            audit_record(
+                by=by,
+                action="roster.role",
+                target=f"{member.user.get_username()} in {course.code}",
+                institution=course.institution,
+                before={"role": member.role},
+                after={"role": role},
+            )
 
 
-def roster_remove(*, course: Course, user_id: int) -> None:
+def roster_remove(*, course: Course, user_id: int, by=None) -> None:
     """Remove a member. A student with an open session keeps it until it ends; they cannot launch again."""
     with transaction.atomic():
         enrollment = Enrollment.objects.select_for_update().filter(course=course, user_id=user_id).first()
@@ -240,6 +265,13 @@ def roster_remove(*, course: Course, user_id: int) -> None:
             raise RosterError(_("That person is not a member of this course."))
         if enrollment.role == Enrollment.Role.INSTRUCTOR:
             _keep_an_instructor(course, user_id)
+        audit_record(
+            by=by,
+            action="roster.remove",
+            target=f"{enrollment.user.get_username()} in {course.code}",
+            institution=course.institution,
+            before={"role": enrollment.role},
+        )
         enrollment.delete()
 
 

@@ -40,7 +40,9 @@ def test_a_pass_admitting_128_sends_one_message_per_group_with_the_places_of_tho
 
     assert len(result.admitted) == 128
     groups = Counter(group for group, _ in sent)
-    assert len(sent) == len(groups) == 140 + 1  # every student's group and the course's, once each
+    # every student's group and the course's once each, and one "changed" to the cluster page
+    assert len(sent) == len(groups) == 140 + 1 + 1
+    assert groups["cluster"] == 1
     payloads = {p["id"]: p for group, message in sent if group.startswith("student.") for p in message["sessions"]}
     still_queued = [str(s.pk) for s in sessions if str(s.pk) not in result.admitted]
     assert [payloads[pk]["queue_position"] for pk in still_queued] == list(range(1, 13))
@@ -57,7 +59,7 @@ def test_a_cancelled_queued_session_moves_those_behind_it_up_and_no_other_course
 
     assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="s"))
 
-    by_group = {group: message["sessions"] for group, message in sent}
+    by_group = {group: message["sessions"] for group, message in sent if group != "cluster"}
     assert f"student.{other_students[0].pk}" not in by_group and f"course.{other.pk}" not in by_group
     assert [p["queue_position"] for p in by_group[f"student.{second.student_id}"]] == [1]
     assert [p["queue_position"] for p in by_group[f"student.{third.student_id}"]] == [2]

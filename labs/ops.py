@@ -1,0 +1,330 @@
+"""The operator console: the cluster card by card (live), drain and card health, stopping a
+session, tenancy (allotments, allow-lists, operators), repairs and the audit log.
+
+Every view starts from ``operator_scope``: 404 for anyone who operates nothing. Actions that
+change shared hardware (drain, card health, allotments, who operates) need a platform
+operator (403 otherwise); an institution's operator manages its own allow-list and stops its
+own sessions. Each action asks for confirmation and a reason, and lands in the audit log.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_GET, require_http_methods
+
+from labs.models import AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
+from labs.selectors.operations import (
+    audit_events,
+    card_instances,
+    cluster_state,
+    cluster_state_json,
+    fragmentation,
+    institutions_for,
+    operator_scope,
+    repairs,
+    session_for_operator,
+)
+from labs.services import operations
+from labs.services.audit import audit_record
+from labs.templatetags.units import gib_text
+
+PAGE_SIZE = 50
+
+
+def operator_view(*, platform: bool = False):
+    def decorate(view):
+        @login_required
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs):
+            scope = operator_scope(user=request.user)
+            if scope is None:
+                raise Http404(_("No such page."))
+            if platform and not scope.platform:
+                raise PermissionDenied(_("Only a platform operator may do this."))
+            request.scope = scope
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        label=gettext_lazy("Reason"),
+        max_length=300,
+        help_text=gettext_lazy("Recorded in the audit log, e.g. “firmware update, ticket 4711”."),
+    )
+    confirm = forms.BooleanField(label=gettext_lazy("I am sure"))
+
+
+# --- the cluster ------------------------------------------------------------------------------
+
+
+@operator_view()
+@require_GET
+def cluster(request: HttpRequest) -> HttpResponse:
+    nodes = cluster_state()
+    report = fragmentation()
+    return render(
+        request,
+        "labs/ops/cluster.html",
+        {
+            "nodes": nodes,
+            "fragmentation": report,
+            "scope": request.scope,
+            "cards_total": sum(len(n.cards) for n in nodes),
+            "cards_full": sum(1 for n in nodes for c in n.cards if c.full),
+            "cards_unusable": sum(1 for n in nodes for c in n.cards if not c.usable),
+            "state": cluster_state_json(nodes),
+        },
+    )
+
+
+@operator_view()
+@require_GET
+def cluster_json(request: HttpRequest) -> HttpResponse:
+    return JsonResponse(cluster_state_json(cluster_state()))
+
+
+@operator_view()
+@require_GET
+def card_detail(request: HttpRequest, card_id: int) -> HttpResponse:
+    card = get_object_or_404(Card.objects.select_related("node"), pk=card_id)
+    instances = card_instances(card=card, scope=request.scope)
+    return render(request, "labs/ops/card.html", {"card": card, "instances": instances, "scope": request.scope})
+
+
+# --- actions ----------------------------------------------------------------------------------
+
+
+@operator_view(platform=True)
+@require_http_methods(["GET", "POST"])
+def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
+    node = get_object_or_404(Node, pk=node_id)
+    undrain = node.drained
+    form = ReasonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        reason = form.cleaned_data["reason"]
+        if undrain:
+            operations.node_undrain(node=node, by=request.user, reason=reason)
+            messages.success(request, _("%(node)s takes new sessions again.") % {"node": node.name})
+        else:
+            operations.node_drain(node=node, by=request.user, reason=reason)
+            messages.success(request, _("%(node)s is drained: no new sessions; the running ones go on.") % {"node": node.name})
+        return redirect("labs:ops")
+    remaining = next((n.sessions for n in cluster_state() if n.pk == node.pk), 0)
+    return render(
+        request,
+        "labs/ops/confirm.html",
+        {"form": form, "node": node, "undrain": undrain, "remaining": remaining, "what": "drain"},
+    )
+
+
+@operator_view(platform=True)
+@require_http_methods(["GET", "POST"])
+def card_health(request: HttpRequest, card_id: int) -> HttpResponse:
+    card = get_object_or_404(Card.objects.select_related("node"), pk=card_id)
+    form = ReasonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        operations.card_set_disabled(card=card, by=request.user, disabled=not card.disabled, reason=form.cleaned_data["reason"])
+        messages.success(request, _("Saved."))
+        return redirect("labs:ops-card", card.pk)
+    return render(request, "labs/ops/confirm.html", {"form": form, "card": card, "what": "card"})
+
+
+@operator_view()
+@require_http_methods(["GET", "POST"])
+def session_stop(request: HttpRequest, session_id) -> HttpResponse:
+    session = session_for_operator(scope=request.scope, session_id=session_id)
+    if session is None:
+        raise Http404(_("No such open session, or not one of your institution's."))
+    form = ReasonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        if operations.session_stop_by_operator(session=session, by=request.user, reason=form.cleaned_data["reason"]):
+            messages.success(request, _("The session is stopping."))
+        else:
+            messages.info(request, _("This session is already ending."))
+        return redirect("labs:ops")
+    return render(request, "labs/ops/confirm.html", {"form": form, "session": session, "what": "session"})
+
+
+# --- tenancy ----------------------------------------------------------------------------------
+
+
+class AllotmentForm(forms.ModelForm):
+    class Meta:
+        model = Institution
+        fields = ["allot_instances", "allot_core_percent", "allot_memory_mib"]
+        labels = {
+            "allot_instances": gettext_lazy("Instances in total"),
+            "allot_core_percent": gettext_lazy("AI Core in total (%)"),
+            "allot_memory_mib": gettext_lazy("Memory in total (MiB)"),
+        }
+        help_texts = {"allot_memory_mib": gettext_lazy("Empty: no limit. A multiple of 128.")}
+
+    def clean_allot_memory_mib(self):
+        value = self.cleaned_data["allot_memory_mib"]
+        if value is not None and value % 128:
+            raise forms.ValidationError(_("Use a multiple of 128 MiB, e.g. %(value)s.") % {"value": value // 128 * 128})
+        return value
+
+
+class AllowedImageForm(forms.ModelForm):
+    class Meta:
+        model = AllowedImage
+        fields = ["kind", "reference", "label"]
+
+    def clean_reference(self):
+        value = self.cleaned_data["reference"].strip()
+        if any(ch.isspace() for ch in value):
+            raise forms.ValidationError(_("An image or model name has no spaces."))
+        return value
+
+
+@operator_view()
+@require_http_methods(["GET", "POST"])
+def tenancy(request: HttpRequest) -> HttpResponse:
+    scope = request.scope
+    institutions = list(institutions_for(scope=scope).prefetch_related("allowed_images", "roles__user"))
+    if request.method == "POST":
+        institution = next((i for i in institutions if str(i.pk) == request.POST.get("institution")), None)
+        if institution is None:
+            raise Http404(_("No such institution."))
+        action = request.POST.get("action")
+        if action in ("allotment", "operator-add", "operator-remove") and not scope.platform:
+            raise PermissionDenied(_("Only a platform operator may do this."))
+        if action == "allotment":
+            before = {f: getattr(institution, f) for f in AllotmentForm.Meta.fields}
+            form = AllotmentForm(request.POST, instance=institution)
+            if form.is_valid():
+                with transaction.atomic():
+                    form.save()
+                    audit_record(
+                        by=request.user,
+                        action="institution.allotment",
+                        target=institution.name,
+                        institution=institution,
+                        before=before,
+                        after={f: form.cleaned_data[f] for f in AllotmentForm.Meta.fields},
+                    )
+                messages.success(request, _("Saved."))
+            else:
+                for errors in form.errors.values():
+                    for error in errors:
+                        messages.error(request, error)
+        elif action == "image-add":
+            form = AllowedImageForm(request.POST, instance=AllowedImage(institution=institution))
+            if (
+                form.is_valid()
+                and not AllowedImage.objects.filter(
+                    institution=institution, kind=form.cleaned_data["kind"], reference=form.cleaned_data["reference"]
+                ).exists()
+            ):
+                with transaction.atomic():
+                    image = form.save()
+                    audit_record(
+                        by=request.user,
+                        action="allowlist.add",
+                        target=f"{image.kind} {image.reference}",
+                        institution=institution,
+                        after={"kind": image.kind, "reference": image.reference},
+                    )
+                messages.success(request, _("Added to the allow-list."))
+            else:
+                messages.error(
+                    request,
+                    " ".join(str(e) for errors in form.errors.values() for e in errors) or _("It is on the allow-list already."),
+                )
+        elif action == "image-remove":
+            image = AllowedImage.objects.filter(institution=institution, pk=request.POST.get("image") or 0).first()
+            if image is not None:
+                with transaction.atomic():
+                    audit_record(
+                        by=request.user,
+                        action="allowlist.remove",
+                        target=f"{image.kind} {image.reference}",
+                        institution=institution,
+                        before={"kind": image.kind, "reference": image.reference},
+                    )
+                    image.delete()
+                messages.success(request, _("Removed from the allow-list; templates made from it keep running."))
+        elif action in ("operator-add", "operator-remove"):
+            user = get_user_model().objects.filter(username=request.POST.get("username", "").strip()).first()
+            if user is None:
+                messages.error(request, _("No account is called %(name)s.") % {"name": request.POST.get("username", "")})
+            elif action == "operator-add":
+                _role, created = InstitutionRole.objects.get_or_create(
+                    user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
+                )
+                if created:
+                    audit_record(by=request.user, action="operator.add", target=user.get_username(), institution=institution)
+                messages.success(
+                    request,
+                    _("%(name)s operates %(institution)s.") % {"name": user.get_username(), "institution": institution.name},
+                )
+            else:
+                removed, _count = InstitutionRole.objects.filter(
+                    user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
+                ).delete()
+                if removed:
+                    audit_record(by=request.user, action="operator.remove", target=user.get_username(), institution=institution)
+                messages.success(request, _("Removed."))
+        else:
+            messages.error(request, _("Unknown action."))
+        return redirect("labs:ops-tenancy")
+    rows = [
+        {
+            "institution": i,
+            "allotment_form": AllotmentForm(instance=i),
+            "operators": [r.user for r in i.roles.all() if r.role == InstitutionRole.Role.OPERATOR],
+            "templates": i.templates.filter(course__isnull=True).order_by("name"),
+            "memory_text": gib_text(i.allot_memory_mib) if i.allot_memory_mib is not None else "",
+        }
+        for i in institutions
+    ]
+    return render(request, "labs/ops/tenancy.html", {"rows": rows, "scope": scope})
+
+
+# --- repairs and audit ------------------------------------------------------------------------
+
+
+@operator_view()
+@require_GET
+def repairs_view(request: HttpRequest) -> HttpResponse:
+    kind, node = request.GET.get("kind", ""), request.GET.get("node", "")
+    page = Paginator(repairs(scope=request.scope, kind=kind, node=node), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "labs/ops/repairs.html",
+        {
+            "page": page,
+            "kinds": RepairEvent.Kind.choices,
+            "nodes": Node.objects.values_list("name", flat=True),
+            "filters": {"kind": kind, "node": node},
+        },
+    )
+
+
+@operator_view()
+@require_GET
+def audit_view(request: HttpRequest) -> HttpResponse:
+    action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
+    events = audit_events(scope=request.scope, action=action, actor=actor)
+    page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
+    actions = sorted(set(AuditEvent.objects.values_list("action", flat=True).distinct()))
+    return render(
+        request, "labs/ops/audit.html", {"page": page, "actions": actions, "filters": {"action": action, "actor": actor}}
+    )

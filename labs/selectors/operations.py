@@ -1,0 +1,253 @@
+"""Reads for the operator console: the cluster card by card, a card's instances, repairs, audit.
+
+An operator of an institution sees the shared hardware whole (cards, use, health) but only
+their own institution's sessions by name; a platform operator (superuser or the
+``labs.operate_platform`` permission) sees everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from labs.domain.placement import Cluster
+from labs.domain.states import TERMINAL
+from labs.domain.units import CARD_INSTANCE_CAP, NODE_INSTANCE_CAP, Scenario
+from labs.models import Allocation, AuditEvent, Card, InstanceSample, Institution, InstitutionRole, LabSession, Node, RepairEvent
+from labs.services.allocation import capacity_snapshot, placement_config
+
+
+@dataclass(frozen=True)
+class OperatorScope:
+    platform: bool
+    institutions: frozenset[int] = field(default_factory=frozenset)
+
+    def sees_institution(self, institution_id: int | None) -> bool:
+        return self.platform or institution_id in self.institutions
+
+
+def operator_scope(*, user) -> OperatorScope | None:
+    """What ``user`` may see and do as an operator; ``None`` when they are no operator."""
+    if not user.is_authenticated:
+        return None
+    if user.is_superuser or user.has_perm("labs.operate_platform"):
+        return OperatorScope(platform=True)
+    mine = frozenset(
+        InstitutionRole.objects.filter(user=user, role=InstitutionRole.Role.OPERATOR).values_list("institution_id", flat=True)
+    )
+    return OperatorScope(platform=False, institutions=mine) if mine else None
+
+
+# --- the cluster -------------------------------------------------------------------------------
+
+
+@dataclass
+class CardView:
+    pk: int
+    index: int
+    chip_type: str
+    memory_mib: int
+    healthy: bool  # as the agent reports it
+    disabled: bool  # marked unhealthy by an operator
+    disabled_reason: str
+    core_percent: int = 0
+    memory_reserved_mib: int = 0
+    instances: int = 0
+    cap: int = CARD_INSTANCE_CAP[Scenario.DEVELOPMENT]
+    memory_used_mib: int | None = None  # measured by the agent
+
+    @property
+    def usable(self) -> bool:
+        return self.healthy and not self.disabled
+
+    @property
+    def full(self) -> bool:
+        return self.instances >= self.cap or self.core_percent >= 100 or self.memory_reserved_mib >= self.memory_mib
+
+    @property
+    def level(self) -> int:
+        """How full, 0..10, by the scarcest of AI Core, memory and instance slots (the heatmap's shade)."""
+        share = max(self.core_percent / 100, self.memory_reserved_mib / (self.memory_mib or 1), self.instances / self.cap)
+        return min(10, round(share * 10))
+
+
+@dataclass
+class NodeView:
+    pk: int
+    name: str
+    available: bool
+    unavailable_reason: str
+    drained: bool
+    drain_reason: str
+    last_seen_at: datetime | None
+    card_truth: str
+    cards: list[CardView]
+    sessions: int = 0  # instances still held on it (what a drain waits for)
+    cap: int = NODE_INSTANCE_CAP[Scenario.DEVELOPMENT]
+
+
+def cluster_state() -> list[NodeView]:
+    """Every node and card with what the ledger holds on it: three queries whatever the cluster's size."""
+    held = {
+        row["card_id"]: row
+        for row in Allocation.objects.filter(released_at__isnull=True)
+        .values("card_id")
+        .annotate(
+            core=Sum("core_percent"),
+            memory=Sum("memory_mib"),
+            n=Count("id"),
+            inference=Count("id", filter=Q(scenario=Scenario.INFERENCE.value)),
+        )
+    }
+    nodes = {
+        n.pk: NodeView(
+            n.pk, n.name, n.available, n.unavailable_reason, n.drained, n.drain_reason, n.last_seen_at, n.card_truth, []
+        )
+        for n in Node.objects.order_by("name")
+    }
+    for card in Card.objects.order_by("node_id", "index"):
+        row = held.get(card.pk, {})
+        view = CardView(
+            card.pk,
+            card.index,
+            card.chip_type,
+            card.memory_mib,
+            card.healthy,
+            card.disabled,
+            card.disabled_reason,
+            row.get("core") or 0,
+            row.get("memory") or 0,
+            row.get("n") or 0,
+            CARD_INSTANCE_CAP[Scenario.INFERENCE if row.get("inference") else Scenario.DEVELOPMENT],
+            card.memory_used_mib,
+        )
+        node = nodes[card.node_id]
+        node.cards.append(view)
+        node.sessions += view.instances
+        if row.get("inference"):
+            node.cap = NODE_INSTANCE_CAP[Scenario.INFERENCE]
+    return list(nodes.values())
+
+
+def cluster_state_json(nodes: list[NodeView]) -> dict:
+    return {
+        "nodes": [
+            {
+                "name": n.name,
+                "available": n.available,
+                "drained": n.drained,
+                "sessions": n.sessions,
+                "cards": [
+                    {
+                        "id": c.pk,
+                        "index": c.index,
+                        "core_percent": c.core_percent,
+                        "memory_reserved_mib": c.memory_reserved_mib,
+                        "memory_mib": c.memory_mib,
+                        "instances": c.instances,
+                        "cap": c.cap,
+                        "level": c.level,
+                        "usable": c.usable,
+                        "full": c.full,
+                    }
+                    for c in n.cards
+                ],
+            }
+            for n in nodes
+        ]
+    }
+
+
+def fragmentation():
+    """Capacity stranded on cards that can take nothing more (the engine's own report)."""
+    return Cluster(capacity_snapshot(), placement_config()).fragmentation()
+
+
+@dataclass
+class InstanceView:
+    session: LabSession | None  # None: another institution's, not shown by name
+    institution: str
+    core_percent: int
+    memory_mib: int
+    scenario: str
+    since: datetime
+    borrowed: bool
+    delivered_percent: int | None  # the agent's last reading of its AI Core, where it reports one
+
+
+def card_instances(*, card: Card, scope: OperatorScope) -> list[InstanceView]:
+    allocations = list(
+        Allocation.objects.filter(card=card, released_at__isnull=True)
+        .select_related("session__student", "session__template", "course__institution")
+        .order_by("created_at")
+    )
+    entity_ids = [a.entity_id or a.session.driver_ref for a in allocations]
+    latest: dict[str, int] = {}
+    for entity_id, delivered in (
+        InstanceSample.objects.filter(node_id=card.node_id, entity_id__in=[e for e in entity_ids if e])
+        .order_by("entity_id", "-taken_at")
+        .values_list("entity_id", "delivered_percent")
+    ):
+        latest.setdefault(entity_id, delivered)
+    return [
+        InstanceView(
+            a.session if scope.sees_institution(a.course.institution_id) else None,
+            a.course.institution.name,
+            a.core_percent,
+            a.memory_mib,
+            a.scenario,
+            a.created_at,
+            a.borrowed,
+            latest.get(entity_id),
+        )
+        for a, entity_id in zip(allocations, entity_ids, strict=True)
+    ]
+
+
+# --- repairs and audit -------------------------------------------------------------------------
+
+
+def repairs(*, scope: OperatorScope, kind: str = "", node: str = "") -> QuerySet[RepairEvent]:
+    """Repair events, newest first; an institution's operator sees node-wide ones and their own sessions'."""
+    events = RepairEvent.objects.select_related("node", "session__course").order_by("-created_at", "-id")
+    if not scope.platform:
+        events = events.filter(Q(session__isnull=True) | Q(session__course__institution_id__in=scope.institutions))
+    if kind:
+        events = events.filter(kind=kind)
+    if node:
+        events = events.filter(node__name=node)
+    return events
+
+
+def audit_events(
+    *, scope: OperatorScope, action: str = "", actor: str = "", institution: int | None = None
+) -> QuerySet[AuditEvent]:
+    events = AuditEvent.objects.select_related("institution").order_by("-created_at", "-id")
+    if not scope.platform:
+        events = events.filter(institution_id__in=scope.institutions)
+    if action:
+        events = events.filter(action__startswith=action)
+    if actor:
+        events = events.filter(actor_name__icontains=actor)
+    if institution:
+        events = events.filter(institution_id=institution)
+    return events
+
+
+def institutions_for(*, scope: OperatorScope) -> QuerySet[Institution]:
+    qs = Institution.objects.order_by("name")
+    return qs if scope.platform else qs.filter(pk__in=scope.institutions)
+
+
+def session_for_operator(*, scope: OperatorScope, session_id) -> LabSession | None:
+    session = (
+        LabSession.objects.select_related("course__institution", "student")
+        .filter(pk=session_id)
+        .exclude(state__in=TERMINAL)
+        .first()
+    )
+    if session is None or not scope.sees_institution(session.course.institution_id):
+        return None
+    return session

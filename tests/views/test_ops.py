@@ -1,0 +1,269 @@
+"""The operator console through Django's test client: see the cards, run the fleet, keep tenants apart."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from labs.models import AllowedImage, AuditEvent, Card, Institution, InstitutionRole, LabSession, Node, RepairEvent
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch
+from tests.factories import UserFactory, course_with_students
+
+GIB = 1024
+
+
+def client_for(user) -> Client:
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def people(world):
+    institution = world["course"].institution
+    operator = UserFactory(username="op")
+    InstitutionRole.objects.create(user=operator, institution=institution, role="operator")
+    foreign = UserFactory(username="foreign-op")
+    elsewhere = Institution.objects.create(name="Elsewhere University", slug="elsewhere")
+    InstitutionRole.objects.create(user=foreign, institution=elsewhere, role="operator")
+    platform = UserFactory(username="platform")
+    platform.user_permissions.add(Permission.objects.get(codename="operate_platform"))
+    return {
+        "anonymous": None,
+        "student": world["students"][0],
+        "instructor": world["instructor"],
+        "foreign_operator": foreign,
+        "operator": operator,
+        "platform": platform,
+    }
+
+
+@pytest.fixture
+def running(world):
+    session = session_launch(student=world["students"][1], course=world["course"], template=world["medium"])
+    allocation_pass()
+    session.refresh_from_db()
+    return session
+
+
+EXPECTED = {
+    # page: anonymous, student, instructor, foreign operator, operator, platform
+    "ops/": (302, 404, 404, 200, 200, 200),
+    "ops/cluster.json": (302, 404, 404, 200, 200, 200),
+    "ops/cards/{card}/": (302, 404, 404, 200, 200, 200),
+    "ops/cards/{card}/health/": (302, 404, 404, 403, 403, 200),
+    "ops/nodes/{node}/drain/": (302, 404, 404, 403, 403, 200),
+    "ops/sessions/{session}/stop/": (302, 404, 404, 404, 200, 200),
+    "ops/tenancy/": (302, 404, 404, 200, 200, 200),
+    "ops/repairs/": (302, 404, 404, 200, 200, 200),
+    "ops/audit/": (302, 404, 404, 200, 200, 200),
+}
+VISITORS = ("anonymous", "student", "instructor", "foreign_operator", "operator", "platform")
+
+
+@pytest.mark.parametrize("visitor", VISITORS)
+def test_every_operator_page_answers_each_visitor_as_expected(world, people, running, visitor):
+    card = running.allocation.card
+    client = client_for(people[visitor])
+    for page, statuses in EXPECTED.items():
+        url = "/" + page.format(card=card.pk, node=card.node_id, session=running.pk)
+        response = client.get(url)
+        assert response.status_code == statuses[VISITORS.index(visitor)], (visitor, url)
+        if response.status_code in (403, 404):
+            assert running.student.username not in response.content.decode()
+
+
+@pytest.mark.parametrize("visitor", VISITORS)
+def test_every_operator_action_is_done_only_by_whom_it_should_be(world, people, running, visitor):
+    card = running.allocation.card
+    node = card.node
+    client = client_for(people[visitor])
+    reason = {"reason": "maintenance", "confirm": "on"}
+    client.post(f"/ops/nodes/{node.pk}/drain/", reason)
+    client.post(f"/ops/cards/{card.pk}/health/", reason)
+    client.post(f"/ops/sessions/{running.pk}/stop/", reason)
+    node.refresh_from_db()
+    card.refresh_from_db()
+    running.refresh_from_db()
+    assert node.drained == (visitor == "platform")
+    assert card.disabled == (visitor == "platform")
+    assert (running.state == "stopped") == (visitor in ("operator", "platform"))  # admitted: it ends at once
+    assert AuditEvent.objects.count() == {"platform": 3, "operator": 1}.get(visitor, 0)
+
+
+def test_an_action_needs_a_reason_and_a_confirmation(world, people, running):
+    node = running.allocation.card.node
+    response = client_for(people["platform"]).post(f"/ops/nodes/{node.pk}/drain/", {"reason": "", "confirm": ""})
+    assert response.status_code == 200
+    assert set(response.context["form"].errors) == {"reason", "confirm"}
+    node.refresh_from_db()
+    assert not node.drained
+
+
+def test_a_drained_node_takes_no_new_session_while_its_running_one_goes_on_then_undrained_it_does(world, people, running):
+    node = running.allocation.card.node
+    client = client_for(people["platform"])
+    page = client.get(f"/ops/nodes/{node.pk}/drain/").content.decode()
+    assert "1 session runs there now" in page
+
+    client.post(f"/ops/nodes/{node.pk}/drain/", {"reason": "firmware", "confirm": "on"})
+    waiting = session_launch(student=world["students"][2], course=world["course"], template=world["small"])
+    allocation_pass()
+    waiting.refresh_from_db()
+    running.refresh_from_db()
+    assert waiting.state == "queued" and running.state == "admitted"
+    assert "1 session left to end" in client.get("/ops/").content.decode()
+
+    client.post(f"/ops/nodes/{node.pk}/drain/", {"reason": "done", "confirm": "on"})
+    allocation_pass()
+    waiting.refresh_from_db()
+    assert waiting.state == "admitted"
+    assert list(AuditEvent.objects.order_by("id").values_list("action", "actor_name")) == [
+        ("node.drain", "platform"),
+        ("node.undrain", "platform"),
+    ]
+
+
+def test_a_card_marked_unhealthy_takes_nothing_new_whatever_its_agent_says(world, people):
+    cards = Card.objects.filter(node=world["node"]).order_by("index")
+    client = client_for(people["platform"])
+    for card in cards[:7]:
+        client.post(f"/ops/cards/{card.pk}/health/", {"reason": "ECC errors", "confirm": "on"})
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    session.refresh_from_db()
+    assert session.allocation.card.index == 7
+    assert Card.objects.get(pk=cards[0].pk).disabled_reason == "ECC errors"
+
+
+def test_the_cluster_shows_each_card_and_its_instances_by_name_only_to_their_institution(world, people, running):
+    card = running.allocation.card
+    state = client_for(people["operator"]).get("/ops/cluster.json").json()
+    shown = next(c for n in state["nodes"] for c in n["cards"] if c["id"] == card.pk)
+    assert (shown["core_percent"], shown["memory_reserved_mib"], shown["instances"], shown["cap"]) == (10, 8 * GIB, 1, 16)
+    assert shown["level"] == 1 and not shown["full"]
+
+    own = client_for(people["operator"]).get(f"/ops/cards/{card.pk}/").content.decode()
+    foreign = client_for(people["foreign_operator"]).get(f"/ops/cards/{card.pk}/").content.decode()
+    assert running.student.username in own
+    assert running.student.username not in foreign and "a session of" in foreign
+
+
+def test_fragmentation_is_summarised(world, people):
+    course, (small, _), students, _ = course_with_students(16, code="FRAG", quota={"instance_count": 64})
+    for student in students:
+        session_launch(student=student, course=course, template=small)
+    allocation_pass()  # binpack: 16 small instances fill card 0's instance slots
+    page = client_for(people["platform"]).get("/ops/").content.decode()
+    assert "Stranded: 20 % AI Core and 0 GiB free on 1 card that can take nothing more." in page
+    assert "n1 / NPU 0: holds its maximum of 16 instances" in page
+
+
+def test_operators_manage_tenancy_within_their_rights(world, people):
+    institution = world["course"].institution
+    platform, operator = client_for(people["platform"]), client_for(people["operator"])
+
+    operator.post(
+        "/ops/tenancy/",
+        {"action": "image-add", "institution": institution.pk, "kind": "vllm", "reference": "Qwen/Qwen2.5-7B-Instruct"},
+    )
+    assert AllowedImage.objects.filter(institution=institution, reference="Qwen/Qwen2.5-7B-Instruct").exists()
+    bad = operator.post(
+        "/ops/tenancy/",
+        {"action": "image-add", "institution": institution.pk, "kind": "vllm", "reference": "has space"},
+        follow=True,
+    )
+    assert "no spaces" in bad.content.decode()
+    elsewhere = Institution.objects.get(slug="elsewhere")
+    assert (
+        operator.post(
+            "/ops/tenancy/", {"action": "image-add", "institution": elsewhere.pk, "kind": "jupyter", "reference": "x"}
+        ).status_code
+        == 404
+    )
+    assert (
+        operator.post("/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_instances": 1}).status_code
+        == 403
+    )
+
+    platform.post(
+        "/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_instances": 200, "allot_memory_mib": 4096}
+    )
+    institution.refresh_from_db()
+    assert (institution.allot_instances, institution.allot_memory_mib) == (200, 4096)
+    off_grid = platform.post(
+        "/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_memory_mib": 1000}, follow=True
+    )
+    assert "multiple of 128" in off_grid.content.decode()
+    institution.refresh_from_db()
+    assert institution.allot_memory_mib == 4096
+    platform.post(
+        "/ops/tenancy/", {"action": "operator-add", "institution": institution.pk, "username": world["instructor"].username}
+    )
+    assert InstitutionRole.objects.filter(user=world["instructor"], role="operator").exists()
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"allowlist.add", "institution.allotment", "operator.add"} <= actions
+
+
+def test_repairs_and_audit_are_filtered_and_scoped_to_the_institution(world, people, running):
+    other_course, (other_small, _), (other_student,), _ = course_with_students(1, code="OTHER2")
+    other_course.institution = Institution.objects.get(slug="elsewhere")
+    other_course.save()
+    theirs = session_launch(student=other_student, course=other_course, template=other_small)
+    RepairEvent.objects.create(kind="card_rebound", node=world["node"], session=running, message="ours-rebound-x")
+    RepairEvent.objects.create(kind="card_rebound", node=world["node"], session=theirs, message="theirs-rebound-y")
+    RepairEvent.objects.create(kind="node_unavailable", node=world["node"], message="agent unreachable")
+    client_for(world["instructor"]).post(
+        f"/courses/{world['course'].pk}/quota/",
+        {"instance_count": 8, "core_percent": 80, "memory_mib": "32", "sessions_per_student": 1, "max_session_minutes": 60},
+    )
+
+    mine = client_for(people["operator"]).get("/ops/repairs/").content.decode()
+    assert "ours-rebound-x" in mine and "agent unreachable" in mine and "theirs-rebound-y" not in mine
+    filtered = client_for(people["platform"]).get("/ops/repairs/", {"kind": "node_unavailable"}).content.decode()
+    assert "agent unreachable" in filtered and "rebound-" not in filtered
+
+    audit = client_for(people["operator"]).get("/ops/audit/").context["page"]
+    event = next(e for e in audit if e.action == "quota.set")
+    assert event.actor_name == world["instructor"].username
+    assert event.before["instance_count"] == 128 and event.after["instance_count"] == 8
+    assert not list(client_for(people["foreign_operator"]).get("/ops/audit/").context["page"])
+
+
+def test_stopping_a_session_as_operator_records_who_and_why(world, people, running):
+    client_for(people["operator"]).post(f"/ops/sessions/{running.pk}/stop/", {"reason": "crypto mining", "confirm": "on"})
+    running.refresh_from_db()
+    assert running.reason == "stopped by op"
+    event = AuditEvent.objects.get(action="session.stop")
+    assert event.after == {"reason": "crypto mining"} and event.institution_id == world["course"].institution_id
+    assert LabSession.objects.filter(pk=running.pk, state="stopped").exists()
+
+
+def test_node_truth_is_shown_when_cards_are_not_reported(world, people):
+    Node.objects.filter(pk=world["node"].pk).update(card_truth="none")
+    assert "cards not reported" in client_for(people["platform"]).get("/ops/").content.decode()
+
+
+def test_every_console_action_refuses_a_post_without_its_csrf_token(world, people, running):
+    card = running.allocation.card
+    posts = [
+        f"/ops/nodes/{card.node_id}/drain/",
+        f"/ops/cards/{card.pk}/health/",
+        f"/ops/sessions/{running.pk}/stop/",
+        "/ops/tenancy/",
+        f"/courses/{world['course'].pk}/quota/",
+        f"/courses/{world['course'].pk}/roster/",
+        f"/courses/{world['course'].pk}/roster/import/",
+        f"/courses/{world['course'].pk}/templates/",
+        f"/courses/{world['course'].pk}/archive/",
+        f"/courses/{world['course'].pk}/sessions/stop-all/",
+        "/teach/courses/new/",
+    ]
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(people["platform"])
+    for url in posts:
+        assert client.post(url, {"reason": "x", "confirm": "on", "action": "allotment"}).status_code == 403, url
+    assert not Node.objects.filter(drained=True).exists() and not AuditEvent.objects.exists()
