@@ -6,6 +6,7 @@ production sets ``DATABASE_URL`` to PostgreSQL and chooses the ``kubernetes`` dr
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "accounts",
     "labs",
 ]
@@ -56,6 +58,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -95,6 +99,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "labs:home"
 LOGOUT_REDIRECT_URL = "login"
@@ -122,9 +128,47 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# --- Security (README "Security") ---------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and env_bool("HTTPS", False))
 X_FRAME_OPTIONS = "DENY"
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and env_bool("HTTPS", False))
+# How many reverse proxies in front of the portal append to X-Forwarded-For: the client's address
+# is the one the outermost of them saw (portal.proxies). 0: the header is ignored.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins, logging in is refused
+# for LOGIN_LOCKOUT_MINUTES after the last failure. By default the lockout is per account *and*
+# address, so a classroom behind one NAT address is not locked out by one student's typos, and
+# nobody can lock a victim out from elsewhere.
+_LOCKOUT_PARAMETERS = {"username", "ip_address", "user_agent"}
+
+
+def _env_lockout_parameters(name: str, default: str) -> list[str | list[str]]:
+    """``username+ip_address,ip_address`` -> ``[["username", "ip_address"], "ip_address"]`` (axes' format:
+    a lockout when any group, counted together, reaches the limit)."""
+    value = env_str(name, default)
+    groups: list[str | list[str]] = []
+    for group in value.split(","):
+        parts = [part.strip() for part in group.split("+")]
+        if not all(part in _LOCKOUT_PARAMETERS for part in parts):
+            raise ImproperlyConfigured(
+                f"{name}={value!r}: each group is {' or '.join(sorted(_LOCKOUT_PARAMETERS))}, joined by '+';"
+                " groups are separated by ','."
+            )
+        groups.append(parts[0] if len(parts) == 1 else parts)
+    return groups
+
+
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1, maximum=7 * 24 * 60))
+AXES_LOCKOUT_PARAMETERS = _env_lockout_parameters("LOGIN_LOCKOUT_PARAMETERS", "username+ip_address")
+# A try while locked out does not start the wait again: the page can say how long it lasts.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.proxies.client_address"
+# Failed attempts are kept (they expire with the lockout); a row per successful login is not.
+AXES_DISABLE_ACCESS_LOG = True
 
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", REDIS_URL)
@@ -274,5 +318,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # django-axes: failures and lockouts are warnings; its INFO lines repeat them at every login.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
