@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "axes",
+    "csp",
     "accounts",
     "labs",
 ]
@@ -51,6 +53,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -169,6 +172,23 @@ AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
 AXES_CLIENT_IP_CALLABLE = "portal.proxies.client_address"
 # Failed attempts are kept (they expire with the lockout); a row per successful login is not.
 AXES_DISABLE_ACCESS_LOG = True
+
+# Content-Security-Policy (django-csp): scripts, styles and connections from the portal itself
+# only, no inline script, style or handler anywhere (templates use static files and json_script).
+# 'self' covers the websocket (ws:/wss: to the same host and port) in CSP Level 3 browsers.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
 
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", REDIS_URL)
