@@ -134,7 +134,33 @@ WHITENOISE_USE_FINDERS = True
 # --- Security (README "Security") ---------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and env_bool("HTTPS", False))
+# HTTPS: the portal is served over TLS (itself or behind a TLS-terminating proxy). It then
+# redirects plain HTTP to HTTPS, sends HSTS and marks its cookies secure, unless told otherwise.
+HTTPS = env_bool("HTTPS", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+# Prometheus scrapes /metrics from inside the cluster over plain HTTP (with its bearer token).
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# security.W021 asks for preload, which commits the whole domain to HTTPS in browsers for months
+# and is not undone by a setting: a choice for the domain's owner, so it is off by default.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+
+
+def _env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` -> ``("HTTP_X_FORWARDED_PROTO", "https")``: the header a TLS-terminating
+    proxy sets (overwriting the client's) to say the request came over HTTPS."""
+    header = env_str(name, "")
+    if not header:
+        return None
+    if not header.replace("-", "").replace("_", "").isalnum() or not header.isascii():
+        raise ImproperlyConfigured(f"{name}={header!r} is not a header name: use e.g. X-Forwarded-Proto.")
+    return "HTTP_" + header.upper().replace("-", "_"), "https"
+
+
+SECURE_PROXY_SSL_HEADER = _env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 # How many reverse proxies in front of the portal append to X-Forwarded-For: the client's address
 # is the one the outermost of them saw (portal.proxies). 0: the header is ignored.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
