@@ -1,4 +1,5 @@
-"""The language switch and the login page: a signed-in user's language follows them to every device."""
+"""The language switch and the login page: a signed-in user's language follows them to every device;
+after repeated failed logins the page says the account is locked out (django-axes)."""
 
 from __future__ import annotations
 

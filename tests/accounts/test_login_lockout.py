@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from axes.exceptions import AxesBackendRequestParameterRequired
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.core.management import call_command
+from django.http import HttpRequest
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -169,3 +171,16 @@ def test_the_admin_login_is_locked_out_too(ada):
     fail("ada")
     response = Client().post("/admin/login/", {"username": "ada", "password": PASSWORD, "next": "/admin/"})
     assert locked_out(response)
+
+
+def test_force_login_passes_by_the_lockout_and_the_test_clients_login_needs_a_request(ada):
+    """For test writers: force_login never authenticates; axes refuses to judge a login without
+    the request, so Django's Client.login works only when given one."""
+    fail("ada")
+    client = Client()
+    client.force_login(ada)
+    assert client.get("/").wsgi_request.user == ada
+    with pytest.raises(AxesBackendRequestParameterRequired):
+        Client().login(username="grace", password=PASSWORD)
+    UserFactory(username="grace")
+    assert Client().login(request=HttpRequest(), username="grace", password=PASSWORD)
