@@ -1,4 +1,5 @@
-"""The language switch and the login page: a signed-in user's language follows them to every device."""
+"""The language switch and the login page: a signed-in user's language follows them to every device;
+after repeated failed logins the page says the account is locked out (django-axes)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import contextlib
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import i18n
 
 from accounts.selectors import preferred_language
@@ -47,3 +50,19 @@ def set_language_cookie(response: HttpResponse, language: str) -> None:
         httponly=settings.LANGUAGE_COOKIE_HTTPONLY,
         samesite=settings.LANGUAGE_COOKIE_SAMESITE,
     )
+
+
+def locked_out(request: HttpRequest, *args) -> HttpResponse:
+    """django-axes' lockout response (``AXES_LOCKOUT_CALLABLE``): the login page, 429 Too Many
+    Requests, saying how long logging in stays refused and whom to ask.
+
+    axes passes the original response and the credentials; neither is needed (nor echoed).
+    """
+    minutes = max(1, int(settings.AXES_COOLOFF_TIME.total_seconds()) // 60)
+    next_url = request.POST.get("next") or request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        next_url = ""
+    context = {"locked_out": True, "lockout_minutes": minutes, "next": next_url}
+    response = render(request, "registration/login.html", context, status=429)
+    response["Retry-After"] = str(minutes * 60)
+    return response

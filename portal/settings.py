@@ -6,9 +6,11 @@ production sets ``DATABASE_URL`` to PostgreSQL and chooses the ``kubernetes`` dr
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
@@ -42,6 +44,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
+    "csp",
     "accounts",
     "labs",
 ]
@@ -49,6 +53,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -56,6 +61,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -95,6 +102,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "labs:home"
 LOGOUT_REDIRECT_URL = "login"
@@ -122,9 +131,90 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# --- Security (README "Security") ---------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and env_bool("HTTPS", False))
 X_FRAME_OPTIONS = "DENY"
+# HTTPS: the portal is served over TLS (itself or behind a TLS-terminating proxy). It then
+# redirects plain HTTP to HTTPS, sends HSTS and marks its cookies secure, unless told otherwise.
+HTTPS = env_bool("HTTPS", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+# Prometheus scrapes /metrics from inside the cluster over plain HTTP (with its bearer token).
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# security.W021 asks for preload, which commits the whole domain to HTTPS in browsers for months
+# and is not undone by a setting: a choice for the domain's owner, so it is off by default.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+
+
+def _env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` -> ``("HTTP_X_FORWARDED_PROTO", "https")``: the header a TLS-terminating
+    proxy sets (overwriting the client's) to say the request came over HTTPS."""
+    header = env_str(name, "")
+    if not header:
+        return None
+    if not header.replace("-", "").replace("_", "").isalnum() or not header.isascii():
+        raise ImproperlyConfigured(f"{name}={header!r} is not a header name: use e.g. X-Forwarded-Proto.")
+    return "HTTP_" + header.upper().replace("-", "_"), "https"
+
+
+SECURE_PROXY_SSL_HEADER = _env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+# How many reverse proxies in front of the portal append to X-Forwarded-For: the client's address
+# is the one the outermost of them saw (portal.proxies). 0: the header is ignored.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins, logging in is refused
+# for LOGIN_LOCKOUT_MINUTES after the last failure. By default the lockout is per account *and*
+# address, so a classroom behind one NAT address is not locked out by one student's typos, and
+# nobody can lock a victim out from elsewhere.
+_LOCKOUT_PARAMETERS = {"username", "ip_address", "user_agent"}
+
+
+def _env_lockout_parameters(name: str, default: str) -> list[str | list[str]]:
+    """``username+ip_address,ip_address`` -> ``[["username", "ip_address"], "ip_address"]`` (axes' format:
+    a lockout when any group, counted together, reaches the limit)."""
+    value = env_str(name, default)
+    groups: list[str | list[str]] = []
+    for group in value.split(","):
+        parts = [part.strip() for part in group.split("+")]
+        if not all(part in _LOCKOUT_PARAMETERS for part in parts):
+            raise ImproperlyConfigured(
+                f"{name}={value!r}: each group is {' or '.join(sorted(_LOCKOUT_PARAMETERS))}, joined by '+';"
+                " groups are separated by ','."
+            )
+        groups.append(parts[0] if len(parts) == 1 else parts)
+    return groups
+
+
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1, maximum=7 * 24 * 60))
+AXES_LOCKOUT_PARAMETERS = _env_lockout_parameters("LOGIN_LOCKOUT_PARAMETERS", "username+ip_address")
+# A try while locked out does not start the wait again: the page can say how long it lasts.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.proxies.client_address"
+# Failed attempts are kept (they expire with the lockout); a row per successful login is not.
+AXES_DISABLE_ACCESS_LOG = True
+
+# Content-Security-Policy (django-csp): scripts, styles and connections from the portal itself
+# only, no inline script, style or handler anywhere (templates use static files and json_script).
+# 'self' covers the websocket (ws:/wss: to the same host and port) in CSP Level 3 browsers.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
 
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", REDIS_URL)
@@ -274,5 +364,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # django-axes: failures and lockouts are warnings; its INFO lines repeat them at every login.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

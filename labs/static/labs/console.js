@@ -108,7 +108,8 @@
     const chart = window.echarts.init(chartBox, null, { renderer: "svg", locale: lang.startsWith("zh") ? "ZH" : "EN" });
     chart.setOption({
       animation: false,
-      tooltip: { trigger: "axis" },
+      // Drawn inside the chart: the HTML tooltip writes style attributes, which the CSP refuses.
+      tooltip: { trigger: "axis", renderMode: "richText" },
       legend: { data: [data.labels.core, data.labels.gib] },
       grid: { left: 48, right: 48, bottom: 32, top: 40 },
       xAxis: { type: "category", data: data.days },
