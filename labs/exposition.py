@@ -70,17 +70,23 @@ def render(families: Iterable[Family]) -> bytes:
     """
     lines: list[str] = []
     label_strings: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+    # Most values repeat (0, 1, 16, a card's memory): each is formatted once. Keyed by the value's
+    # repr, since 0 == 0.0 == False as dict keys and NaN is not equal to itself.
+    numbers: dict[str, str] = {}
     for family in families:
         lines.append(f"# HELP {family.name} {_escape_help(family.help)}\n# TYPE {family.name} {family.type}\n")
         names = family.labels
         for values, value in family.samples:
+            key = repr(value)
+            number = numbers.get(key)
+            if number is None:
+                number = numbers[key] = floatToGoString(value)
             if not names:
-                lines.append(f"{family.name} {floatToGoString(value)}\n")
+                lines.append(f"{family.name} {number}\n")
                 continue
-            key = (names, values)
-            text = label_strings.get(key)
+            text = label_strings.get((names, values))
             if text is None:
                 pairs = sorted(zip(names, values, strict=True))
-                text = label_strings[key] = "{" + ",".join(f'{name}="{_escape_value(v)}"' for name, v in pairs) + "}"
-            lines.append(f"{family.name}{text} {floatToGoString(value)}\n")
+                text = label_strings[names, values] = "{" + ",".join(f'{name}="{_escape_value(v)}"' for name, v in pairs) + "}"
+            lines.append(f"{family.name}{text} {number}\n")
     return "".join(lines).encode()
