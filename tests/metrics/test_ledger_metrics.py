@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -238,3 +240,14 @@ def test_a_course_label_says_institution_code_and_term(db):
     by_course = values(scrape(), "npu_lab_course_sessions", "institution", "course", "term", "state")
 
     assert by_course[("other-uni", "AI101", "2027 Spring", "queued")] == 0
+
+
+def test_the_readme_lists_every_metric(world):
+    launch_all(world)
+    allocation_pass()  # an admission now: the wait quantiles have samples
+    RepairEvent.objects.create(kind=RepairEvent.Kind.GUARANTEE_BREACH, node=world["node"], message="test")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(npu_lab_\w+)` \|", table, flags=re.MULTILINE))
+
+    assert listed == set(scrape())
