@@ -1,10 +1,11 @@
 """``make demo``: the whole embedded portal in one terminal, stopped by Ctrl-C or ``kill -INT``.
 
 The services (a Redis if none answers, the node agent, Daphne, a Celery worker and beat) write
-to ``var/log/<name>.log``; the terminal keeps the portal's own lines and ends with the URL and
-the logins, printed once the web server accepts connections. SIGINT, SIGTERM or SIGHUP, from
-the terminal or sent to this process or to the make that runs it, stop the lab sessions first
-and then the services, newest first (see ``labs.supervisor``).
+to ``var/log/<name>.log``; the terminal keeps the portal's own lines and ends with the URL, the
+logins and how to scrape ``/metrics`` (with the token in ``var/metrics_token``), printed once the
+web server accepts connections. SIGINT, SIGTERM or SIGHUP, from the terminal or sent to this
+process or to the make that runs it, stop the lab sessions first and then the services, newest
+first (see ``labs.supervisor``).
 """
 
 from __future__ import annotations
