@@ -11,8 +11,8 @@ Data: the cluster of ``bench.pass_scale`` (--nodes nodes x 8 Ascend 910B, --live
 sessions with live allocations over 40 courses, --queued queued sessions of one more course),
 of which the last --recent were admitted within the past 10 minutes after waits of up to 2
 minutes; then, written in SQL, --history ended sessions with their released allocations (the
-term so far) and --repair-events repair events of every kind; 1 % of the nodes drained and 1 %
-unreachable. Then VACUUM ANALYZE, as autovacuum would have by then.
+term so far) and --repair-events repair events of every kind; 1 % of the nodes drained, 1 %
+unavailable, 1 % of the cards marked unhealthy. Then VACUUM ANALYZE, as autovacuum would have by then.
 
 Timed: ``GET /metrics`` through the view, as Daphne calls it (token check, every query, the
 text exposition), --repeat times (median reported), and each read of ``labs.selectors.metrics``
@@ -123,7 +123,8 @@ def add_history(*, recent: int, history: int, repair_events: int) -> None:
             """,
             [max(repair_events, 1), repair_events],
         )
-        cursor.execute("UPDATE labs_node SET available = false WHERE id % 100 = 0")
+        cursor.execute("UPDATE labs_node SET drained = true, drain_reason = 'bench', drained_at = now() WHERE id % 100 = 0")
+        cursor.execute("UPDATE labs_card SET disabled = true, disabled_reason = 'bench' WHERE id % 100 = 0")
         cursor.execute("UPDATE labs_node SET available = false, unavailable_reason = 'agent unreachable' WHERE id % 100 = 1")
 
 

@@ -82,7 +82,19 @@ def _cards() -> list[Family]:
         CARD_LABELS,
     )
     capacity = Family("npu_lab_card_memory_bytes", "gauge", "Usable memory of the card", CARD_LABELS)
-    healthy = Family("npu_lab_card_healthy", "gauge", "1 when the card is healthy (placements may use it)", CARD_LABELS)
+    healthy = Family(
+        "npu_lab_card_healthy",
+        "gauge",
+        "1 when the card takes new placements: healthy for its agent and not marked unhealthy by an operator",
+        CARD_LABELS,
+    )
+    by_status = Family(
+        "npu_lab_cards",
+        "gauge",
+        "Cards by status: healthy, unhealthy (as the node's agent reports) or disabled (marked unhealthy by an operator)",
+        ("status",),
+    )
+    counts = dict.fromkeys(ledger.CardStatus, 0)
     for card in ledger.card_use():
         labels = (card.node, str(card.index))
         core.add(labels, card.core_percent_reserved / 100)
@@ -90,8 +102,11 @@ def _cards() -> list[Family]:
         instances.add(labels, card.instances)
         limit.add(labels, card.instance_limit)
         capacity.add(labels, card.memory_mib * MIB)
-        healthy.add(labels, 1 if card.healthy else 0)
-    return [core, memory, instances, limit, capacity, healthy]
+        healthy.add(labels, 1 if card.status == ledger.CardStatus.HEALTHY else 0)
+        counts[card.status] += 1
+    for status, n in counts.items():
+        by_status.add((status.value,), n)
+    return [core, memory, instances, limit, capacity, healthy, by_status]
 
 
 def _nodes() -> list[Family]:
@@ -99,7 +114,7 @@ def _nodes() -> list[Family]:
     by_status = Family(
         "npu_lab_nodes",
         "gauge",
-        "Nodes by status: available, drained (by an operator) or unreachable (agent not answering)",
+        "Nodes by status: available, drained (by an operator) or unavailable (its agent does not answer)",
         ("status",),
     )
     counts = dict.fromkeys(ledger.NodeStatus, 0)

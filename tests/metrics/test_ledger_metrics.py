@@ -15,9 +15,18 @@ from django.utils import timezone
 from labs.domain.reasons import Reason
 from labs.metrics import quantile
 from labs.models import Card, Course, LabSession, Node, RepairEvent
+from labs.services.agents import node_mark_unavailable
 from labs.services.allocation import allocation_pass
+from labs.services.operations import node_drain
 from labs.services.sessions import session_launch, session_stop
-from tests.factories import CourseFactory, InstitutionFactory, TemplateFactory, course_with_students, node_with_cards
+from tests.factories import (
+    CourseFactory,
+    InstitutionFactory,
+    TemplateFactory,
+    UserFactory,
+    course_with_students,
+    node_with_cards,
+)
 from tests.metrics.helpers import scrape, values
 
 GIB = 1024**3
@@ -74,22 +83,36 @@ def test_a_card_with_an_inference_instance_may_hold_eight(world):
     assert limits[("n1", "1")] == 16
 
 
-def test_an_unhealthy_card_reads_zero(world):
+def test_a_card_its_agent_or_an_operator_calls_unhealthy_reads_zero(world):
     Card.objects.filter(node=world["node"], index=3).update(healthy=False)
+    Card.objects.filter(node=world["node"], index=5).update(disabled=True, disabled_reason="fan")
 
-    assert values(scrape(), "npu_lab_card_healthy", "node", "card")[("n1", "3")] == 0
+    samples = scrape()
+
+    healthy = values(samples, "npu_lab_card_healthy", "node", "card")
+    assert [index for (_, index), value in sorted(healthy.items()) if value == 0] == ["3", "5"]
+    assert values(samples, "npu_lab_cards", "status") == {("healthy",): 6, ("unhealthy",): 1, ("disabled",): 1}
 
 
-def test_nodes_are_available_drained_or_unreachable(world):
+def test_nodes_are_available_drained_or_unavailable(world):
+    operator = UserFactory(username="operator")
     node_with_cards("n2")
     node_with_cards("n3")
-    Node.objects.filter(name="n2").update(available=False)  # drained by an operator in the admin
-    Node.objects.filter(name="n3").update(available=False, unavailable_reason="agent unreachable: timed out")
+    node_drain(node=Node.objects.get(name="n2"), by=operator, reason="firmware update")
+    node_mark_unavailable(Node.objects.get(name="n3"), reason="agent unreachable: timed out")
 
     samples = scrape()
 
     assert values(samples, "npu_lab_node_available", "node") == {("n1",): 1, ("n2",): 0, ("n3",): 0}
-    assert values(samples, "npu_lab_nodes", "status") == {("available",): 1, ("drained",): 1, ("unreachable",): 1}
+    assert values(samples, "npu_lab_nodes", "status") == {("available",): 1, ("drained",): 1, ("unavailable",): 1}
+
+
+def test_a_drained_node_whose_agent_is_gone_counts_as_drained(world):
+    node = world["node"]
+    node_drain(node=node, by=UserFactory(username="operator"), reason="maintenance")
+    node_mark_unavailable(node, reason="agent unreachable: timed out")
+
+    assert values(scrape(), "npu_lab_nodes", "status")[("drained",)] == 1
 
 
 def test_open_sessions_are_counted_by_state_and_by_course(db):
