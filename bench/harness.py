@@ -1,4 +1,4 @@
-"""Helpers shared by the end-to-end benches (``classstart``, ``jupyterhub``, ``pass_scale``).
+"""Helpers shared by the end-to-end benches (``classstart``, ``jupyterhub``, ``pass_scale``, ``metrics_scale``).
 
 Nothing here imports Django: the benches set up their environment (database URL, Redis URL,
 settings) first and import Django afterwards. Every resource a bench takes — a PostgreSQL

@@ -355,7 +355,8 @@ LAB_RESIDUAL_GRACE_SECONDS = env_int("LAB_RESIDUAL_GRACE_SECONDS", 300, minimum=
 LAB_GUARANTEE_WINDOW_SECONDS = env_int("LAB_GUARANTEE_WINDOW_SECONDS", 300, minimum=1)
 LAB_GUARANTEE_TOLERANCE_PERCENT = env_int("LAB_GUARANTEE_TOLERANCE_PERCENT", 10, minimum=0, maximum=100)
 LAB_GUARANTEE_MIN_SAMPLES = env_int("LAB_GUARANTEE_MIN_SAMPLES", 3, minimum=1)
-# Bearer token a Prometheus scrape of /metrics must send; empty leaves the endpoint open.
+# Bearer token a Prometheus scrape of /metrics must send (or METRICS_TOKEN_FILE); empty closes the
+# endpoint (403) unless DEBUG is on.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 LOGGING = {

@@ -119,6 +119,25 @@ def test_the_secret_key_is_read_from_a_file_and_never_printed(tmp_path):
     assert value not in result.stderr
 
 
+PRINT_METRICS_TOKEN = """
+import hashlib
+import django
+django.setup()
+from django.conf import settings
+print(hashlib.sha256(settings.METRICS_TOKEN.encode()).hexdigest())
+"""
+
+
+def test_the_metrics_token_is_read_from_a_file_and_never_printed(tmp_path):
+    value = "metrics-token-" + "m" * 30
+    token_file = tmp_path / "metrics_token"
+    token_file.write_text(value + "\n")
+    result = run_settings(tmp_path, PRINT_METRICS_TOKEN, METRICS_TOKEN_FILE=str(token_file))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == sha256(value)
+    assert value not in result.stdout + result.stderr
+
+
 def test_a_short_secret_key_is_refused_without_printing_it(tmp_path):
     value = "short-secret-value"
     key_file = tmp_path / "secret_key"

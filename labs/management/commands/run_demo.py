@@ -1,18 +1,21 @@
 """``make demo``: the whole embedded portal in one terminal, stopped by Ctrl-C or ``kill -INT``.
 
 The services (a Redis if none answers, the node agent, Daphne, a Celery worker and beat) write
-to ``var/log/<name>.log``; the terminal keeps the portal's own lines and ends with the URL and
-the logins, printed once the web server accepts connections. SIGINT, SIGTERM or SIGHUP, from
-the terminal or sent to this process or to the make that runs it, stop the lab sessions first
-and then the services, newest first (see ``labs.supervisor``).
+to ``var/log/<name>.log``; the terminal keeps the portal's own lines and ends with the URL, the
+logins and how to scrape ``/metrics`` (with the token in ``var/metrics_token``), printed once the
+web server accepts connections. SIGINT, SIGTERM or SIGHUP, from the terminal or sent to this
+process or to the make that runs it, stop the lab sessions first and then the services, newest
+first (see ``labs.supervisor``).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import redis
@@ -61,14 +64,15 @@ class Command(BaseCommand):
             self._prepare_database()
         if self.signals.requested:
             return
-        self._start_services(host, port, var_dir)
+        token_file = metrics_token_file(var_dir, os.environ)
+        self._start_services(host, port, var_dir, metrics_token_file=token_file)
         try:
             wait_until_listening(host, port, timeout=WEB_READY_TIMEOUT_SECONDS, give_up=self._reason_to_give_up)
         except NotListening as exc:
             if self.signals.requested:
                 return
             raise CommandError(f"The web server is not answering: {exc}.") from None
-        self.stdout.write(demo_summary(host=host, port=port, log_dir=self.supervisor.log_dir))
+        self.stdout.write(demo_summary(host=host, port=port, log_dir=self.supervisor.log_dir, metrics_token_file=token_file))
         while not self.signals.requested:
             exited = self.supervisor.first_exited()
             if exited is not None:
@@ -80,14 +84,16 @@ class Command(BaseCommand):
         demo_data_load()
         call_command("collectstatic", interactive=False, verbosity=0)
 
-    def _start_services(self, host: str, port: int, var_dir: Path) -> None:
+    def _start_services(self, host: str, port: int, var_dir: Path, *, metrics_token_file: Path | None) -> None:
         python = sys.executable
         celery = [python, "-m", "celery", "-A", "portal"]
         # One simulated node agent for the demo node: the portal registers each session's
         # instance with it and the reconciler diffs it against the ledger.
         agent = [python, "-m", "labs.agent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)]
         self.supervisor.start("agent", agent)
-        self.supervisor.start("web", [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"])
+        web_env = {**os.environ, "METRICS_TOKEN_FILE": str(metrics_token_file)} if metrics_token_file else None
+        daphne = [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"]
+        self.supervisor.start("web", daphne, env=web_env)
         worker = ["worker", "--loglevel", "INFO", "--concurrency", "2", "--hostname", "demo@%h"]
         self.supervisor.start("worker", [*celery, *worker, "--without-gossip", "--without-mingle"])
         beat = ["beat", "--loglevel", "INFO", "--schedule", str(var_dir / "celerybeat-schedule")]
@@ -149,9 +155,39 @@ def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path) -> str:
     return f"Redis: started redis-server on {address} for the demo (database {database}); it stops with the demo."
 
 
-def demo_summary(*, host: str, port: int, log_dir: Path) -> str:
-    """The last lines on the terminal: where the portal is, who can log in, where the logs are."""
+def metrics_token_file(var_dir: Path, environ: Mapping[str, str]) -> Path | None:
+    """The file the demo's web server reads its ``/metrics`` token from.
+
+    ``METRICS_TOKEN_FILE`` when it is set; none when ``METRICS_TOKEN`` is (the web server has it
+    from the environment); otherwise ``var_dir/metrics_token``, made on the first run.
+    """
+    if environ.get("METRICS_TOKEN_FILE"):
+        return Path(environ["METRICS_TOKEN_FILE"])
+    if environ.get("METRICS_TOKEN"):
+        return None
+    return token_file_ensure(var_dir / "metrics_token")
+
+
+def token_file_ensure(path: Path) -> Path:
+    """``path``, holding a random token: written the first time (mode 0600, only the owner reads
+    it), left as it is afterwards, so a Prometheus set up against the demo keeps working."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        if not path.read_text().strip():
+            raise CommandError(f"{_shown_path(path)} is empty: delete it and the demo makes a new token.") from None
+        return path
+    with os.fdopen(fd, "w") as token_file:
+        token_file.write(secrets.token_urlsafe(32) + "\n")
+    return path
+
+
+def demo_summary(*, host: str, port: int, log_dir: Path, metrics_token_file: Path | None) -> str:
+    """The last lines on the terminal: where the portal is, who can log in, where the logs are,
+    how to scrape the metrics (``metrics_token_file``, or ``$METRICS_TOKEN`` when it is ``None``)."""
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    token = f"$(cat {_shown_path(metrics_token_file)})" if metrics_token_file else "$METRICS_TOKEN"
     rows = [
         ("who", "login", "password"),
         ("students", f"student001 … student{DEMO_STUDENTS:03d}", DEMO_PASSWORD),
@@ -165,6 +201,7 @@ def demo_summary(*, host: str, port: int, log_dir: Path) -> str:
         f"\nNPU Lab Portal is running at {url}\n\n{table}\n\n"
         f"Logs of web, worker, beat, agent (and redis, if the demo started it): {_shown_path(log_dir)}/<name>.log\n"
         f"Node agent (simulated) on port {DEMO_AGENT_PORT}; reconciler events: {python} manage.py repairs\n"
+        f'Metrics (Prometheus): curl -H "Authorization: Bearer {token}" {url}metrics\n'
         f"Stop: Ctrl-C, or kill -INT {os.getpid()} (this process) or the make that runs it.\n"
     )
 
