@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VAR := var
 
-.PHONY: demo test test-fast bench bench-classstart chaos lint venv clean messages compilemessages
+.PHONY: demo test test-fast bench bench-classstart chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,11 @@ bench-classstart: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench.side_by_side --launches 512,1024 --repeats 1 || status=1; \
 	echo "make bench-classstart took $$(( $$(date +%s) - began )) s"; exit $$status
+
+## load: Locust against Daphne: 300 students (dashboard, websocket, launch and stop on the simulator), 20 instructors,
+## 2 operators; rates, p50/p99 per endpoint, websocket delay, PASS/FAIL (~5 min; LOAD_ARGS="--quick" for 30 users, 20 s)
+load: $(VENV)/.installed-dev $(MO_FILES)
+	$(PY) -m bench.load $(LOAD_ARGS)
 
 ## chaos: real workers, beat, Redis and agents under injected faults, then invariant checks (about 5 minutes)
 chaos: $(VENV)/.installed-dev
