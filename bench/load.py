@@ -36,8 +36,9 @@ Users, each logging in once through the login form (GET for the CSRF token, POST
   - Operator: GET /ops/ (the cluster page). Answered 404 throughout, it is reported as missing,
     not as failures.
 
-The clock starts once every user has logged in with its socket open (or --login-timeout
-passed) and runs --duration seconds; only requests sent inside that window count. Printed:
+Nobody works until every user has logged in with its socket open (or --login-timeout passed);
+then they start within 8 s, and after --warmup seconds the clock runs for --duration seconds;
+only requests sent inside that window count. Printed:
 the logins and socket connections; per endpoint count, requests/s, p50, p99 and failures; the
 socket delays and message count; the CPU each part used over the window (Daphne, Celery,
 Locust, this run's PostgreSQL backends, the rest of the machine); and PASS/FAIL against the
@@ -104,7 +105,7 @@ ACTIONS = (LAUNCH, STOP)
 LOGINS = (LOGIN_FORM, LOGIN_POST)
 SOCKET_DELAYS = (WS_LAUNCH, WS_STOP)
 
-QUICK = {"students": 26, "instructors": 3, "operators": 1, "courses": 2, "duration": 20.0}
+QUICK = {"students": 26, "instructors": 3, "operators": 1, "courses": 2, "duration": 20.0, "warmup": 10.0}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,7 +116,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instructors", type=int, default=20, help="instructors, default 20 (two per course)")
     parser.add_argument("--operators", type=int, default=2, help="operators on the cluster page, default 2")
     parser.add_argument("--courses", type=int, default=10, help="courses the students are spread over, default 10")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds measured once everyone is logged in, default 60")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds measured, default 60")
+    parser.add_argument(
+        "--warmup", type=float, default=15.0, help="seconds of work before the window opens, default 15 (users start within 8 s)"
+    )
     parser.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second, default 10")
     parser.add_argument(
         "--login-concurrency",
@@ -158,8 +162,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--students, --instructors, --courses, --workers, --concurrency and --login-concurrency must be >= 1")
     if args.operators < 0:
         parser.error("--operators must be >= 0")
-    if args.duration <= 0 or args.spawn_rate <= 0 or args.login_timeout <= 0:
-        parser.error("--duration, --spawn-rate and --login-timeout must be > 0")
+    if args.duration <= 0 or args.spawn_rate <= 0 or args.login_timeout <= 0 or args.warmup < 0:
+        parser.error("--duration, --spawn-rate and --login-timeout must be > 0, --warmup >= 0")
     args.web_conn_max_age = None  # bench.classstart.start_services reads it
     return args
 
@@ -219,7 +223,7 @@ class Results:
     users: dict[str, int]
     logged_in: int
     login_failed: int
-    login_seconds: float | None  # from Locust's start to the window's
+    login_seconds: float | None  # from Locust's start until every user was ready
     ready: int  # users logged in with their socket open when the window opened
     ws_messages: int
     ws_missed: dict[str, int]
@@ -681,6 +685,7 @@ def run(args: argparse.Namespace) -> dict:
         config = {
             **world,
             "duration": args.duration,
+            "warmup": args.warmup,
             "login_timeout": args.login_timeout,
             "think": list(args.think),
             "login_concurrency": args.login_concurrency,
@@ -691,7 +696,7 @@ def run(args: argparse.Namespace) -> dict:
         config_path.write_text(json.dumps(config))
         users = args.students + args.instructors + args.operators
         # Locust's own bound: every login, the window and a margin; the locustfile normally ends sooner.
-        run_time = args.login_timeout + args.duration + 30
+        run_time = args.login_timeout + args.warmup + args.duration + 30
         command = locust_command(
             config_path=config_path, base_url=base_url, users=users, spawn_rate=args.spawn_rate, run_time=run_time
         )
@@ -727,6 +732,7 @@ def run(args: argparse.Namespace) -> dict:
             raise RuntimeError(f"Locust exited with code {code} and wrote no results:\n{tail}")
         summary = summarise(results_read(results_path))
         summary["cpu_percent_of_one_core"] = meter.shares
+        summary["args"] = {k: v for k, v in vars(args).items() if k not in {"json", "keep_logs", "web_conn_max_age"}}
         summary["sessions_by_state"] = sessions_by_state()
         report(summary, args)
         print(f"  sessions in the database at the end, by state: {summary['sessions_by_state']}")

@@ -50,6 +50,7 @@ SOCKET_GIVE_UP = 120.0  # seconds a user keeps trying to open its socket before 
 LOGIN_ATTEMPTS = 3
 LOGIN_RETRY_SECONDS = 2.0
 LOGIN_SLOTS = BoundedSemaphore(CONFIG["login_concurrency"])
+START_SPREAD = 8.0  # seconds over which the users start work, about one student's loop
 ALL_STATES = ("queued", "admitted", "starting", "running", "stopping", "stopped", "failed")
 
 random.seed(CONFIG["seed"])
@@ -71,6 +72,7 @@ class Run:
     login_seconds: float | None = None
     window: tuple[float, float] | None = None
     ready_at_start = 0
+    go = Event()  # set when the users may start work
     samples: list[list] = []
     ws_messages = 0
     ws_missed: Counter = Counter()
@@ -123,8 +125,12 @@ def on_test_start(environment, **kwargs):
 
 
 def coordinate(environment) -> None:
-    """Open the window once every user is ready (or has given up, or the login timeout passed),
-    close it ``duration`` seconds later, write the results and quit."""
+    """Let the users start work once every one is ready (or has given up, or the login timeout
+    passed), open the window ``warmup`` seconds later, close it ``duration`` seconds after that,
+    write the results and quit.
+
+    Nobody works while others log in: the logins (a password hash each) are not slowed by the
+    work, and the work is measured without logins beside it."""
     total = len(CONFIG["students"]) + len(CONFIG["instructors"]) + len(CONFIG["operators"])
     deadline = Run.started + CONFIG["login_timeout"]
     shown = 0
@@ -136,7 +142,12 @@ def coordinate(environment) -> None:
     Run.login_seconds = time.time() - Run.started
     Run.ready_at_start = Run.ready
     note = "" if Run.ready == total else f" (only {Run.ready} of {total}: {Run.given_up} gave up, the rest still trying)"
-    progress(f"{Run.ready} users ready after {Run.login_seconds:.0f} s{note}; measuring {CONFIG['duration']:g} s")
+    progress(
+        f"{Run.ready} users ready after {Run.login_seconds:.0f} s{note}; they start within {START_SPREAD:g} s, "
+        f"then {CONFIG['warmup']:g} s of warm-up and {CONFIG['duration']:g} s measured"
+    )
+    Run.go.set()
+    gevent.sleep(CONFIG["warmup"])
     start = time.time()
     Run.window = (start, start + CONFIG["duration"])
     print(f"{MARK_PREFIX}window-open", flush=True)
@@ -271,6 +282,7 @@ class PortalUser(FastHttpUser):
     abstract = True
     socket: SessionSocket | None = None
     ready = False
+    working = False
 
     def on_start(self) -> None:
         self.ready = self.log_in(self.account()) and self.open_socket()
@@ -290,6 +302,10 @@ class PortalUser(FastHttpUser):
         if not self.ready:
             gevent.sleep(3600)
             return
+        if not self.working:
+            Run.go.wait()
+            gevent.sleep(random.uniform(0, START_SPREAD))  # not all at once
+            self.working = True
         self.work()
 
     def work(self) -> None:
