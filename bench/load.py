@@ -137,6 +137,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--think", default="1,3", help="a student's pause between steps, MIN,MAX seconds, default 1,3")
     parser.add_argument("--start-delay", type=float, default=0.5, help="the simulator's start time in seconds, default 0.5")
+    parser.add_argument(
+        "--web-processes",
+        type=int,
+        default=1,
+        help="Daphne processes accepting on one socket, default 1 (as deployed: one per pod; one uses at most one core)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes, default 1")
     parser.add_argument("--concurrency", type=int, default=4, help="prefork children per worker, default 4")
     parser.add_argument(
@@ -158,8 +164,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.think = think_range(args.think)
     except ValueError as exc:
         parser.error(f"--think: {exc}")
-    if min(args.students, args.instructors, args.courses, args.workers, args.concurrency, args.login_concurrency) < 1:
-        parser.error("--students, --instructors, --courses, --workers, --concurrency and --login-concurrency must be >= 1")
+    counts = (args.students, args.instructors, args.courses, args.web_processes, args.workers, args.concurrency)
+    if min(*counts, args.login_concurrency) < 1:
+        parser.error(
+            "--students, --instructors, --courses, --web-processes, --workers, --concurrency and --login-concurrency must be >= 1"
+        )
     if args.operators < 0:
         parser.error("--operators must be >= 0")
     if args.duration <= 0 or args.spawn_rate <= 0 or args.login_timeout <= 0 or args.warmup < 0:
@@ -404,8 +413,8 @@ def report(summary: dict, args: argparse.Namespace) -> None:
     users = summary["users"]
     print(
         f"load on the portal: {users.get('Student', 0)} students, {users.get('Instructor', 0)} instructors, "
-        f"{users.get('Operator', 0)} operators; one Daphne process, {args.workers} Celery worker(s) x {args.concurrency} "
-        f"(prefork), simulator start {args.start_delay:g} s, think {args.think[0]:g}-{args.think[1]:g} s"
+        f"{users.get('Operator', 0)} operators; {args.web_processes} Daphne process(es), {args.workers} Celery worker(s) x "
+        f"{args.concurrency} (prefork), simulator start {args.start_delay:g} s, think {args.think[0]:g}-{args.think[1]:g} s"
     )
     login = summary["login_seconds"]
     print(
@@ -678,7 +687,7 @@ def run(args: argparse.Namespace) -> dict:
             students=args.students, instructors=args.instructors, operators=args.operators, courses=args.courses, servers=servers
         )
         connections.close_all()  # this process is idle from here on: give its connections back
-        base_url = start_services(res, env, args, rid)
+        base_url = start_services(res, env, args, rid, web_processes=args.web_processes)
         print(f"set-up (migrate, data, services): {time.monotonic() - setup_started:.1f} s; {base_url}", flush=True)
 
         results_path = temp / "results.json"
@@ -709,7 +718,7 @@ def run(args: argparse.Namespace) -> dict:
         by_name = {s.name: s.process.pid for s in res.services}
         meter = CpuMeter(
             {
-                "Daphne": [by_name["daphne"]],
+                "Daphne": [pid for name, pid in by_name.items() if name.startswith("daphne")],
                 "Celery workers": [pid for name, pid in by_name.items() if name.startswith("worker")],
                 "Celery beat": [by_name["beat"]],
             },
