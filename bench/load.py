@@ -103,7 +103,6 @@ WS_RUNNING = "launch -> running"
 PAGES = (DASHBOARD, COURSE_PAGE, TEACH, OPS)
 ACTIONS = (LAUNCH, STOP)
 LOGINS = (LOGIN_FORM, LOGIN_POST)
-SOCKET_DELAYS = (WS_LAUNCH, WS_STOP)
 
 QUICK = {"students": 26, "instructors": 3, "operators": 1, "courses": 2, "duration": 20.0, "warmup": 10.0}
 
@@ -152,7 +151,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="connections the run's database role may open, default 80 (PostgreSQL is shared with other work)",
     )
-    parser.add_argument("--quick", action="store_true", help="a short run: 26 students, 3 instructors, 1 operator, 20 s")
+    parser.add_argument("--quick", action="store_true", help="26 students, 3 instructors, 1 operator; 10 s warm-up, 20 s")
     parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the services' and Locust's logs")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     args = parser.parse_args(argv)

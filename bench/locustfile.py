@@ -2,9 +2,10 @@
 
 Locust runs this file with ``LOAD_CONFIG`` naming the JSON that ``bench.load`` wrote: the
 accounts, the window length, think times and where to write the results. Every user logs in
-once through the login form, with an account of its own. Once all have (or the login timeout
-passes) the window opens; when it closes the results are written and Locust is told to quit.
-See ``bench/load.py`` for what each user does and what is reported.
+once through the login form, with an account of its own, and opens its page's socket. Once all
+have (or the login timeout passes) they start work, the window opens after the warm-up, and
+when it closes the results are written and Locust is told to quit. See ``bench/load.py`` for
+what each user does and what is reported.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import time
 from collections import Counter
 from http.cookiejar import CookieJar
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import gevent
@@ -42,7 +44,7 @@ from bench.load import (
     launch_forms_of,
 )
 
-CONFIG = json.loads(open(os.environ["LOAD_CONFIG"]).read())
+CONFIG = json.loads(Path(os.environ["LOAD_CONFIG"]).read_text())
 THINK = tuple(CONFIG["think"])
 ENDED_TIMEOUT = 30.0  # seconds a student waits for the socket to show its stopped lab ended
 SOCKET_TIMEOUT = 10.0  # for the message that follows a launch or stop at once
