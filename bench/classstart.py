@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import threading
 import time
@@ -216,15 +217,32 @@ def login_cookies_http(base_url: str, students, threads: int) -> dict[int, tuple
         return dict(pool.map(login, students))
 
 
-def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace, rid: str) -> str:
+def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace, rid: str, *, web_processes: int = 1) -> str:
+    """Daphne (``web_processes`` of them accepting on one listening socket), the workers and beat; the portal's URL."""
     python = sys.executable
     port = free_port()
     web_env = dict(env)
     if args.web_conn_max_age is not None:
         web_env["DATABASE_URL"] = f"{env['DATABASE_URL']}?conn_max_age={args.web_conn_max_age}"
-    web = res.start(
-        "daphne", [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"], env=web_env
-    )
+    if web_processes == 1:
+        webs = [
+            res.start(
+                "daphne", [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"], env=web_env
+            )
+        ]
+    else:
+        # One socket, bound here and inherited: the kernel hands each connection to one of the processes.
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(1024)
+        res.on_close("close the web processes' listening socket", listener.close)
+        fd = listener.fileno()
+        webs = [
+            res.start(f"daphne{i + 1}", [python, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"], env=web_env,
+                      pass_fds=(fd,))
+            for i in range(web_processes)
+        ]  # fmt: skip
     workers = [
         res.start(
             f"worker{i + 1}",
@@ -246,7 +264,7 @@ def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace
         env=env,
     )  # fmt: skip
     base_url = f"http://127.0.0.1:{port}"
-    everyone = [web, beat, *workers]
+    everyone = [*webs, beat, *workers]
     wait_until(lambda: http_request("GET", f"{base_url}/accounts/login/", timeout=5).status == 200,
                timeout=60, what="Daphne to answer", services=everyone)  # fmt: skip
     for worker in workers:

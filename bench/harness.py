@@ -135,7 +135,9 @@ def postgres_drop_database(server_url: str, name: str) -> None:
 class Service:
     """A child process in its own session (so the terminal's Ctrl-C reaches only the bench), logging to a file."""
 
-    def __init__(self, name: str, command: list[str], *, env: dict[str, str], log_dir: Path, cwd: Path = ROOT) -> None:
+    def __init__(
+        self, name: str, command: list[str], *, env: dict[str, str], log_dir: Path, cwd: Path = ROOT, pass_fds: Sequence[int] = ()
+    ) -> None:
         self.name = name
         self.command = command
         self.log_path = log_dir / f"{name}.log"
@@ -148,6 +150,7 @@ class Service:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
 
     def output(self) -> str:
@@ -208,9 +211,12 @@ class Resources:
         self.temp_dir = Path(tempfile.mkdtemp(prefix=prefix))
         return self.temp_dir
 
-    def start(self, name: str, command: list[str], *, env: dict[str, str], cwd: Path = ROOT) -> Service:
+    def start(
+        self, name: str, command: list[str], *, env: dict[str, str], cwd: Path = ROOT, pass_fds: Sequence[int] = ()
+    ) -> Service:
+        """Start a service; ``pass_fds`` are inherited by it (a listening socket shared by several web processes)."""
         assert self.temp_dir is not None
-        service = Service(name, command, env=env, log_dir=self.temp_dir, cwd=cwd)
+        service = Service(name, command, env=env, log_dir=self.temp_dir, cwd=cwd, pass_fds=pass_fds)
         self.services.append(service)
         return service
 
