@@ -38,9 +38,10 @@ def test_the_proxys_x_forwarded_proto_marks_a_request_as_https():
     assert response["Strict-Transport-Security"] == HSTS
 
 
-@override_settings(**HTTPS_ON, METRICS_TOKEN="")
-def test_the_metrics_scrape_over_plain_http_is_not_redirected(settings):
-    settings.METRICS_TOKEN = "scrape-token-0123456789"
+# The token in the decorator, not through pytest-django's ``settings`` fixture: the two undone
+# in the wrong order would leave HTTPS_ON in force for every later test.
+@override_settings(**HTTPS_ON, METRICS_TOKEN="scrape-token-0123456789")
+def test_the_metrics_scrape_over_plain_http_is_not_redirected():
     response = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token-0123456789")
     assert response.status_code == 200  # answered over plain HTTP, not sent to https://
     assert "Strict-Transport-Security" not in response
