@@ -74,8 +74,12 @@ class GiBField(forms.DecimalField):
         kwargs.setdefault("max_digits", 12)
         kwargs.setdefault("decimal_places", 3)
         super().__init__(**kwargs)
+        self.set_step(step_mib)
+
+    def set_step(self, step_mib: int) -> None:
+        """The step values must be on (the nodes' memory step), for checking and for the input's ``step``."""
         self.step_mib = step_mib
-        self.widget.attrs.setdefault("step", str(Decimal(step_mib) / 1024))
+        self.widget.attrs["step"] = str(Decimal(step_mib) / 1024)
 
     def clean(self, value):
         gib = super().clean(value)
@@ -142,8 +146,7 @@ class QuotaForm(forms.Form):
         self.allotment = allotment
         self.inference = Scenario.INFERENCE.value in scenarios
         for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
-            self.fields[name].step_mib = facts.memory_step_mib
-            self.fields[name].widget.attrs["step"] = str(Decimal(facts.memory_step_mib) / 1024)
+            self.fields[name].set_step(facts.memory_step_mib)
 
     @staticmethod
     def initial_from(quota) -> dict:
@@ -264,7 +267,7 @@ class TemplateForm(forms.Form):
         self.facts = facts
         self.fields["image"].queryset = AllowedImage.objects.filter(institution=institution)
         self.fields["image"].label_from_instance = lambda a: f"{a.get_kind_display()}: {a.label or a.reference}"
-        self.fields["memory_mib"].step_mib = facts.memory_step_mib
+        self.fields["memory_mib"].set_step(facts.memory_step_mib)
 
     def clean(self):
         data = super().clean()

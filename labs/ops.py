@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
-from labs.models import AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
+from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
 from labs.selectors.operations import (
     audit_events,
     card_instances,
@@ -125,7 +125,7 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
             operations.node_drain(node=node, by=request.user, reason=reason)
             messages.success(request, _("%(node)s is drained: no new sessions; the running ones go on.") % {"node": node.name})
         return redirect("labs:ops")
-    remaining = next((n.sessions for n in cluster_state() if n.pk == node.pk), 0)
+    remaining = Allocation.objects.filter(card__node=node, released_at__isnull=True).count()
     return render(
         request,
         "labs/ops/confirm.html",

@@ -166,9 +166,8 @@ class Allotment:
     left: QuotaUse | None
 
     def left_of(self, name: str) -> int | None:
-        value = getattr(self.left, name) if self.left is not None else None
-        limit = getattr(self.limit, name) if self.limit is not None else None
-        return None if limit is None else value
+        """What is left of ``name``; ``None`` where that resource has no limit."""
+        return getattr(self.left, name) if self.left is not None else None
 
 
 def institution_allotment(*, institution: Institution, excluding: Course | None = None) -> Allotment:
