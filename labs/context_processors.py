@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from django.utils.functional import SimpleLazyObject
 
-from labs.selectors.console import is_teacher
-from labs.selectors.operations import operator_scope
+from labs.selectors.console import console_links
 
 
 def console(request) -> dict:
     """``teaches`` and ``operates``: whether to show the links to the instructor and operator
-    consoles (each asked only when a page uses it)."""
+    consoles (one query, made only when a page uses either)."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {"teaches": False, "operates": False}
+    links = cache(lambda: console_links(user=user))
     return {
-        "teaches": SimpleLazyObject(lambda: is_teacher(user=user)),
-        "operates": SimpleLazyObject(lambda: operator_scope(user=user) is not None),
+        "teaches": SimpleLazyObject(lambda: links().teaches),
+        "operates": SimpleLazyObject(lambda: links().operates),
     }

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
 
-from django.db.models import Count, Q, Sum
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
 from labs.domain.states import TERMINAL
@@ -68,6 +70,41 @@ def is_teacher(*, user) -> bool:
         user.is_superuser
         or Enrollment.objects.filter(user=user, role__in=Enrollment.STAFF_ROLES).exists()
         or InstitutionRole.objects.filter(user=user).exists()
+    )
+
+
+@dataclass(frozen=True)
+class ConsoleLinks:
+    teaches: bool
+    operates: bool
+
+
+def console_links(*, user) -> ConsoleLinks:
+    """Which console links a page header shows, in one query: ``teaches`` as :func:`is_teacher`,
+    ``operates`` as ``operator_scope(user=user) is not None`` (Django's model backend: an active
+    user holding ``labs.operate_platform`` directly or through a group). The consoles check again
+    with those functions; this only spares every page their four or five queries."""
+    if user.is_superuser:
+        return ConsoleLinks(teaches=True, operates=True)
+    roles = InstitutionRole.objects.filter(user=OuterRef("pk"))
+    grants = Permission.objects.filter(codename="operate_platform", content_type__app_label="labs")
+    row = (
+        get_user_model()
+        .objects.filter(pk=user.pk)
+        .annotate(
+            staff=Exists(Enrollment.objects.filter(user=OuterRef("pk"), role__in=Enrollment.STAFF_ROLES)),
+            any_role=Exists(roles),
+            operator=Exists(roles.filter(role=InstitutionRole.Role.OPERATOR)),
+            platform=Exists(grants.filter(Q(user=OuterRef("pk")) | Q(group__user=OuterRef("pk")))),
+        )
+        .values("staff", "any_role", "operator", "platform", "is_active")
+        .first()
+    )
+    if row is None:
+        return ConsoleLinks(teaches=False, operates=False)
+    return ConsoleLinks(
+        teaches=row["staff"] or row["any_role"],
+        operates=row["operator"] or (row["platform"] and row["is_active"]),
     )
 
 
