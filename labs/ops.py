@@ -17,7 +17,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -37,7 +36,6 @@ from labs.selectors.operations import (
     session_for_operator,
 )
 from labs.services import operations
-from labs.services.audit import audit_record
 from labs.templatetags.units import gib_text
 
 PAGE_SIZE = 50
@@ -207,41 +205,18 @@ def tenancy(request: HttpRequest) -> HttpResponse:
         if action in ("allotment", "operator-add", "operator-remove") and not scope.platform:
             raise PermissionDenied(_("Only a platform operator may do this."))
         if action == "allotment":
-            before = {f: getattr(institution, f) for f in AllotmentForm.Meta.fields}
             form = AllotmentForm(request.POST, instance=institution)
             if form.is_valid():
-                with transaction.atomic():
-                    form.save()
-                    audit_record(
-                        by=request.user,
-                        action="institution.allotment",
-                        target=institution.name,
-                        institution=institution,
-                        before=before,
-                        after={f: form.cleaned_data[f] for f in AllotmentForm.Meta.fields},
-                    )
+                operations.institution_set_allotment(institution=institution, by=request.user, values=form.cleaned_data)
                 messages.success(request, _("Saved."))
             else:
                 for errors in form.errors.values():
                     for error in errors:
                         messages.error(request, error)
         elif action == "image-add":
-            form = AllowedImageForm(request.POST, instance=AllowedImage(institution=institution))
-            if (
-                form.is_valid()
-                and not AllowedImage.objects.filter(
-                    institution=institution, kind=form.cleaned_data["kind"], reference=form.cleaned_data["reference"]
-                ).exists()
-            ):
-                with transaction.atomic():
-                    image = form.save()
-                    audit_record(
-                        by=request.user,
-                        action="allowlist.add",
-                        target=f"{image.kind} {image.reference}",
-                        institution=institution,
-                        after={"kind": image.kind, "reference": image.reference},
-                    )
+            form = AllowedImageForm(request.POST)
+            added = form.is_valid() and operations.allowlist_add(institution=institution, by=request.user, **form.cleaned_data)
+            if added:
                 messages.success(request, _("Added to the allow-list."))
             else:
                 messages.error(
@@ -251,36 +226,20 @@ def tenancy(request: HttpRequest) -> HttpResponse:
         elif action == "image-remove":
             image = AllowedImage.objects.filter(institution=institution, pk=request.POST.get("image") or 0).first()
             if image is not None:
-                with transaction.atomic():
-                    audit_record(
-                        by=request.user,
-                        action="allowlist.remove",
-                        target=f"{image.kind} {image.reference}",
-                        institution=institution,
-                        before={"kind": image.kind, "reference": image.reference},
-                    )
-                    image.delete()
+                operations.allowlist_remove(image=image, by=request.user)
                 messages.success(request, _("Removed from the allow-list; templates made from it keep running."))
         elif action in ("operator-add", "operator-remove"):
             user = get_user_model().objects.filter(username=request.POST.get("username", "").strip()).first()
             if user is None:
                 messages.error(request, _("No account is called %(name)s.") % {"name": request.POST.get("username", "")})
             elif action == "operator-add":
-                _role, created = InstitutionRole.objects.get_or_create(
-                    user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
-                )
-                if created:
-                    audit_record(by=request.user, action="operator.add", target=user.get_username(), institution=institution)
+                operations.operator_add(institution=institution, user=user, by=request.user)
                 messages.success(
                     request,
                     _("%(name)s operates %(institution)s.") % {"name": user.get_username(), "institution": institution.name},
                 )
             else:
-                removed, _count = InstitutionRole.objects.filter(
-                    user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
-                ).delete()
-                if removed:
-                    audit_record(by=request.user, action="operator.remove", target=user.get_username(), institution=institution)
+                operations.operator_remove(institution=institution, user=user, by=request.user)
                 messages.success(request, _("Removed."))
         else:
             messages.error(request, _("Unknown action."))

@@ -20,7 +20,7 @@ from django.utils import timezone
 from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
-from labs.selectors.courses import QuotaUse
+from labs.selectors.courses import QuotaUse, staff_courses
 
 
 class CourseRole(StrEnum):
@@ -120,13 +120,7 @@ class TaughtCourse:
 
 def courses_taught(*, user, include_archived: bool = False) -> list[TaughtCourse]:
     """The courses the user teaches or assists in (operators: their institutions' courses), with use."""
-    if user.is_superuser:
-        courses = Course.objects.all()
-    else:
-        courses = Course.objects.filter(
-            Q(enrollments__user=user, enrollments__role__in=Enrollment.STAFF_ROLES)
-            | Q(institution__roles__user=user, institution__roles__role=InstitutionRole.Role.OPERATOR)
-        ).distinct()
+    courses = staff_courses(user=user)
     if not include_archived:
         courses = courses.filter(archived_at__isnull=True)
     courses = list(courses.select_related("quota", "institution").order_by("archived_at", "code", "term"))

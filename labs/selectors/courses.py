@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Prefetch, Sum
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 
-from labs.models import Allocation, Course, Enrollment, LabTemplate
+from labs.models import Allocation, Course, Enrollment, InstitutionRole, LabTemplate
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,18 @@ def course_quota_use(*, course: Course) -> QuotaUse:
     return QuotaUse(totals["core"] or 0, totals["memory"] or 0, totals["instances"])
 
 
+def staff_courses(*, user) -> QuerySet[Course]:
+    """The courses whose sessions ``user`` may watch: those they teach or assist in, their
+    institutions' courses for operators, every course for superusers. (What they may change in
+    one of them is ``selectors.console.course_role``.)"""
+    if user.is_superuser:
+        return Course.objects.all()
+    return Course.objects.filter(
+        Q(enrollments__user=user, enrollments__role__in=Enrollment.STAFF_ROLES)
+        | Q(institution__roles__user=user, institution__roles__role=InstitutionRole.Role.OPERATOR)
+    ).distinct()
+
+
 def is_course_staff(*, user, course_id: int) -> bool:
-    """Whether the user may watch the course's sessions: its instructors and assistants, its
-    institution's operators, superusers."""
-    return (
-        user.is_superuser
-        or Enrollment.objects.filter(user=user, course_id=course_id, role__in=Enrollment.STAFF_ROLES).exists()
-        or Course.objects.filter(pk=course_id, institution__roles__user=user, institution__roles__role="operator").exists()
-    )
+    """Whether the user may watch the course's sessions (see :func:`staff_courses`)."""
+    return staff_courses(user=user).filter(pk=course_id).exists()

@@ -119,6 +119,15 @@ def capacity_snapshot() -> list[NodeCapacity]:
     ]
 
 
+def memory_beyond_ledger(measured_mib: int | None, held_mib: int) -> int:
+    """Memory measured in use on a card beyond the ``held_mib`` the ledger lists there, rounded up
+    to the 128 MiB grid; 0 when unmeasured. What placement charges (:func:`unlisted_memory`) and
+    what the reconciler reports (``card_totals``) on nodes whose cards are not reported."""
+    if not measured_mib:
+        return 0
+    return -(-max(0, measured_mib - held_mib) // MEMORY_GRANULE_MIB) * MEMORY_GRANULE_MIB
+
+
 def unlisted_memory(memory_mib: int, listed: tuple[Instance, ...], measured_mib: int | None) -> int:
     """Memory the agent measured in use on a card beyond what the ledger lists there, on the 128 MiB grid.
 
@@ -127,11 +136,8 @@ def unlisted_memory(memory_mib: int, listed: tuple[Instance, ...], measured_mib:
     instance the plugin put there instead, or a workload outside the portal) is charged the
     difference. Never more than the card has left, never negative; nothing when unmeasured.
     """
-    if not measured_mib:
-        return 0
     held = sum(i.memory_mib for i in listed)
-    extra = -(-max(0, measured_mib - held) // MEMORY_GRANULE_MIB) * MEMORY_GRANULE_MIB
-    return min(extra, max(0, memory_mib - held))
+    return min(memory_beyond_ledger(measured_mib, held), max(0, memory_mib - held))
 
 
 def course_rules(course_ids: set[int] | None = None) -> dict[int, QuotaRule]:

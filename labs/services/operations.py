@@ -1,6 +1,7 @@
-"""What operators do to the fleet: drain and undrain nodes, mark cards unhealthy or healthy,
-stop a session. Each takes a reason, changes one thing in one transaction, records it in the
-audit log and tells the cluster page."""
+"""What operators do: to the fleet, drain and undrain nodes, mark cards unhealthy or healthy,
+stop a session (each takes a reason and tells the cluster page); to tenancy, an institution's
+allotment, allow-list and operators. Each changes one thing in one transaction and records it
+in the audit log."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from django.utils import timezone
 
 from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
-from labs.models import Card, LabSession, Node
+from labs.models import AllowedImage, Card, Institution, InstitutionRole, LabSession, Node
 from labs.services.audit import audit_record
 from labs.services.events import cluster_changed_publish
 from labs.services.sessions import session_stop
+
+ALLOTMENT_FIELDS = ("allot_instances", "allot_core_percent", "allot_memory_mib")
 
 
 class OperationRefused(Exception):
@@ -86,3 +89,76 @@ def session_stop_by_operator(*, session: LabSession, by, reason: str) -> bool:
                 after={"reason": reason},
             )
     return stopped
+
+
+# --- tenancy ---------------------------------------------------------------------------------
+
+
+def institution_set_allotment(*, institution: Institution, by, values: dict) -> None:
+    """What ``institution`` may guarantee in total (``None``: no limit), from validated ``values``."""
+    with transaction.atomic():
+        before = {f: getattr(institution, f) for f in ALLOTMENT_FIELDS}
+        for f in ALLOTMENT_FIELDS:
+            setattr(institution, f, values[f])
+        institution.save(update_fields=list(ALLOTMENT_FIELDS))
+        audit_record(
+            by=by,
+            action="institution.allotment",
+            target=institution.name,
+            institution=institution,
+            before=before,
+            after={f: values[f] for f in ALLOTMENT_FIELDS},
+        )
+
+
+def allowlist_add(*, institution: Institution, by, kind: str, reference: str, label: str = "") -> AllowedImage | None:
+    """Allow an image (JupyterLab) or model (vLLM) for the institution's templates; ``None`` if it is already allowed."""
+    with transaction.atomic():
+        image, created = AllowedImage.objects.get_or_create(
+            institution=institution, kind=kind, reference=reference, defaults={"label": label}
+        )
+        if not created:
+            return None
+        audit_record(
+            by=by,
+            action="allowlist.add",
+            target=f"{kind} {reference}",
+            institution=institution,
+            after={"kind": kind, "reference": reference},
+        )
+    return image
+
+
+def allowlist_remove(*, image: AllowedImage, by) -> None:
+    """Templates made from it keep running; new ones can no longer name it."""
+    with transaction.atomic():
+        audit_record(
+            by=by,
+            action="allowlist.remove",
+            target=f"{image.kind} {image.reference}",
+            institution=image.institution,
+            before={"kind": image.kind, "reference": image.reference},
+        )
+        image.delete()
+
+
+def operator_add(*, institution: Institution, user, by) -> bool:
+    """Make ``user`` an operator of ``institution``; ``False`` if they are one already."""
+    with transaction.atomic():
+        _role, created = InstitutionRole.objects.get_or_create(
+            user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
+        )
+        if created:
+            audit_record(by=by, action="operator.add", target=user.get_username(), institution=institution)
+    return created
+
+
+def operator_remove(*, institution: Institution, user, by) -> bool:
+    """``False`` if ``user`` did not operate ``institution``."""
+    with transaction.atomic():
+        removed, _count = InstitutionRole.objects.filter(
+            user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
+        ).delete()
+        if removed:
+            audit_record(by=by, action="operator.remove", target=user.get_username(), institution=institution)
+    return bool(removed)

@@ -38,9 +38,9 @@ from django.utils import timezone
 from labs.agent.client import AgentError
 from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
-from labs.domain.units import MEMORY_GRANULE_MIB
 from labs.models import Allocation, Card, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
 from labs.services.agents import agent_client, instance_register, instance_unregister, node_inventory_sync, node_mark_unavailable
+from labs.services.allocation import memory_beyond_ledger
 from labs.services.controller import allocation_rebind
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ def _check_card_totals(node: Node, now) -> int:
     over = []
     for card in Card.objects.filter(node=node, healthy=True, memory_used_mib__isnull=False).order_by("index"):
         listed = held.get(card.pk, 0)
-        if card.memory_used_mib - listed >= MEMORY_GRANULE_MIB:
+        if memory_beyond_ledger(card.memory_used_mib, listed):
             over.append(f"card {card.index}: {card.memory_used_mib} MiB in use, {listed} MiB listed")
     if not over:
         return 0

@@ -14,10 +14,18 @@ from labs.domain.placement import Instance
 from labs.domain.units import Scenario
 from labs.models import Allocation, Card, Node
 from labs.selectors.sessions import session_event_payload
-from labs.services.allocation import allocation_pass, capacity_snapshot, unlisted_memory
+from labs.services.allocation import allocation_pass, capacity_snapshot, memory_beyond_ledger, unlisted_memory
 from labs.services.sessions import session_launch
 
 GIB = 1024
+
+
+def test_memory_beyond_the_ledger_is_rounded_up_to_the_grid_and_nothing_when_unmeasured():
+    assert memory_beyond_ledger(None, 0) == 0
+    assert memory_beyond_ledger(0, 4 * GIB) == 0
+    assert memory_beyond_ledger(4 * GIB, 4 * GIB) == 0
+    assert memory_beyond_ledger(4 * GIB + 1, 4 * GIB) == 128
+    assert memory_beyond_ledger(99 * GIB, 4 * GIB) == 95 * GIB  # not capped: the reconciler reports all of it
 
 
 def test_unlisted_memory_is_the_measured_excess_on_the_128_mib_grid_and_capped_by_the_card():

@@ -208,6 +208,31 @@ def test_operators_manage_tenancy_within_their_rights(world, people):
     assert {"allowlist.add", "institution.allotment", "operator.add"} <= actions
 
 
+def test_tenancy_repeats_change_nothing_and_removals_are_audited(world, people):
+    institution = world["course"].institution
+    platform = client_for(people["platform"])
+    add = {"action": "image-add", "institution": institution.pk, "kind": "vllm", "reference": "Qwen/Qwen2.5-0.5B"}
+    platform.post("/ops/tenancy/", add)
+    again = platform.post("/ops/tenancy/", add, follow=True)
+    assert "on the allow-list already" in again.content.decode()
+    image = AllowedImage.objects.get(institution=institution, reference="Qwen/Qwen2.5-0.5B")
+    assert AuditEvent.objects.filter(action="allowlist.add", target="vllm Qwen/Qwen2.5-0.5B").count() == 1
+
+    platform.post("/ops/tenancy/", {"action": "image-remove", "institution": institution.pk, "image": image.pk})
+    assert not AllowedImage.objects.filter(pk=image.pk).exists()
+    removed = AuditEvent.objects.get(action="allowlist.remove")
+    assert removed.before == {"kind": "vllm", "reference": "Qwen/Qwen2.5-0.5B"}
+
+    who = {"institution": institution.pk, "username": world["instructor"].username}
+    platform.post("/ops/tenancy/", {"action": "operator-add", **who})
+    platform.post("/ops/tenancy/", {"action": "operator-add", **who})
+    assert AuditEvent.objects.filter(action="operator.add").count() == 1
+    platform.post("/ops/tenancy/", {"action": "operator-remove", **who})
+    platform.post("/ops/tenancy/", {"action": "operator-remove", **who})
+    assert not InstitutionRole.objects.filter(user=world["instructor"], role="operator").exists()
+    assert AuditEvent.objects.filter(action="operator.remove").count() == 1
+
+
 def test_repairs_and_audit_are_filtered_and_scoped_to_the_institution(world, people, running):
     other_course, (other_small, _), (other_student,), _ = course_with_students(1, code="OTHER2")
     other_course.institution = Institution.objects.get(slug="elsewhere")
