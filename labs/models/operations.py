@@ -53,14 +53,16 @@ class ResidualCandidate(models.Model):
 
 
 class InstanceSample(models.Model):
-    """One agent reading of an instance's AI Core floor, demand and delivered share."""
+    """One agent reading of an instance: its AI Core floor, delivered share and demand (simulated
+    agents only; real nodes report none), and the device memory it has in use."""
 
     node = models.ForeignKey("labs.Node", on_delete=models.CASCADE, related_name="samples")
     entity_id = models.CharField(max_length=128)
     taken_at = models.DateTimeField()
     floor_percent = models.PositiveSmallIntegerField()
-    demand_percent = models.PositiveSmallIntegerField()
+    demand_percent = models.PositiveSmallIntegerField(null=True, blank=True)
     delivered_percent = models.PositiveSmallIntegerField()
+    memory_used_mib = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["node", "entity_id", "taken_at"], name="sample_node_entity_time")]

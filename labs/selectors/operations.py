@@ -175,6 +175,7 @@ class InstanceView:
     since: datetime
     borrowed: bool
     delivered_percent: int | None  # the agent's last reading of its AI Core, where it reports one
+    memory_used_mib: int | None = None  # the agent's last reading of its device memory in use
 
 
 def card_instances(*, card: Card, scope: OperatorScope) -> list[InstanceView]:
@@ -184,13 +185,13 @@ def card_instances(*, card: Card, scope: OperatorScope) -> list[InstanceView]:
         .order_by("created_at")
     )
     entity_ids = [a.entity_id or a.session.driver_ref for a in allocations]
-    latest: dict[str, int] = {}
-    for entity_id, delivered in (
+    latest: dict[str, tuple[int, int | None]] = {}
+    for entity_id, delivered, memory in (
         InstanceSample.objects.filter(node_id=card.node_id, entity_id__in=[e for e in entity_ids if e])
         .order_by("entity_id", "-taken_at")
-        .values_list("entity_id", "delivered_percent")
+        .values_list("entity_id", "delivered_percent", "memory_used_mib")
     ):
-        latest.setdefault(entity_id, delivered)
+        latest.setdefault(entity_id, (delivered, memory))
     return [
         InstanceView(
             a.session if scope.sees_institution(a.course.institution_id) else None,
@@ -200,7 +201,7 @@ def card_instances(*, card: Card, scope: OperatorScope) -> list[InstanceView]:
             a.scenario,
             a.created_at,
             a.borrowed,
-            latest.get(entity_id),
+            *latest.get(entity_id, (None, None)),
         )
         for a, entity_id in zip(allocations, entity_ids, strict=True)
     ]

@@ -239,10 +239,9 @@ def _record_samples(node: Node, instances, now) -> None:
             floor_percent=i.core_percent,
             demand_percent=i.demand_percent,
             delivered_percent=i.aicore_percent,
+            memory_used_mib=i.memory_used_mib,
         )
         for i in instances
-        # Real nodes do not report demand; without it a low share is not a broken guarantee.
-        if i.demand_percent is not None
     ]
     with transaction.atomic():
         InstanceSample.objects.bulk_create(samples)
@@ -255,7 +254,9 @@ def _check_guarantees(node: Node, now) -> int:
     window_start = now - timedelta(seconds=settings.LAB_GUARANTEE_WINDOW_SECONDS)
     tolerance = settings.LAB_GUARANTEE_TOLERANCE_PERCENT
     by_entity: dict[str, list[InstanceSample]] = {}
-    for sample in InstanceSample.objects.filter(node=node, taken_at__gte=window_start).order_by("taken_at"):
+    # Real nodes report no demand; without it a low share is not a broken guarantee.
+    readings = InstanceSample.objects.filter(node=node, taken_at__gte=window_start, demand_percent__isnull=False)
+    for sample in readings.order_by("taken_at"):
         by_entity.setdefault(sample.entity_id, []).append(sample)
     breaches = 0
     for entity_id, samples in by_entity.items():

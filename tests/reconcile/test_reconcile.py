@@ -214,3 +214,37 @@ def test_a_node_whose_agent_is_back_takes_placements_again_at_the_next_quick_che
 
     assert nodes_recheck() == [world["node"].name]
     assert Node.objects.get(pk=world["node"].pk).available
+
+
+def test_each_instance_s_measured_memory_reaches_the_operator_s_card_page(world, agent, cluster_driver):
+    from labs.models import InstanceSample
+    from labs.selectors.operations import OperatorScope, card_instances
+
+    session = running_session(world)
+    agent.driver.set_demand(session.driver_ref, 0, memory_used_mib=1536)
+
+    reconcile()
+
+    sample = InstanceSample.objects.filter(entity_id=session.driver_ref).latest("taken_at")
+    assert sample.memory_used_mib == 1536
+    card = Allocation.objects.get(session=session).card
+    (shown,) = card_instances(card=card, scope=OperatorScope(platform=True))
+    assert (shown.session.pk, shown.memory_used_mib) == (session.pk, 1536)
+
+
+def test_a_reading_without_demand_is_never_judged_a_breach(world, settings):
+    """Real nodes report no demand: their readings show on the card page, the guarantee monitor skips them."""
+    from django.utils import timezone
+
+    from labs.models import InstanceSample
+    from labs.services.reconcile import _check_guarantees
+
+    settings.LAB_GUARANTEE_MIN_SAMPLES = 2
+    now = timezone.now()
+    starved = {"node": world["node"], "floor_percent": 40, "delivered_percent": 0, "memory_used_mib": 512}
+    InstanceSample.objects.bulk_create(
+        [InstanceSample(entity_id="real", taken_at=now, demand_percent=None, **starved) for _ in range(3)]
+        + [InstanceSample(entity_id="simulated", taken_at=now, demand_percent=100, **starved) for _ in range(3)]
+    )
+    assert _check_guarantees(world["node"], now) == 1
+    assert RepairEvent.objects.get(kind="guarantee_breach").entity_id == "simulated"
