@@ -23,7 +23,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
+from labs.forms import TemplateForm
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
+from labs.selectors.console import cluster_facts
 from labs.selectors.operations import (
     audit_events,
     card_instances,
@@ -35,7 +37,7 @@ from labs.selectors.operations import (
     repairs,
     session_for_operator,
 )
-from labs.services import operations
+from labs.services import catalog, operations
 from labs.templatetags.units import gib_text
 
 PAGE_SIZE = 50
@@ -228,6 +230,18 @@ def tenancy(request: HttpRequest) -> HttpResponse:
             if image is not None:
                 operations.allowlist_remove(image=image, by=request.user)
                 messages.success(request, _("Removed from the allow-list; templates made from it keep running."))
+        elif action == "template-add":
+            form = TemplateForm(request.POST, institution=institution, facts=cluster_facts(), prefix=f"t{institution.pk}")
+            if form.is_valid():
+                template = catalog.catalogue_template_create(institution=institution, by=request.user, **form.template_fields())
+                messages.success(
+                    request, _("%(template)s is in the catalogue: courses can offer it now.") % {"template": template.name}
+                )
+            else:
+                for name, errors in form.errors.items():
+                    label = form.fields[name].label if name in form.fields else ""
+                    for error in errors:
+                        messages.error(request, f"{label}: {error}" if label else error)
         elif action in ("operator-add", "operator-remove"):
             user = get_user_model().objects.filter(username=request.POST.get("username", "").strip()).first()
             if user is None:
@@ -244,10 +258,12 @@ def tenancy(request: HttpRequest) -> HttpResponse:
         else:
             messages.error(request, _("Unknown action."))
         return redirect("labs:ops-tenancy")
+    facts = cluster_facts()
     rows = [
         {
             "institution": i,
             "allotment_form": AllotmentForm(instance=i),
+            "template_form": TemplateForm(None, institution=i, facts=facts, prefix=f"t{i.pk}"),
             "operators": [r.user for r in i.roles.all() if r.role == InstitutionRole.Role.OPERATOR],
             "templates": i.templates.filter(course__isnull=True).order_by("name"),
             "memory_text": gib_text(i.allot_memory_mib) if i.allot_memory_mib is not None else "",

@@ -14,7 +14,7 @@ from django.utils.text import slugify
 
 from labs.domain.placement import Cluster, LaunchRequest
 from labs.domain.units import Scenario
-from labs.models import Course, LabTemplate
+from labs.models import Course, Institution, LabTemplate
 from labs.selectors.courses import course_quota_use
 from labs.services.allocation import capacity_snapshot, placement_config
 from labs.services.audit import audit_record
@@ -68,13 +68,10 @@ def fit_preview(*, course: Course, core_percent: int, memory_mib: int, scenario:
 
 def template_create(*, course: Course, by=None, **fields) -> LabTemplate:
     """A template of the course's own, offered in the course at once."""
-    base = slugify(f"{course.code}-{fields['name']}")[:40] or "template"
-    slug, n = base, 1
     with transaction.atomic():
-        while LabTemplate.objects.filter(institution_id=course.institution_id, slug=slug).exists():
-            n += 1
-            slug = f"{base}-{n}"
-        template = LabTemplate.objects.create(institution_id=course.institution_id, course=course, slug=slug, **fields)
+        template = _template_new(
+            institution=course.institution, course=course, slug_base=f"{course.code}-{fields['name']}", **fields
+        )
         course.templates.add(template)
         audit_record(
             by=by,
@@ -84,6 +81,24 @@ def template_create(*, course: Course, by=None, **fields) -> LabTemplate:
             after=fields,
         )
     return template
+
+
+def catalogue_template_create(*, institution: Institution, by=None, **fields) -> LabTemplate:
+    """A template in the institution's catalogue: any of its courses may offer it."""
+    with transaction.atomic():
+        template = _template_new(institution=institution, course=None, slug_base=fields["name"], **fields)
+        audit_record(by=by, action="catalogue.create", target=template.name, institution=institution, after=fields)
+    return template
+
+
+def _template_new(*, institution: Institution, course: Course | None, slug_base: str, **fields) -> LabTemplate:
+    """A new template with a slug not yet taken in the institution (inside the caller's transaction)."""
+    base = slugify(slug_base)[:40] or "template"
+    slug, n = base, 1
+    while LabTemplate.objects.filter(institution=institution, slug=slug).exists():
+        n += 1
+        slug = f"{base}-{n}"
+    return LabTemplate.objects.create(institution=institution, course=course, slug=slug, **fields)
 
 
 def templates_attachable(*, course: Course):

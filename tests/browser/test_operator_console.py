@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from playwright.sync_api import expect
 
-from labs.models import AuditEvent, Card, Node
+from labs.models import AllowedImage, AuditEvent, Card, LabTemplate, Node
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
 from tests.browser.test_instructor_console import DESKTOP, Checker, t
@@ -75,7 +75,20 @@ def test_an_operator_sees_cards_fill_live_drains_a_node_and_marks_a_card(world, 
     expect(page.locator("tr[data-action='node.drain']")).to_have_count(1)
     expect(page.locator("tr[data-action='card.unhealthy']")).to_have_count(1)
     check("ops-audit")
-    for name, url in (("ops-tenancy", "/ops/tenancy/"), ("ops-repairs", "/ops/repairs/")):
-        page.goto(portal_server + url)
-        check(name)
-    assert set(AuditEvent.objects.values_list("action", flat=True)) == {"node.drain", "card.unhealthy"}
+
+    # A catalogue template from the allow-list
+    AllowedImage.objects.create(
+        institution=world["course"].institution, kind="jupyter", reference="quay.io/jupyter/scipy-notebook"
+    )
+    page.goto(portal_server + "/ops/tenancy/")
+    page.get_by_text(t(language, "Add a catalogue template")).click()
+    prefix = f"#id_t{world['course'].institution_id}"
+    page.locator(f"{prefix}-name").fill("Warm-up")
+    page.locator(f"{prefix}-memory_mib").fill("2")
+    check("ops-tenancy")
+    page.get_by_role("button", name=t(language, "Add to the catalogue")).click()
+    expect(page.get_by_role("listitem").filter(has_text="Warm-up")).to_have_count(1)
+    assert LabTemplate.objects.filter(name="Warm-up", course__isnull=True, memory_mib=2048).exists()
+    page.goto(portal_server + "/ops/repairs/")
+    check("ops-repairs")
+    assert set(AuditEvent.objects.values_list("action", flat=True)) == {"node.drain", "card.unhealthy", "catalogue.create"}

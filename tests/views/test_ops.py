@@ -6,8 +6,9 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from labs.models import AllowedImage, AuditEvent, Card, Institution, InstitutionRole, LabSession, Node, RepairEvent
+from labs.models import AllowedImage, AuditEvent, Card, Institution, InstitutionRole, LabSession, LabTemplate, Node, RepairEvent
 from labs.services.allocation import allocation_pass
+from labs.services.catalog import templates_attachable
 from labs.services.sessions import session_launch
 from tests.factories import UserFactory, course_with_students
 
@@ -292,3 +293,42 @@ def test_every_console_action_refuses_a_post_without_its_csrf_token(world, peopl
     for url in posts:
         assert client.post(url, {"reason": "x", "confirm": "on", "action": "allotment"}).status_code == 403, url
     assert not Node.objects.filter(drained=True).exists() and not AuditEvent.objects.exists()
+
+
+@pytest.mark.parametrize("visitor", VISITORS)
+def test_a_catalogue_template_is_added_by_the_institution_s_operators_only(world, people, visitor):
+    institution = world["course"].institution
+    image = AllowedImage.objects.create(institution=institution, kind="jupyter", reference="registry.example/lab:2")
+    prefix = f"t{institution.pk}"
+    fields = {"name": "GPU-free warm-up", "image": image.pk, "core_percent": 5, "memory_mib": "2", "scenario": "development"}
+    body = {"action": "template-add", "institution": institution.pk, **{f"{prefix}-{k}": v for k, v in fields.items()}}
+
+    client_for(people[visitor]).post("/ops/tenancy/", body)
+
+    made = LabTemplate.objects.filter(institution=institution, name="GPU-free warm-up", course__isnull=True).first()
+    assert (made is not None) == (visitor in ("operator", "platform"))
+    if made is not None:
+        assert (made.image, made.core_percent, made.memory_mib) == ("registry.example/lab:2", 5, 2048)
+        assert AuditEvent.objects.filter(action="catalogue.create", target="GPU-free warm-up").count() == 1
+        assert made in templates_attachable(course=world["course"])
+
+
+def test_a_catalogue_template_with_bad_values_is_refused_with_the_reason_and_nothing_made(world, people):
+    institution = world["course"].institution
+    image = AllowedImage.objects.create(institution=institution, kind="vllm", reference="Qwen/Qwen2.5-0.5B")
+    prefix = f"t{institution.pk}"
+    body = {
+        "action": "template-add",
+        "institution": institution.pk,
+        f"{prefix}-name": "Too big",
+        f"{prefix}-image": image.pk,
+        f"{prefix}-core_percent": 101,
+        f"{prefix}-memory_mib": "65",
+        f"{prefix}-scenario": "inference",
+    }
+    page = client_for(people["operator"]).post("/ops/tenancy/", body, follow=True).content.decode()
+    assert "The largest card has 64 GiB of memory" in page
+    assert "less than or equal to 100" in page
+    assert not LabTemplate.objects.filter(name="Too big").exists() and not AuditEvent.objects.exists()
+    form = client_for(people["operator"]).get("/ops/tenancy/").content.decode()
+    assert "Add a catalogue template" in form
