@@ -196,7 +196,13 @@ def _repairs(now: datetime) -> list[Family]:
     )
     for name, n in ledger.guarantee_breaches_since(now - timedelta(seconds=settings.LAB_GUARANTEE_WINDOW_SECONDS)):
         breaches.add((name or "",), n)
-    return [repairs, breaches]
+    pending = Family(
+        "npu_lab_reclaims_pending",
+        "gauge",
+        "Borrowed sessions warned that another course needs their capacity back, not yet stopped",
+    )
+    pending.add((), ledger.reclaims_pending())
+    return [repairs, breaches, pending]
 
 
 def scrape_refusal(authorization: str, *, token: str, debug: bool) -> HttpResponse | None:

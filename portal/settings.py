@@ -338,6 +338,8 @@ LAB_PLACEMENT = {
     },
     "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
 }
+# Reclaim: a borrowed session another course needs back is warned, then stopped this long after.
+LAB_RECLAIM_WARNING_SECONDS = env_int("LAB_RECLAIM_WARNING_SECONDS", 300, minimum=0, maximum=24 * 3600)
 
 # --- Node agents and the reconciler ---------------------------------------------------------------
 # The bearer token the portal sends to every node agent (python -m labs.agent); mount it as a secret.

@@ -125,7 +125,10 @@ def start_worker(transactional_db, tmp_path):
     """Start real Celery worker processes on the test Redis broker and database."""
     started: list[ServiceProcess] = []
 
-    def start(name: str = "worker", concurrency: int = 2, pool: str = "prefork", **env: str) -> ServiceProcess:
+    def start(
+        name: str = "worker", concurrency: int = 2, pool: str = "prefork", beat: bool = False, **env: str
+    ) -> ServiceProcess:
+        """``beat``: the worker runs the beat schedule too (``-B``), its state file in ``tmp_path``."""
         command = [
             sys.executable,
             "-m",
@@ -144,6 +147,8 @@ def start_worker(transactional_db, tmp_path):
             "--without-gossip",
             "--without-mingle",
         ]
+        if beat:
+            command += ["-B", "--schedule", str(tmp_path / f"{name}-beat-schedule")]
         process = ServiceProcess(name, command, child_env(**env), tmp_path)
         started.append(process)
         return process

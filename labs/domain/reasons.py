@@ -38,6 +38,11 @@ MESSAGES: dict[str, str] = {
     "session.lifetime": gettext_noop("reached the %(minutes)s-minute limit"),
     "session.portal_shutdown": gettext_noop("the portal was shut down"),
     "session.course_archived": gettext_noop("stopped: %(course)s was archived at the end of its term"),
+    "session.reclaim_warned": gettext_noop(
+        "this lab runs on capacity borrowed from another course, which now needs it for a session of %(course)s: "
+        "it stops at the time shown; save your work"
+    ),
+    "session.reclaimed": gettext_noop("stopped: the capacity it borrowed was needed for a session of %(course)s"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- admission and placement (labs/domain) ------------------------------------------------------
     # what the request itself asks for: refused, it can never be placed as asked

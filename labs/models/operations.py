@@ -18,6 +18,9 @@ class RepairEvent(models.Model):
         CARD_REBOUND = "card_rebound", _("allocation moved to the card the node reports")
         CARD_TOTALS = "card_totals", _("card memory in use beyond the ledger")
         GUARANTEE_BREACH = "guarantee_breach", _("AI Core floor not delivered")
+        RECLAIM_WARNED = "reclaim_warned", _("borrowed session warned of a reclaim")
+        RECLAIM_WITHDRAWN = "reclaim_withdrawn", _("reclaim no longer needed")
+        RECLAIMED = "reclaimed", _("borrowed session stopped for a guaranteed one")
         REPAIR_FAILED = "repair_failed", _("repair failed")
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

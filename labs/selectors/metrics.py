@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from django.db.models import Count, Min, Q, Sum
 
-from labs.domain.states import ACTIVE, SessionState
+from labs.domain.states import ACTIVE, RECLAIMABLE, SessionState
 from labs.domain.units import Scenario, card_instance_cap
 from labs.models import Allocation, Card, Course, LabSession, Node, RepairEvent
 
@@ -199,6 +199,11 @@ def repair_event_totals() -> dict[str, int]:
     """
     counts = dict(RepairEvent.objects.values_list("kind").annotate(n=Count("id")).values_list("kind", "n").order_by())
     return {kind: counts.get(kind, 0) for kind in RepairEvent.Kind.values}
+
+
+def reclaims_pending() -> int:
+    """Sessions warned of a reclaim that still hold their capacity (``labs.services.allocation._reclaim_follow``)."""
+    return LabSession.objects.filter(reclaim_at__isnull=False, state__in=RECLAIMABLE).count()
 
 
 def guarantee_breaches_since(since: datetime) -> list[tuple[str, int]]:

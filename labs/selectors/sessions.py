@@ -132,12 +132,16 @@ def _count(qs: QuerySet[LabSession]) -> QuerySet:
 
 
 def session_stops_at(session: LabSession) -> float | None:
-    """The deadline the controller stops this running session at (seconds since the epoch), or ``None``."""
+    """When this running session will be stopped (seconds since the epoch): at its maximum length
+    (the controller's deadline) or, if it was warned of a reclaim, at ``reclaim_at`` if sooner."""
     if session.state != SessionState.RUNNING or session.running_at is None:
         return None
     quota = getattr(session.course, "quota", None)
     limit = session_limit_minutes(session.template.max_lifetime_minutes, quota.max_session_minutes if quota else None)
-    return session_deadline(session.running_at.timestamp(), limit)
+    deadline = session_deadline(session.running_at.timestamp(), limit)
+    if session.reclaim_at is not None:
+        deadline = session.reclaim_at.timestamp() if deadline is None else min(deadline, session.reclaim_at.timestamp())
+    return deadline
 
 
 def session_event_payloads(sessions: Sequence[LabSession], *, for_owner: bool) -> list[dict[str, Any]]:

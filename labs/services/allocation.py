@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -16,12 +17,12 @@ from labs.domain.placement import CardCapacity, Instance, LaunchRequest, NodeCap
 from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
-from labs.domain.states import HOLDS_ALLOCATION, SessionState
+from labs.domain.states import HOLDS_ALLOCATION, RECLAIMABLE, SessionState
 from labs.domain.units import MEMORY_GRANULE_MIB, Scenario
-from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node
+from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node, RepairEvent
 from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
-from labs.services.sessions import reason_fields, session_transition
+from labs.services.sessions import reason_fields, session_stop, session_transition
 
 
 def placement_config() -> PlacementConfig:
@@ -64,10 +65,22 @@ def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int]) -> QuotaRu
 
 
 @dataclass
+class ReclaimReport:
+    warned: list[str] = field(default_factory=list)
+    withdrawn: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[str]:
+        return [*self.warned, *self.withdrawn]  # a stop publishes its own change
+
+
+@dataclass
 class PassResult:
     admitted: list[str] = field(default_factory=list)
     waiting: int = 0
     refused: list[str] = field(default_factory=list)
+    reclaim: ReclaimReport = field(default_factory=ReclaimReport)
 
 
 def capacity_snapshot() -> list[NodeCapacity]:
@@ -140,6 +153,50 @@ def unlisted_memory(memory_mib: int, listed: tuple[Instance, ...], measured_mib:
     return min(memory_beyond_ledger(measured_mib, held), max(0, memory_mib - held))
 
 
+def _reclaim_follow(needed: dict[str, str]) -> ReclaimReport:
+    """Carry out the engine's reclaim plans (inside the pass's transaction and lock).
+
+    ``needed`` maps each borrowed session some plan of this pass names to the course code of the
+    guaranteed request that waits for its room. A newly named session is warned: its reason says
+    why and its card counts down to ``reclaim_at`` (``LAB_RECLAIM_WARNING_SECONDS`` ahead). One
+    still named when its time comes is stopped like any other (the controller deletes the
+    instance; the pass admits the waiting request once the room is free). A warned session no
+    plan names any more (the waiting request was admitted elsewhere, stopped, or the room freed
+    up) is told so and runs on. Each step is a repair event.
+    """
+    report = ReclaimReport()
+    now = timezone.now()
+    warned = dict(
+        LabSession.objects.select_for_update(of=("self",))
+        .filter(reclaim_at__isnull=False, state__in=RECLAIMABLE)
+        .values_list("pk", "reclaim_at")
+    )
+    warned = {str(pk): at for pk, at in warned.items()}
+    for key in sorted(set(warned) - set(needed)):
+        LabSession.objects.filter(pk=key).update(reclaim_at=None, version=F("version") + 1, **reason_fields(None))
+        RepairEvent.objects.create(kind=RepairEvent.Kind.RECLAIM_WITHDRAWN, session_id=key, message="no longer needed: runs on")
+        report.withdrawn.append(key)
+    stop_at = now + timedelta(seconds=settings.LAB_RECLAIM_WARNING_SECONDS)
+    for key, course in sorted(needed.items()):
+        at = warned.get(key)
+        if at is None:
+            reason = Reason.of("session.reclaim_warned", course=course)
+            if LabSession.objects.filter(pk=key, state__in=RECLAIMABLE).update(
+                reclaim_at=stop_at, version=F("version") + 1, **reason_fields(reason)
+            ):
+                RepairEvent.objects.create(
+                    kind=RepairEvent.Kind.RECLAIM_WARNED,
+                    session_id=key,
+                    message=f"{course} waits inside its guarantee; stops at {stop_at.isoformat(timespec='seconds')}",
+                )
+                report.warned.append(key)
+        elif at <= now and session_stop(session_id=key, reason=Reason.of("session.reclaimed", course=course)):
+            LabSession.objects.filter(pk=key).update(reclaim_at=None)  # the stop told the student; its version moved
+            RepairEvent.objects.create(kind=RepairEvent.Kind.RECLAIMED, session_id=key, message=f"stopped for {course}")
+            report.stopped.append(key)
+    return report
+
+
 def course_rules(course_ids: set[int] | None = None) -> dict[int, QuotaRule]:
     """The quota rules of the given courses and of every course in the same cohorts."""
     quotas = CourseQuota.objects.all()
@@ -172,10 +229,12 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         queued = list(
             LabSession.objects.select_for_update(of=("self",))
             .filter(state=SessionState.QUEUED)
-            .select_related("template")
+            .select_related("template", "course")
             .order_by("created_at", "id")[:batch]
         )
         if not queued:
+            result.reclaim = _reclaim_follow({})
+            session_changes_publish(result.reclaim.changed)
             return result
         course_ids = {s.course_id for s in queued}
         student_active = {
@@ -232,6 +291,14 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 session_transition(d.key, to=SessionState.FAILED, reason=d.reason)
                 result.refused.append(d.key)
         changed = list(result.admitted)
+        needed = {
+            victim: by_key[d.key].course.code
+            for d in decisions
+            if isinstance(d, Waiting) and d.reclaim is not None
+            for victim in d.reclaim.victims
+        }
+        result.reclaim = _reclaim_follow(needed)
+        changed.extend(result.reclaim.changed)
         for reason, keys in waiting_by_reason.items():
             result.waiting += len(keys)
             stored = reason_fields(reason)

@@ -73,3 +73,61 @@ def test_a_task_whose_worker_is_killed_mid_create_is_redelivered_and_finishes(wo
 
     assert session.driver_ref and str(session.pk) in get_driver().list()
     assert Allocation.objects.filter(session=session, released_at__isnull=True).count() == 1
+
+
+@pytest.mark.slow
+def test_a_reclaim_warns_waits_stops_the_newest_borrowed_session_and_admits_the_guaranteed_one(start_worker):
+    """Real workers and beat, the simulator driver: BORROW runs three 30 % labs on one card, two on
+    LEND's idle quota; LEND's student launches; the newest borrowed lab is warned, stopped when
+    its time comes, and LEND's lab runs in its place."""
+    from django.utils import timezone
+
+    from labs.models import RepairEvent
+    from tests.factories import CARD_MIB, TemplateFactory, course_with_students, node_with_cards
+
+    node_with_cards(cards=1)
+    borrower, _, students, _ = course_with_students(
+        3, quota={"instance_count": 1, "core_percent": 30, "memory_mib": CARD_MIB, "cohort": "dept"}, code="BORROW"
+    )
+    big = TemplateFactory(institution=borrower.institution, name="big", slug="big", core_percent=30, memory_mib=4096)
+    borrower.templates.add(big)
+    lender, _, (lender_student,), _ = course_with_students(
+        1,
+        quota={"instance_count": 4, "core_percent": 120, "memory_mib": CARD_MIB, "cohort": "dept"},
+        code="LEND",
+        templates=[big],
+    )
+    worker = start_worker(
+        beat=True,
+        LAB_SIMULATOR_DELAY_SECONDS="0.2",
+        LAB_RECLAIM_MIN_RUNTIME_SECONDS="0",
+        LAB_RECLAIM_WARNING_SECONDS="3",
+        LAB_CONTROLLER_SECONDS="0.5",
+    )
+    borrowed = []
+    for student in students:
+        borrowed.append(session_launch(student=student, course=borrower, template=big))
+        wait_for(lambda s=borrowed[-1]: state_of(s) == "running", timeout=60, message=lambda: worker.output()[-3000:])
+    newest = borrowed[-1]
+
+    guaranteed = session_launch(student=lender_student, course=lender, template=big)
+    warned = wait_for(
+        lambda: LabSession.objects.filter(pk=newest.pk, reclaim_at__isnull=False).first(),
+        timeout=30,
+        message=lambda: f"a warning; worker log:\n{worker.output()[-3000:]}",
+    )
+    assert warned.state == "running" and warned.reason_code == "session.reclaim_warned"
+    assert state_of(guaranteed) == "queued"
+    assert (warned.reclaim_at - timezone.now()).total_seconds() > 1  # it waits before stopping
+
+    wait_for(lambda: state_of(guaranteed) == "running", timeout=60, message=lambda: worker.output()[-3000:])
+    stopped = LabSession.objects.get(pk=newest.pk)
+    assert (stopped.state, stopped.reason_code) == ("stopped", "session.reclaimed")
+    assert stopped.ended_at >= warned.reclaim_at
+    assert [state_of(s) for s in borrowed[:2]] == ["running", "running"]
+    assert Allocation.objects.get(session=newest).released_at is not None
+    assert Allocation.objects.get(session=guaranteed).borrowed is False
+    assert list(RepairEvent.objects.filter(session=newest).order_by("id").values_list("kind", flat=True)) == [
+        "reclaim_warned",
+        "reclaimed",
+    ]
