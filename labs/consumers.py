@@ -14,6 +14,7 @@ from django.utils.translation import trans_real
 from labs.models import LabSession
 from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
+from labs.selectors.sessions import extend_label
 from labs.services.events import CLUSTER_GROUP, course_group, student_group
 from labs.templatetags.session_card import share_text
 
@@ -76,6 +77,7 @@ def localised(payload: dict) -> dict:
         "reason": reason,
         "state_label": str(LabSession.State(state).label),
         "share_text": share_text(payload["core_percent"], payload["memory_mib"]),
+        "extend_label": extend_label(payload["extension_minutes"]) if payload.get("extensions_left") else "",
     }
 
 

@@ -18,6 +18,7 @@ from labs.templatetags.units import gib_text
 
 MAX_SESSIONS_PER_STUDENT = 16
 MAX_SESSION_MINUTES = 7 * 24 * 60
+MAX_EXTENSIONS = 20
 
 
 class LaunchForm(forms.Form):
@@ -135,6 +136,18 @@ class QuotaForm(forms.Form):
         label=gettext_lazy("Maximum session length (minutes)"),
         validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSION_MINUTES)],
     )
+    extensions_allowed = forms.IntegerField(
+        label=gettext_lazy("Extensions a student may ask for"),
+        required=False,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_EXTENSIONS)],
+        help_text=gettext_lazy("Each lengthens a running session once, from its card. Empty or 0: none."),
+    )
+    extension_minutes = forms.IntegerField(
+        label=gettext_lazy("Minutes each extension adds"),
+        required=False,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSION_MINUTES)],
+        help_text=gettext_lazy("Empty: 30."),
+    )
 
     GUARANTEE = ("instance_count", "core_percent", "memory_mib")
     BORROW = ("borrow_instances", "borrow_core_percent", "borrow_memory_mib")
@@ -152,7 +165,14 @@ class QuotaForm(forms.Form):
     def initial_from(quota) -> dict:
         """The form's values from a ``CourseQuota`` (memory as GiB)."""
         if quota is None:
-            return {"sessions_per_student": 1, "max_session_minutes": 180, "instance_count": 0, "core_percent": 0}
+            return {
+                "sessions_per_student": 1,
+                "max_session_minutes": 180,
+                "instance_count": 0,
+                "core_percent": 0,
+                "extensions_allowed": 0,
+                "extension_minutes": 30,
+            }
         initial = {
             name: getattr(quota, name)
             for name in (
@@ -165,12 +185,22 @@ class QuotaForm(forms.Form):
                 "lend_core_percent",
                 "sessions_per_student",
                 "max_session_minutes",
+                "extensions_allowed",
+                "extension_minutes",
             )
         }
         for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
             value = getattr(quota, name)
             initial[name] = None if value is None else (Decimal(value) / 1024).normalize()
         return initial
+
+    def clean_extensions_allowed(self):
+        value = self.cleaned_data["extensions_allowed"]
+        return 0 if value is None else value
+
+    def clean_extension_minutes(self):
+        value = self.cleaned_data["extension_minutes"]
+        return 30 if value is None else value
 
     def clean(self):
         data = super().clean()

@@ -11,11 +11,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from labs.domain.reasons import Reason
 from labs.forms import LaunchForm
-from labs.models import Course, Enrollment, LabTemplate
+from labs.models import Course, Enrollment, LabSession, LabTemplate
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
 from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
-from labs.services.sessions import LaunchRefused
+from labs.services.sessions import ExtendRefused, LaunchRefused
+from labs.services.sessions import session_extend as extend_service
 from labs.services.sessions import session_launch as launch_service
 from labs.services.sessions import session_stop as stop_service
 
@@ -96,6 +97,25 @@ def session_stop(request: HttpRequest, session_id) -> HttpResponse:
     next_url = request.POST.get("next", "")
     if next_url.startswith("/") and not next_url.startswith("//"):
         return redirect(next_url)
+    return redirect("labs:home")
+
+
+@login_required
+@require_POST
+def session_extend(request: HttpRequest, session_id) -> HttpResponse:
+    if not LabSession.objects.filter(pk=session_id, student=request.user).exists():
+        raise Http404(_("No such session."))  # only its student extends a session
+    try:
+        left = extend_service(session_id=session_id, student=request.user)
+    except ExtendRefused as exc:
+        error = " ".join(exc.messages)
+        if _wants_json(request):
+            return JsonResponse({"error": error}, status=409)
+        messages.error(request, error)
+        return redirect("labs:home")
+    if _wants_json(request):
+        return JsonResponse({"ok": True, "extensions_left": left})
+    messages.success(request, _("Extended."))
     return redirect("labs:home")
 
 

@@ -119,14 +119,15 @@ class Expire(NamedTuple):
 Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire
 
 
-def session_limit_minutes(template_minutes: int | None, course_minutes: int | None) -> int | None:
-    """A session's maximum length in minutes: the shorter of its template's and its course's.
+def session_limit_minutes(template_minutes: int | None, course_minutes: int | None, extended_minutes: int = 0) -> int | None:
+    """A session's maximum length in minutes: the shorter of its template's and its course's, plus
+    the extensions the student took (``extended_minutes`` in all).
 
     ``None`` (no limit) when neither sets one, e.g. a course without a quota. This is the limit
     the controller enforces (``Expire``) and the one pages count down to.
     """
     limits = [m for m in (template_minutes, course_minutes) if m]
-    return min(limits) if limits else None
+    return min(limits) + extended_minutes if limits else None
 
 
 def session_deadline(running_at: float | None, limit_minutes: int | None) -> float | None:

@@ -58,6 +58,8 @@ class LabSession(models.Model):
     # Borrowed capacity another course needs back: the session was warned and stops at this time
     # unless the need goes away first (labs.services.allocation._reclaim_follow).
     reclaim_at = models.DateTimeField(null=True, blank=True)
+    # Extensions of its maximum length the student took (CourseQuota.extensions_allowed).
+    extensions_used = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

@@ -110,6 +110,9 @@ class CourseQuota(models.Model):
     instance_count = models.PositiveIntegerField(_("guaranteed instances"))
     sessions_per_student = models.PositiveSmallIntegerField(_("concurrent sessions per student"), default=1)
     max_session_minutes = models.PositiveIntegerField(_("maximum session length (minutes)"), default=180)
+    # A student may lengthen a running session this many times, by this much each time.
+    extensions_allowed = models.PositiveSmallIntegerField(_("extensions a student may ask for"), default=0)
+    extension_minutes = models.PositiveIntegerField(_("minutes each extension adds"), default=30)
     # Borrowing and lending inside a cohort (Kueue's ClusterQueue): a course with no cohort
     # holds exactly its guarantee. An empty borrowing limit is unlimited; an empty lending
     # limit lends all of the course's idle guarantee.

@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
@@ -137,7 +138,11 @@ def session_stops_at(session: LabSession) -> float | None:
     if session.state != SessionState.RUNNING or session.running_at is None:
         return None
     quota = getattr(session.course, "quota", None)
-    limit = session_limit_minutes(session.template.max_lifetime_minutes, quota.max_session_minutes if quota else None)
+    limit = session_limit_minutes(
+        session.template.max_lifetime_minutes,
+        quota.max_session_minutes if quota else None,
+        session.extensions_used * quota.extension_minutes if quota else 0,
+    )
     deadline = session_deadline(session.running_at.timestamp(), limit)
     if session.reclaim_at is not None:
         deadline = session.reclaim_at.timestamp() if deadline is None else min(deadline, session.reclaim_at.timestamp())
@@ -168,6 +173,10 @@ def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueF
     if allocation is not None and allocation.released_at is None:
         placement = allocation.placement
     stops_at = session_stops_at(session)
+    quota = getattr(session.course, "quota", None)
+    extensions_left = 0
+    if for_owner and session.state == SessionState.RUNNING and quota is not None and session.reclaim_at is None:
+        extensions_left = max(0, quota.extensions_allowed - session.extensions_used)
     return {
         "id": str(session.pk),
         "version": session.version,
@@ -190,10 +199,18 @@ def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueF
         "created_at": session.created_at.isoformat(),
         "started_at": session.started_at.isoformat() if session.started_at else None,
         "stops_at": _iso(stops_at),
+        "extensions_left": extensions_left,
+        "extension_minutes": quota.extension_minutes if quota is not None else 0,
+        "extend_label": extend_label(quota.extension_minutes) if extensions_left else "",
         "queue_position": queue.position if queue else None,
         "queue_length": queue.length if queue else None,
         "wait_seconds": queue.wait_seconds if queue else None,
     }
+
+
+def extend_label(minutes: int) -> str:
+    """The session card's extend button, in the active language."""
+    return ngettext("Add %(minutes)s minute", "Add %(minutes)s minutes", minutes) % {"minutes": minutes}
 
 
 def _iso(timestamp: float | None) -> str | None:

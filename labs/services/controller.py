@@ -177,6 +177,8 @@ def _desired() -> list[Desired]:
         "allocation__card__index",
         "template__max_lifetime_minutes",
         "course__quota__max_session_minutes",
+        "extensions_used",
+        "course__quota__extension_minutes",
     )
     sessions = []
     for (
@@ -194,8 +196,10 @@ def _desired() -> list[Desired]:
         card,
         lifetime,
         course_limit,
+        extensions,
+        extension_minutes,
     ) in rows:
-        minutes = session_limit_minutes(lifetime, course_limit)
+        minutes = session_limit_minutes(lifetime, course_limit, extensions * (extension_minutes or 0))
         sessions.append(
             Desired(
                 str(pk),

@@ -85,6 +85,8 @@ QUOTA_FIELDS = (
     "lend_memory_mib",
     "sessions_per_student",
     "max_session_minutes",
+    "extensions_allowed",
+    "extension_minutes",
 )
 
 

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
@@ -136,6 +137,44 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
         # the controller run this wakes publishes it with the rest of the batch a moment later.
         controller_wake()
     return session
+
+
+class ExtendRefused(ValidationError):
+    """The session cannot be extended; the message says why, in the reader's language."""
+
+
+def session_extend(*, session_id, student) -> int:
+    """Lengthen ``student``'s running session once by its course's ``extension_minutes``.
+
+    Returns the extensions still left. The controller reads the new deadline at its next run.
+    """
+    with transaction.atomic():
+        session = (
+            LabSession.objects.select_for_update(of=("self",))
+            .select_related("course__quota")
+            .filter(pk=session_id, student=student)
+            .first()
+        )
+        if session is None or session.state != SessionState.RUNNING:
+            raise ExtendRefused(_("Only a running session can be extended."))
+        quota = getattr(session.course, "quota", None)
+        allowed = quota.extensions_allowed if quota else 0
+        if not allowed:
+            raise ExtendRefused(_("This course allows no extensions."))
+        if session.extensions_used >= allowed:
+            raise ExtendRefused(
+                ngettext(
+                    "This session has had the %(n)s extension the course allows.",
+                    "This session has had all %(n)s extensions the course allows.",
+                    allowed,
+                )
+                % {"n": allowed}
+            )
+        if session.reclaim_at is not None:
+            raise ExtendRefused(_("Another course needs this session's capacity back; it cannot be extended."))
+        LabSession.objects.filter(pk=session.pk).update(extensions_used=F("extensions_used") + 1, version=F("version") + 1)
+        session_changes_publish([session.pk])
+    return allowed - session.extensions_used - 1
 
 
 def session_stop(*, session_id, reason: Reason) -> bool:

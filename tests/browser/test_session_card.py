@@ -110,3 +110,34 @@ def test_cards_show_place_wait_and_time_left_in_both_languages_and_places_move_l
     assert off_the_browser_loop(session_stop, session_id=queued[0].pk, reason=Reason.of("session.stopped_by", who="bob"))
     expect(hers).to_have_text(re.compile(rf"^{code} 队列第 1 位，约需等待 1 小时 5[89] 分钟$"), timeout=15_000)
     assert page.evaluate("window.__notReloaded") is True
+
+
+@pytest.mark.parametrize(
+    ("language", "button", "left_before", "left_after"),
+    [
+        ("en", "Add 30 minutes", r"^50 min left$", r"^1 h 20 min left$"),
+        ("zh-hans", "延长 30 分钟", r"^剩余 50 分钟$", r"^剩余 1 小时 20 分钟$"),
+    ],
+)
+def test_a_student_extends_a_running_lab_from_its_card(
+    world, portal_server, browser_page, language, button, left_before, left_after
+):
+    quota = world["course"].quota
+    quota.extensions_allowed, quota.extension_minutes, quota.max_session_minutes = 1, 30, 60
+    quota.save()
+    ada = world["students"][0]
+    running = session_launch(student=ada, course=world["course"], template=world["small"])
+    allocation_pass()
+    assert session_transition(running.pk, to=SessionState.STARTING)
+    assert session_transition(running.pk, to=SessionState.RUNNING, access_url="http://lab/")
+    LabSession.objects.filter(pk=running.pk).update(running_at=timezone.now() - timedelta(minutes=9, seconds=30))
+
+    page = open_page(browser_page.context.browser, portal_server, ada.username, language)
+    mine = card(page, running)
+    expect(mine.locator("[data-piece=left]")).to_have_text(re.compile(left_before))
+    page.evaluate("window.__notReloaded = true")
+    mine.get_by_role("button", name=button).click()
+    expect(mine.locator("[data-piece=left]")).to_have_text(re.compile(left_after), timeout=15_000)
+    expect(mine.locator("[data-role=extend]")).to_be_hidden()  # the only extension is taken
+    assert page.evaluate("window.__notReloaded") is True
+    assert LabSession.objects.get(pk=running.pk).extensions_used == 1

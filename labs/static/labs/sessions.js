@@ -96,6 +96,8 @@
     el.dataset.readAtMs = "0";
     const stop = el.querySelector('[data-role="stop"]');
     if (stop) stop.action = stopUrl(session.id);
+    const extend = el.querySelector('[data-role="extend"]');
+    if (extend) extend.action = stopUrl(session.id).replace(/stop\/$/, "extend/");
     const empty = list.querySelector(".empty");
     if (empty) empty.remove();
     if (courseId) list.append(el); else list.prepend(el);
@@ -126,6 +128,8 @@
     }
     const stop = el.querySelector('[data-role="stop"]');
     if (stop) stop.hidden = !session.can_stop;
+    const extend = el.querySelector('[data-role="extend"]');
+    if (extend) extend.hidden = !session.extensions_left;
     if (courseId && ended.has(session.state)) el.remove();
   }
 
@@ -145,7 +149,8 @@
     const form = event.target;
     const isLaunch = form.classList.contains("js-launch");
     const isStop = form.dataset.role === "stop";
-    if (!isLaunch && !isStop) return;
+    const isExtend = form.dataset.role === "extend";
+    if (!isLaunch && !isStop && !isExtend) return;
     event.preventDefault();
     if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
     const button = form.querySelector("button");
