@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET
 from labs.domain.states import SessionState
 from labs.exposition import CONTENT_TYPE, Family, render
 from labs.selectors import metrics as ledger
+from labs.selectors.usage import usage_totals_by_institution
 
 MIB = 1024 * 1024
 # Admission rates over these windows (label value, seconds).
@@ -56,7 +57,26 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 def ledger_families(now: datetime) -> list[Family]:
     """Every family the portal exports, read from the ledger as it is at ``now``; README "Metrics" says what each means."""
-    return [*_cards(), *_nodes(), *_sessions(now), *_admissions(now), *_repairs(now)]
+    return [*_cards(), *_nodes(), *_sessions(now), *_admissions(now), *_repairs(now), *_usage(now)]
+
+
+def _usage(now: datetime) -> list[Family]:
+    core = Family(
+        "npu_lab_usage_core_percent_seconds_total",
+        "counter",
+        "AI Core held by sessions, in % of one card x seconds, since the ledger began, by institution",
+        ("institution",),
+    )
+    memory = Family(
+        "npu_lab_usage_memory_mib_seconds_total",
+        "counter",
+        "NPU memory held by sessions, in MiB x seconds, since the ledger began, by institution",
+        ("institution",),
+    )
+    for slug, totals in sorted(usage_totals_by_institution(now=now).items()):
+        core.add((slug,), round(totals.core_percent_seconds))
+        memory.add((slug,), round(totals.memory_mib_seconds))
+    return [core, memory]
 
 
 def _cards() -> list[Family]:

@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
@@ -37,6 +38,7 @@ from labs.selectors.operations import (
     repairs,
     session_for_operator,
 )
+from labs.selectors.usage import usage_report, usage_report_csv
 from labs.services import catalog, operations
 from labs.templatetags.units import gib_text
 
@@ -291,6 +293,28 @@ def repairs_view(request: HttpRequest) -> HttpResponse:
             "filters": {"kind": kind, "node": node},
         },
     )
+
+
+USAGE_WINDOWS = (7, 28, 91)  # days
+
+
+@operator_view()
+@require_GET
+def usage_view(request: HttpRequest) -> HttpResponse:
+    scope = request.scope
+    days = int(request.GET["days"]) if request.GET.get("days") in {str(d) for d in USAGE_WINDOWS} else USAGE_WINDOWS[0]
+    report = usage_report(institutions=None if scope.platform else scope.institutions, days=days)
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(usage_report_csv(report), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="usage-{days}d-{timezone.localdate().isoformat()}.csv"'
+        return response
+    chart = {
+        "days": [d.isoformat() for d in report.days],
+        "core": [round(v, 2) for v in report.core_hours_by_day],
+        "gib": [round(v, 2) for v in report.gib_hours_by_day],
+        "labels": {"core": _("AI-Core-% × hours"), "gib": _("GiB × hours")},
+    }
+    return render(request, "labs/ops/usage.html", {"report": report, "chart": chart, "days": days, "windows": USAGE_WINDOWS})
 
 
 @operator_view()

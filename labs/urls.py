@@ -29,6 +29,7 @@ urlpatterns = [
     path("ops/cards/<int:card_id>/health/", ops.card_health, name="ops-card-health"),
     path("ops/nodes/<int:node_id>/drain/", ops.node_drain, name="ops-node-drain"),
     path("ops/sessions/<uuid:session_id>/stop/", ops.session_stop, name="ops-session-stop"),
+    path("ops/usage/", ops.usage_view, name="ops-usage"),
     path("ops/tenancy/", ops.tenancy, name="ops-tenancy"),
     path("ops/repairs/", ops.repairs_view, name="ops-repairs"),
     path("ops/audit/", ops.audit_view, name="ops-audit"),

@@ -3,6 +3,7 @@ from labs.models.cluster import Card, Node
 from labs.models.operations import AuditEvent, InstanceSample, RepairEvent, ResidualCandidate
 from labs.models.sessions import Allocation, LabSession
 from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution, InstitutionRole
+from labs.models.usage import UsageRecord
 
 __all__ = [
     "AllowedImage",
@@ -20,4 +21,5 @@ __all__ = [
     "Node",
     "RepairEvent",
     "ResidualCandidate",
+    "UsageRecord",
 ]

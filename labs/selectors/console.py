@@ -21,6 +21,7 @@ from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
 from labs.selectors.courses import QuotaUse, staff_courses
+from labs.selectors.usage import seconds_by_day, usage_spans
 
 
 class CourseRole(StrEnum):
@@ -246,11 +247,6 @@ class CourseUsage:
     gib_hours_by_day: list[float]
 
 
-def _overlap_hours(start: datetime, end: datetime, lo: datetime, hi: datetime) -> float:
-    seconds = (min(end, hi) - max(start, lo)).total_seconds()
-    return max(0.0, seconds) / 3600
-
-
 def term_start(course: Course) -> datetime:
     """Midnight of the course's first day, or of its first session if that came earlier (a course
     tried out before its term) or the course has no first day."""
@@ -278,39 +274,32 @@ def course_usage(*, course: Course, now: datetime | None = None) -> CourseUsage:
     days = [(start + timedelta(days=i)).date() for i in range(max(1, (local.date() - start.date()).days + 1))]
     by_day_core = [0.0] * len(days)
     by_day_gib = [0.0] * len(days)
-    rows = (
-        LabSession.objects.filter(course=course, created_at__lt=now)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=start))
-        .select_related("allocation", "student")
-        .order_by("created_at")
-    )
-    for s in rows:
-        usage = students.get(s.student_id)
-        if usage is None:  # a former student: still counted in the course's totals
-            usage = students[s.student_id] = StudentUsage(s.student.get_username(), s.student.get_full_name())
-        if s.created_at >= start:
-            usage.sessions_term += 1
-        if s.created_at >= week:
+
+    def usage_of(student_id: int) -> StudentUsage:
+        if student_id not in students:  # a former student: still counted in the course's totals
+            user = get_user_model().objects.get(pk=student_id)
+            students[student_id] = StudentUsage(user.get_username(), user.get_full_name())
+        return students[student_id]
+
+    for student_id, created_at in LabSession.objects.filter(course=course, created_at__gte=start, created_at__lt=now).values_list(
+        "student_id", "created_at"
+    ):
+        usage = usage_of(student_id)
+        usage.sessions_term += 1
+        if created_at >= week:
             usage.sessions_week += 1
-        allocation = getattr(s, "allocation", None)
-        if allocation is None:
-            continue
-        held_from, held_to = allocation.created_at, allocation.released_at or now
-        core, gib = allocation.core_percent, allocation.memory_mib / 1024
-        term_hours = _overlap_hours(held_from, held_to, start, now)
-        week_hours = _overlap_hours(held_from, held_to, week, now)
+    for span in usage_spans(since=start, until=now, courses=[course.pk], now=now):
+        usage = usage_of(span.student_id)
+        core, gib = span.core_percent, span.memory_mib / 1024
+        term_hours = span.seconds_within(start, now) / 3600
+        week_hours = span.seconds_within(week, now) / 3600
         usage.core_hours_term += core * term_hours
         usage.gib_hours_term += gib * term_hours
         usage.core_hours_week += core * week_hours
         usage.gib_hours_week += gib * week_hours
-        first = max(0, (timezone.localtime(max(held_from, start)).date() - days[0]).days)
-        last = min(len(days) - 1, (timezone.localtime(held_to).date() - days[0]).days)
-        tz = timezone.get_current_timezone()
-        for i in range(first, last + 1):
-            lo = datetime.combine(days[i], time.min, tzinfo=tz)
-            hours = _overlap_hours(held_from, held_to, lo, min(now, lo + timedelta(days=1)))
-            by_day_core[i] += core * hours
-            by_day_gib[i] += gib * hours
+        for i, seconds in seconds_by_day(span, days, now):
+            by_day_core[i] += core * seconds / 3600
+            by_day_gib[i] += gib * seconds / 3600
     ordered = sorted(students.values(), key=lambda u: u.username)
     return CourseUsage(week, start, ordered, days, by_day_core, by_day_gib)
 

@@ -20,7 +20,7 @@ from django.utils.translation import ngettext
 from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
-from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate
+from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate, UsageRecord
 from labs.services.events import session_changes_publish
 
 _TIMESTAMP_OF = {
@@ -92,8 +92,32 @@ def session_note(session_id, *, reason: Reason, state: SessionState, **fields: o
 
 
 def allocation_release(session_id) -> bool:
-    """Release the session's allocation. Exactly once: the UPDATE matches only an unreleased row."""
-    return bool(Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(released_at=timezone.now()))
+    """Release the session's allocation and write its usage record, in the caller's transaction.
+
+    Exactly once: the UPDATE matches only an unreleased row, and only the caller whose UPDATE
+    did writes the record (whose allocation is unique besides).
+    """
+    now = timezone.now()
+    if not Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(released_at=now):
+        return False
+    allocation = Allocation.objects.select_related("session", "course").get(session_id=session_id)
+    seconds = max(0, round((now - allocation.created_at).total_seconds()))
+    UsageRecord.objects.create(
+        allocation=allocation,
+        session_id=session_id,
+        student_id=allocation.session.student_id,
+        course_id=allocation.course_id,
+        institution_id=allocation.course.institution_id,
+        template_id=allocation.session.template_id,
+        started_at=allocation.created_at,
+        ended_at=now,
+        core_percent=allocation.core_percent,
+        memory_mib=allocation.memory_mib,
+        core_percent_seconds=allocation.core_percent * seconds,
+        memory_mib_seconds=allocation.memory_mib * seconds,
+        borrowed=allocation.borrowed,
+    )
+    return True
 
 
 def session_launch(*, student, course: Course, template: LabTemplate) -> LabSession:

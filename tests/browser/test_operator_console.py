@@ -91,4 +91,8 @@ def test_an_operator_sees_cards_fill_live_drains_a_node_and_marks_a_card(world, 
     assert LabTemplate.objects.filter(name="Warm-up", course__isnull=True, memory_mib=2048).exists()
     page.goto(portal_server + "/ops/repairs/")
     check("ops-repairs")
+    page.get_by_role("link", name=t(language, "Usage"), exact=True).click()
+    expect(page.locator("#usage-chart[data-ready=yes]")).to_have_count(1)
+    expect(page.locator(f"tr[data-course='{world['course'].code}']")).to_have_count(1)
+    check("ops-usage")
     assert set(AuditEvent.objects.values_list("action", flat=True)) == {"node.drain", "card.unhealthy", "catalogue.create"}

@@ -9,6 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone, translation
 
+from labs.domain.reasons import Reason
 from labs.models import (
     Allocation,
     AllowedImage,
@@ -19,9 +20,10 @@ from labs.models import (
     InstitutionRole,
     LabSession,
     LabTemplate,
+    UsageRecord,
 )
 from labs.services.allocation import allocation_pass
-from labs.services.sessions import LaunchRefused, session_launch
+from labs.services.sessions import LaunchRefused, session_launch, session_stop
 from tests.factories import TemplateFactory, UserFactory, course_with_students
 
 GIB = 1024
@@ -449,8 +451,12 @@ def test_usage_counts_npu_time_per_student_this_week_and_term_and_exports_csv(wo
     allocation_pass()
     two_hours_ago = timezone.now() - timedelta(hours=2)
     LabSession.objects.filter(pk=session.pk).update(created_at=two_hours_ago)
-    Allocation.objects.filter(session=session).update(created_at=two_hours_ago, released_at=two_hours_ago + timedelta(hours=2))
+    Allocation.objects.filter(session=session).update(created_at=two_hours_ago)  # admitted two hours ago
     client = logged_in(world["instructor"])
+    open_row = next(u for u in client.get(url(course, "usage/")).context["usage"].students if u.username == student.username)
+    assert (round(open_row.core_hours_term, 1), round(open_row.gib_hours_term, 1)) == (20.0, 16.0)  # held up to now
+    session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="test"))  # released: its record
+    assert UsageRecord.objects.get(session=session).core_percent_seconds == pytest.approx(10 * 7200, abs=10)
 
     usage = client.get(url(course, "usage/")).context["usage"]
     row = next(u for u in usage.students if u.username == student.username)

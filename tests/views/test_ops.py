@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
@@ -61,6 +63,7 @@ EXPECTED = {
     "ops/tenancy/": (302, 404, 404, 200, 200, 200),
     "ops/repairs/": (302, 404, 404, 200, 200, 200),
     "ops/audit/": (302, 404, 404, 200, 200, 200),
+    "ops/usage/": (302, 404, 404, 200, 200, 200),
 }
 VISITORS = ("anonymous", "student", "instructor", "foreign_operator", "operator", "platform")
 
@@ -332,3 +335,28 @@ def test_a_catalogue_template_with_bad_values_is_refused_with_the_reason_and_not
     assert not LabTemplate.objects.filter(name="Too big").exists() and not AuditEvent.objects.exists()
     form = client_for(people["operator"]).get("/ops/tenancy/").content.decode()
     assert "Add a catalogue template" in form
+
+
+def test_usage_shows_each_institution_only_its_own_courses_with_a_chart_and_csv(world, people, running):
+    from django.utils import timezone
+
+    from labs.domain.reasons import Reason
+    from labs.models import Allocation
+    from labs.services.sessions import session_stop
+
+    Allocation.objects.filter(session=running).update(created_at=timezone.now() - timedelta(hours=2))
+    session_stop(session_id=running.pk, reason=Reason.of("session.stopped_by", who="test"))
+    code = world["course"].code
+
+    mine = client_for(people["operator"]).get("/ops/usage/")
+    (row,) = mine.context["report"].courses
+    assert (row.code, row.sessions, row.students) == (code, 1, 1)
+    assert round(row.totals.core_percent_hours, 1) == 20.0 and round(row.totals.gib_hours, 1) == 16.0  # 10 %, 8 GiB, 2 h
+    assert round(sum(mine.context["chart"]["core"]), 1) == 20.0
+    assert not client_for(people["foreign_operator"]).get("/ops/usage/").context["report"].courses
+    csv = client_for(people["platform"]).get("/ops/usage/", {"days": 28, "format": "csv"})
+    assert csv["Content-Type"].startswith("text/csv") and "usage-28d-" in csv["Content-Disposition"]
+    lines = csv.content.decode().splitlines()
+    assert lines[0] == "institution,course,term,students,sessions,core_percent_hours,gib_hours"
+    assert lines[1].endswith(f",{code},2026 Autumn,1,1,20.00,16.00")
+    assert client_for(people["platform"]).get("/ops/usage/", {"days": "9999"}).context["days"] == 7  # not offered: the default

@@ -1,6 +1,7 @@
 // The instructor console's live parts: use against guarantee (refreshed when the course's
 // sessions change, heard over the same websocket as the session rows), the template form's
-// "how many fit" preview, and the usage chart. No inline script: everything starts from here.
+// "how many fit" preview, and the usage chart (also drawn on the operator's usage page). No
+// inline script: everything starts from here.
 (function () {
   "use strict";
   const lang = document.documentElement.lang || "en";

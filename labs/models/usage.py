@@ -1,0 +1,42 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class UsageRecord(models.Model):
+    """One allocation's whole life, written in the transaction that releases it (exactly once:
+    the release is a conditional UPDATE and ``allocation`` is unique).
+
+    What the session held, from admission to release: AI-Core-% x seconds and MiB x seconds, with
+    who and what it was for as they were then. Open allocations are not here yet; readers add
+    them up to now (``labs.selectors.usage``).
+    """
+
+    allocation = models.OneToOneField("labs.Allocation", on_delete=models.PROTECT, related_name="usage")
+    session = models.ForeignKey("labs.LabSession", on_delete=models.PROTECT, related_name="+")
+    student = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    course = models.ForeignKey("labs.Course", on_delete=models.PROTECT, related_name="usage_records")
+    institution = models.ForeignKey("labs.Institution", on_delete=models.PROTECT, related_name="+")
+    template = models.ForeignKey("labs.LabTemplate", on_delete=models.PROTECT, related_name="+")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(db_index=True)
+    core_percent = models.PositiveSmallIntegerField()
+    memory_mib = models.PositiveIntegerField()
+    core_percent_seconds = models.BigIntegerField()
+    memory_mib_seconds = models.BigIntegerField()
+    borrowed = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["course", "ended_at"], name="usage_course_ended"),
+            models.Index(fields=["student", "ended_at"], name="usage_student_ended"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(ended_at__gte=models.F("started_at")), name="usage_ends_after_start"),
+            models.CheckConstraint(
+                condition=Q(core_percent_seconds__gte=0, memory_mib_seconds__gte=0), name="usage_totals_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.core_percent_seconds} %·s, {self.memory_mib_seconds} MiB·s"

@@ -1,0 +1,217 @@
+"""Reads of the usage ledger: what sessions held, when, for whom.
+
+A span is one allocation's hold: from its admission to its release (a ``UsageRecord``) or, while
+it is still open, to now. Every total here is built from spans clipped to the window asked for,
+so a week's figure and a term's agree with each other and with the records, across restarts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from labs.models import Allocation, Course, LabSession, UsageRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    session_id: str
+    student_id: int
+    course_id: int
+    institution_id: int
+    template_id: int
+    start: datetime
+    end: datetime  # the release, or now for an open allocation
+    core_percent: int
+    memory_mib: int
+
+    def seconds_within(self, since: datetime, until: datetime) -> float:
+        return max(0.0, (min(self.end, until) - max(self.start, since)).total_seconds())
+
+
+def usage_spans(
+    *,
+    since: datetime,
+    until: datetime,
+    courses: Iterable[int] | None = None,
+    students: Iterable[int] | None = None,
+    institutions: Iterable[int] | None = None,
+    now: datetime | None = None,
+) -> Iterator[Span]:
+    """The spans that overlap ``[since, until)``, released ones then open ones; filters narrow them."""
+    now = now or timezone.now()
+    records = UsageRecord.objects.filter(started_at__lt=until, ended_at__gt=since)
+    live = Allocation.objects.filter(released_at__isnull=True, created_at__lt=min(until, now))
+    if courses is not None:
+        courses = list(courses)
+        records, live = records.filter(course_id__in=courses), live.filter(course_id__in=courses)
+    if students is not None:
+        students = list(students)
+        records, live = records.filter(student_id__in=students), live.filter(session__student_id__in=students)
+    if institutions is not None:
+        institutions = list(institutions)
+        records, live = records.filter(institution_id__in=institutions), live.filter(course__institution_id__in=institutions)
+    for row in records.values_list(
+        "session_id",
+        "student_id",
+        "course_id",
+        "institution_id",
+        "template_id",
+        "started_at",
+        "ended_at",
+        "core_percent",
+        "memory_mib",
+    ):
+        yield Span(str(row[0]), *row[1:])
+    for session_id, student_id, course_id, institution_id, template_id, start, core, memory in live.values_list(
+        "session_id",
+        "session__student_id",
+        "course_id",
+        "course__institution_id",
+        "session__template_id",
+        "created_at",
+        "core_percent",
+        "memory_mib",
+    ):
+        yield Span(str(session_id), student_id, course_id, institution_id, template_id, start, now, core, memory)
+
+
+def seconds_by_day(span: Span, days: list[date], now: datetime) -> Iterator[tuple[int, float]]:
+    """``(i, seconds)``: how long ``span`` held on ``days[i]`` (local days, consecutive), up to ``now``."""
+    tz = timezone.get_current_timezone()
+    first = max(0, (timezone.localtime(span.start).date() - days[0]).days)
+    last = min(len(days) - 1, (timezone.localtime(span.end).date() - days[0]).days)
+    for i in range(first, last + 1):
+        lo = datetime.combine(days[i], time.min, tzinfo=tz)
+        yield i, span.seconds_within(lo, min(now, lo + timedelta(days=1)))
+
+
+@dataclass
+class Totals:
+    core_percent_seconds: float = 0.0
+    memory_mib_seconds: float = 0.0
+
+    @property
+    def core_percent_hours(self) -> float:
+        return self.core_percent_seconds / 3600
+
+    @property
+    def gib_hours(self) -> float:
+        return self.memory_mib_seconds / 1024 / 3600
+
+    def add(self, span: Span, seconds: float) -> None:
+        self.core_percent_seconds += span.core_percent * seconds
+        self.memory_mib_seconds += span.memory_mib * seconds
+
+
+def usage_totals_by_institution(*, now: datetime | None = None) -> dict[str, Totals]:
+    """Everything ever held, per institution (by slug): the records' sums and the open allocations up to now.
+
+    Grows only (a counter): an allocation's record, when it closes, is what its open part had reached.
+    """
+    now = now or timezone.now()
+    totals: dict[str, Totals] = {}
+    for slug, core, memory in (
+        UsageRecord.objects.values("institution__slug")
+        .annotate(core=Sum("core_percent_seconds"), memory=Sum("memory_mib_seconds"))
+        .values_list("institution__slug", "core", "memory")
+        .order_by()
+    ):
+        totals[slug] = Totals(float(core or 0), float(memory or 0))
+    for slug, core, memory, start in Allocation.objects.filter(released_at__isnull=True).values_list(
+        "course__institution__slug", "core_percent", "memory_mib", "created_at"
+    ):
+        seconds = max(0.0, (now - start).total_seconds())
+        entry = totals.setdefault(slug, Totals())
+        entry.core_percent_seconds += core * seconds
+        entry.memory_mib_seconds += memory * seconds
+    return totals
+
+
+@dataclass
+class CourseUsageRow:
+    institution: str
+    course_id: int
+    code: str
+    term: str
+    students: int = 0
+    sessions: int = 0
+    totals: Totals = field(default_factory=Totals)
+
+
+@dataclass
+class UsageReport:
+    since: datetime
+    until: datetime
+    courses: list[CourseUsageRow]
+    days: list[date]
+    core_hours_by_day: list[float]
+    gib_hours_by_day: list[float]
+
+
+def usage_report(*, institutions: Iterable[int] | None, days: int, now: datetime | None = None) -> UsageReport:
+    """NPU time per course over the last ``days`` days (to ``now``), and per day for a chart.
+
+    ``institutions``: whose courses (``None``: every institution's, for a platform operator).
+    """
+    now = now or timezone.now()
+    first_day = timezone.localtime(now).date() - timedelta(days=days - 1)
+    since = datetime.combine(first_day, time.min, tzinfo=timezone.get_current_timezone())
+    day_list = [first_day + timedelta(days=i) for i in range(days)]
+    core_by_day, gib_by_day = [0.0] * days, [0.0] * days
+    courses = Course.objects.select_related("institution")
+    if institutions is not None:
+        courses = courses.filter(institution_id__in=list(institutions))
+    rows = {
+        c.pk: CourseUsageRow(c.institution.name, c.pk, c.code, c.term)
+        for c in courses.order_by("institution__name", "code", "term")
+    }
+    students: dict[int, set[int]] = defaultdict(set)
+    for span in usage_spans(since=since, until=now, courses=list(rows), now=now):
+        row = rows[span.course_id]
+        row.totals.add(span, span.seconds_within(since, now))
+        students[span.course_id].add(span.student_id)
+        for i, seconds in seconds_by_day(span, day_list, now):
+            core_by_day[i] += span.core_percent * seconds / 3600
+            gib_by_day[i] += span.memory_mib / 1024 * seconds / 3600
+    for course_id, n in (
+        LabSession.objects.filter(course_id__in=list(rows), created_at__gte=since, created_at__lt=now)
+        .values("course_id")
+        .annotate(n=Count("id"))
+        .values_list("course_id", "n")
+        .order_by()
+    ):
+        rows[course_id].sessions = n
+    for course_id, seen in students.items():
+        rows[course_id].students = len(seen)
+    used = [r for r in rows.values() if r.sessions or r.totals.core_percent_seconds]
+    return UsageReport(since, now, used, day_list, core_by_day, gib_by_day)
+
+
+USAGE_REPORT_CSV_HEADER = ["institution", "course", "term", "students", "sessions", "core_percent_hours", "gib_hours"]
+
+
+def usage_report_csv(report: UsageReport) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(USAGE_REPORT_CSV_HEADER)
+    for r in report.courses:
+        writer.writerow(
+            [
+                r.institution,
+                r.code,
+                r.term,
+                r.students,
+                r.sessions,
+                f"{r.totals.core_percent_hours:.2f}",
+                f"{r.totals.gib_hours:.2f}",
+            ]
+        )
+    return out.getvalue()
