@@ -22,7 +22,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
-from labs.forms import CourseForm, PreviewForm, QuotaForm, RoleForm, RosterAddForm, RosterImportForm, TemplateForm
+from labs.forms import (
+    BudgetGrantForm,
+    CourseForm,
+    PreviewForm,
+    QuotaForm,
+    RoleForm,
+    RosterAddForm,
+    RosterImportForm,
+    TemplateForm,
+)
 from labs.models import Enrollment, LabSession
 from labs.selectors.console import (
     CourseRole,
@@ -37,7 +46,8 @@ from labs.selectors.console import (
 )
 from labs.selectors.courses import course_quota_use
 from labs.selectors.sessions import session_event_payloads
-from labs.services import catalog, courses, roster
+from labs.selectors.usage import student_budgets
+from labs.services import budgets, catalog, courses, roster
 from labs.services.sessions import session_stop
 
 
@@ -397,8 +407,10 @@ def sessions_stop_all(request: HttpRequest, course) -> HttpResponse:
 
 
 @course_view()
-@require_GET
+@require_http_methods(["GET", "POST"])
 def course_usage_view(request: HttpRequest, course) -> HttpResponse:
+    if request.method == "POST":
+        return _budget_grant(request, course)
     usage = course_usage(course=course)
     if request.GET.get("format") == "csv":
         response = HttpResponse(course_usage_csv(usage), content_type="text/csv; charset=utf-8")
@@ -411,7 +423,53 @@ def course_usage_view(request: HttpRequest, course) -> HttpResponse:
         "gib": [round(v, 2) for v in usage.gib_hours_by_day],
         "labels": {"core": _("AI-Core-% × hours"), "gib": _("GiB × hours")},
     }
-    return render(request, "labs/console/usage.html", _context(request, course, usage=usage, chart=chart))
+    quota = getattr(course, "quota", None)
+    budgeted = quota is not None and (quota.budget_core_percent_hours is not None or quota.budget_gib_hours is not None)
+    budget_of = {}
+    if budgeted:
+        ids = dict(
+            Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT).values_list("user__username", "user_id")
+        )
+        found = student_budgets(pairs=[(course.pk, i) for i in ids.values()])
+        budget_of = {name: found.get((course.pk, i)) for name, i in ids.items()}
+    for u in usage.students:
+        u.budget = budget_of.get(u.username)
+    return render(
+        request,
+        "labs/console/usage.html",
+        _context(request, course, usage=usage, chart=chart, budgeted=budgeted, grant_form=BudgetGrantForm()),
+    )
+
+
+def _budget_grant(request: HttpRequest, course) -> HttpResponse:
+    if request.course_role != CourseRole.INSTRUCTOR:
+        raise PermissionDenied(_("Only the course's instructors may change this."))
+    form = BudgetGrantForm(request.POST)
+    student = None
+    if form.is_valid():
+        student = (
+            Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT, user__username=form.cleaned_data["username"])
+            .select_related("user")
+            .first()
+        )
+        if student is None:
+            form.add_error(
+                "username", _("No student of this course is called %(name)s.") % {"name": form.cleaned_data["username"]}
+            )
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect("labs:course-usage", course.pk)
+    budgets.budget_grant(
+        course=course,
+        student=student.user,
+        core_percent_hours=form.cleaned_data["core_percent_hours"] or 0,
+        gib_hours=form.cleaned_data["gib_hours"] or 0,
+        by=request.user,
+    )
+    messages.success(request, _("Granted %(name)s more budget for this week.") % {"name": student.user.get_username()})
+    return redirect("labs:course-usage", course.pk)
 
 
 def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:

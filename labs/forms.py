@@ -19,6 +19,7 @@ from labs.templatetags.units import gib_text
 MAX_SESSIONS_PER_STUDENT = 16
 MAX_SESSION_MINUTES = 7 * 24 * 60
 MAX_EXTENSIONS = 20
+MAX_BUDGET = 1_000_000
 
 
 class LaunchForm(forms.Form):
@@ -142,6 +143,19 @@ class QuotaForm(forms.Form):
         validators=[MinValueValidator(0), MaxValueValidator(MAX_EXTENSIONS)],
         help_text=gettext_lazy("Each lengthens a running session once, from its card. Empty or 0: none."),
     )
+    budget_core_percent_hours = forms.IntegerField(
+        label=gettext_lazy("Weekly budget per student: AI-Core-% × hours"),
+        required=False,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_BUDGET)],
+        # xgettext:no-python-format
+        help_text=gettext_lazy("E.g. 100: a 10 % share for 10 hours a week. Empty: no budget."),
+    )
+    budget_gib_hours = forms.IntegerField(
+        label=gettext_lazy("Weekly budget per student: GiB × hours"),
+        required=False,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_BUDGET)],
+        help_text=gettext_lazy("E.g. 80: 8 GiB for 10 hours a week. Empty: no budget."),
+    )
     extension_minutes = forms.IntegerField(
         label=gettext_lazy("Minutes each extension adds"),
         required=False,
@@ -187,6 +201,8 @@ class QuotaForm(forms.Form):
                 "max_session_minutes",
                 "extensions_allowed",
                 "extension_minutes",
+                "budget_core_percent_hours",
+                "budget_gib_hours",
             )
         }
         for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
@@ -326,6 +342,26 @@ class TemplateForm(forms.Form):
         else:
             fields.update(image=allowed.reference)
         return fields
+
+
+class BudgetGrantForm(forms.Form):
+    """More weekly budget for one student, this week only."""
+
+    username = forms.CharField(label=gettext_lazy("Student (username)"), max_length=150)
+    core_percent_hours = forms.IntegerField(
+        label=gettext_lazy("More AI-Core-% × hours"),
+        required=False,
+        validators=[MinValueValidator(0), MaxValueValidator(MAX_BUDGET)],
+    )
+    gib_hours = forms.IntegerField(
+        label=gettext_lazy("More GiB × hours"), required=False, validators=[MinValueValidator(0), MaxValueValidator(MAX_BUDGET)]
+    )
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors and not (data.get("core_percent_hours") or data.get("gib_hours")):
+            raise forms.ValidationError(_("Grant some AI-Core-% × hours, GiB × hours or both."))
+        return data
 
 
 class PreviewForm(forms.Form):

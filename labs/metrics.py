@@ -222,7 +222,15 @@ def _repairs(now: datetime) -> list[Family]:
         "Borrowed sessions warned that another course needs their capacity back, not yet stopped",
     )
     pending.add((), ledger.reclaims_pending())
-    return [repairs, breaches, pending]
+    stops = Family(
+        "npu_lab_policy_stops_total",
+        "counter",
+        "Sessions a policy stopped: their maximum length (lifetime), their student's weekly budget, a reclaim",
+        ("policy",),
+    )
+    for policy, n in ledger.policy_stops().items():
+        stops.add((policy,), n)
+    return [repairs, breaches, pending, stops]
 
 
 def scrape_refusal(authorization: str, *, token: str, debug: bool) -> HttpResponse | None:

@@ -1,4 +1,4 @@
-"""Celery tasks: the controller and the node reconciler. Both are idempotent and take no arguments.
+"""Celery tasks: the controller, the node reconciler and the budget check. Each is idempotent and takes no arguments.
 
 Acknowledged late (settings ``CELERY_TASK_ACKS_LATE``): a task whose worker dies is delivered
 again, and running it twice changes nothing. Services never import this module; they send
@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from celery import shared_task
 
-from labs.services import controller, reconcile
+from labs.services import budgets, controller, reconcile
 
 
 @shared_task(name="labs.tasks.controller")
@@ -35,3 +35,8 @@ def reconcile_task() -> dict[str, int]:
 @shared_task(name="labs.tasks.nodes_recheck")
 def nodes_recheck_task() -> list[str]:
     return reconcile.nodes_recheck()
+
+
+@shared_task(name="labs.tasks.budgets")
+def budgets_task() -> dict[str, int]:
+    return {k: len(v) for k, v in asdict(budgets.budgets_enforce()).items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -15,6 +16,7 @@ from labs.models import Course, Enrollment, LabSession, LabTemplate
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
 from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
+from labs.selectors.usage import student_budgets
 from labs.services.sessions import ExtendRefused, LaunchRefused
 from labs.services.sessions import session_extend as extend_service
 from labs.services.sessions import session_launch as launch_service
@@ -31,11 +33,16 @@ def home(request: HttpRequest) -> HttpResponse:
     enrollments = enrollments_of_user(user=request.user)
     if not any(e.role == Enrollment.Role.STUDENT for e in enrollments) and is_teacher(user=request.user):
         return redirect("labs:console")  # an instructor lands on the courses they teach
+    studies = [e for e in enrollments if e.role == Enrollment.Role.STUDENT]
+    budgets = student_budgets(pairs=[(e.course_id, request.user.pk) for e in studies])
+    for e in studies:
+        e.budget = budgets.get((e.course_id, request.user.pk))
     return render(
         request,
         "labs/home.html",
         {
-            "student_enrollments": [e for e in enrollments if e.role == Enrollment.Role.STUDENT],
+            "student_enrollments": studies,
+            "budget_warning_percent": settings.LAB_BUDGET_WARNING_PERCENT,
             "staff_enrollments": [e for e in enrollments if e.role in Enrollment.STAFF_ROLES],
             "sessions": sessions_of_student(user=request.user),
         },

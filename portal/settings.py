@@ -261,6 +261,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
     "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
+    "budgets": {"task": "labs.tasks.budgets", "schedule": env_float("LAB_BUDGET_CHECK_SECONDS", 30.0, minimum=1.0)},
     # Unavailable nodes only: is the agent back? (cheap when every node is up)
     "nodes-recheck": {
         "task": "labs.tasks.nodes_recheck",
@@ -339,6 +340,9 @@ LAB_PLACEMENT = {
     "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
 }
 # Reclaim: a borrowed session another course needs back is warned, then stopped this long after.
+# Weekly budgets: warned at this share used, stopped this long after the budget is used up.
+LAB_BUDGET_WARNING_PERCENT = env_int("LAB_BUDGET_WARNING_PERCENT", 80, minimum=1, maximum=99)
+LAB_BUDGET_GRACE_SECONDS = env_int("LAB_BUDGET_GRACE_SECONDS", 300, minimum=0, maximum=24 * 3600)
 LAB_RECLAIM_WARNING_SECONDS = env_int("LAB_RECLAIM_WARNING_SECONDS", 300, minimum=0, maximum=24 * 3600)
 
 # --- Node agents and the reconciler ---------------------------------------------------------------

@@ -7,6 +7,7 @@ on one machine never touch each other's data. Processes a test starts (workers, 
 inherit the run's choices through the environment.
 """
 
+import atexit
 import os
 import tempfile
 import uuid
@@ -24,6 +25,15 @@ os.environ.setdefault("LAB_DRIVER", "labs.drivers.simulator.SimulatorDriver")
 os.environ.setdefault("LAB_SIMULATOR_DELAY_SECONDS", "0.3")
 
 
+def _release_redis_database(url: str) -> None:
+    """At exit of the process that claimed it (a run, or a command with these settings), free the number."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    if client.get(REDIS_CLAIM_KEY) == RUN_ID.encode():
+        client.delete(REDIS_CLAIM_KEY)
+
+
 def _claim_redis_database(server_url: str) -> str:
     """The first Redis database (1..15) that no other live run of the suite has claimed."""
     import redis
@@ -32,6 +42,7 @@ def _claim_redis_database(server_url: str) -> str:
         url = f"{server_url.rstrip('/')}/{number}"
         # The claim expires, so a run that was killed frees its number after a while.
         if redis.Redis.from_url(url).set(REDIS_CLAIM_KEY, RUN_ID, nx=True, ex=3 * 3600):
+            atexit.register(_release_redis_database, url)
             return url
     raise RuntimeError(f"every Redis database 1..15 at {server_url} is claimed by another test run ({REDIS_CLAIM_KEY})")
 

@@ -43,6 +43,13 @@ MESSAGES: dict[str, str] = {
         "it stops at the time shown; save your work"
     ),
     "session.reclaimed": gettext_noop("stopped: the capacity it borrowed was needed for a session of %(course)s"),
+    "session.budget_warning": gettext_noop(
+        "over %(percent)s %% of your weekly NPU budget in %(course)s is used; at 100 %% your labs stop"
+    ),
+    "session.budget_used_up": gettext_noop(
+        "your weekly NPU budget in %(course)s is used up: this lab stops at the time shown; save your work"
+    ),
+    "session.budget_stopped": gettext_noop("stopped: your weekly NPU budget in %(course)s was used up"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- admission and placement (labs/domain) ------------------------------------------------------
     # what the request itself asks for: refused, it can never be placed as asked

@@ -3,10 +3,11 @@ from labs.models.cluster import Card, Node
 from labs.models.operations import AuditEvent, InstanceSample, RepairEvent, ResidualCandidate
 from labs.models.sessions import Allocation, LabSession
 from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution, InstitutionRole
-from labs.models.usage import UsageRecord
+from labs.models.usage import BudgetGrant, UsageRecord
 
 __all__ = [
     "AllowedImage",
+    "BudgetGrant",
     "AuditEvent",
     "Allocation",
     "Card",

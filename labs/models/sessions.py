@@ -9,7 +9,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from labs.domain.reasons import Reason
-from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
+from labs.domain.states import HOLDS_ALLOCATION, POLICY_STOPS, TERMINAL, SessionState
 from labs.domain.units import MEMORY_GRANULE_MIB
 
 
@@ -60,6 +60,8 @@ class LabSession(models.Model):
     reclaim_at = models.DateTimeField(null=True, blank=True)
     # Extensions of its maximum length the student took (CourseQuota.extensions_allowed).
     extensions_used = models.PositiveSmallIntegerField(default=0)
+    # The student's weekly budget is used up: the session stops at this time (labs.services.budgets).
+    budget_stop_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -67,6 +69,8 @@ class LabSession(models.Model):
             models.Index(fields=["state", "created_at"], name="session_state_created"),
             models.Index(fields=["student", "state"], name="session_student_state"),
             models.Index(fields=["course", "state"], name="session_course_state"),
+            # Small: only sessions a policy stopped (the metrics count them by reason).
+            models.Index(fields=["reason_code"], condition=Q(reason_code__in=POLICY_STOPS), name="session_policy_stops"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(state__in=[s.value for s in SessionState]), name="session_state_valid"),

@@ -113,6 +113,11 @@ class CourseQuota(models.Model):
     # A student may lengthen a running session this many times, by this much each time.
     extensions_allowed = models.PositiveSmallIntegerField(_("extensions a student may ask for"), default=0)
     extension_minutes = models.PositiveIntegerField(_("minutes each extension adds"), default=30)
+    # A weekly NPU budget per student (None: no budget), from Monday 00:00 in the portal's time zone.
+    budget_core_percent_hours = models.PositiveIntegerField(
+        _("weekly budget per student: AI-Core-% × hours"), null=True, blank=True
+    )
+    budget_gib_hours = models.PositiveIntegerField(_("weekly budget per student: GiB × hours"), null=True, blank=True)
     # Borrowing and lending inside a cohort (Kueue's ClusterQueue): a course with no cohort
     # holds exactly its guarantee. An empty borrowing limit is unlimited; an empty lending
     # limit lends all of the course's idle guarantee.

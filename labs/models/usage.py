@@ -40,3 +40,21 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}: {self.core_percent_seconds} %·s, {self.memory_mib_seconds} MiB·s"
+
+
+class BudgetGrant(models.Model):
+    """More NPU budget for one student in one course for one week, granted by an instructor."""
+
+    course = models.ForeignKey("labs.Course", on_delete=models.CASCADE, related_name="budget_grants")
+    student = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    week_start = models.DateField()  # the Monday of the week it is for
+    core_percent_hours = models.PositiveIntegerField(default=0)
+    gib_hours = models.PositiveIntegerField(default=0)
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["course", "week_start"], name="grant_course_week")]
+
+    def __str__(self) -> str:
+        return f"{self.student_id} in {self.course_id}, week of {self.week_start}: +{self.core_percent_hours} %·h"

@@ -21,7 +21,7 @@ from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
 from labs.selectors.courses import QuotaUse, staff_courses
-from labs.selectors.usage import seconds_by_day, usage_spans
+from labs.selectors.usage import seconds_by_day, usage_spans, week_start
 
 
 class CourseRole(StrEnum):
@@ -264,7 +264,7 @@ def course_usage(*, course: Course, now: datetime | None = None) -> CourseUsage:
     """
     now = now or timezone.now()
     local = timezone.localtime(now)
-    week = (local - timedelta(days=local.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
+    week = week_start(now)
     start = term_start(course)
     students: dict[int, StudentUsage] = {}
     for e in (

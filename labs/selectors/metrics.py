@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from django.db.models import Count, Min, Q, Sum
 
-from labs.domain.states import ACTIVE, RECLAIMABLE, SessionState
+from labs.domain.states import ACTIVE, POLICY_STOPS, RECLAIMABLE, SessionState
 from labs.domain.units import Scenario, card_instance_cap
 from labs.models import Allocation, Card, Course, LabSession, Node, RepairEvent
 
@@ -199,6 +199,18 @@ def repair_event_totals() -> dict[str, int]:
     """
     counts = dict(RepairEvent.objects.values_list("kind").annotate(n=Count("id")).values_list("kind", "n").order_by())
     return {kind: counts.get(kind, 0) for kind in RepairEvent.Kind.values}
+
+
+def policy_stops() -> dict[str, int]:
+    """Sessions each stopping policy ended (every policy present, 0 when none)."""
+    counts = dict(
+        LabSession.objects.filter(reason_code__in=POLICY_STOPS)
+        .values("reason_code")
+        .annotate(n=Count("id"))
+        .values_list("reason_code", "n")
+        .order_by()
+    )
+    return {code.removeprefix("session."): counts.get(code, 0) for code in POLICY_STOPS}
 
 
 def reclaims_pending() -> int:

@@ -134,7 +134,8 @@ def _count(qs: QuerySet[LabSession]) -> QuerySet:
 
 def session_stops_at(session: LabSession) -> float | None:
     """When this running session will be stopped (seconds since the epoch): at its maximum length
-    (the controller's deadline) or, if it was warned of a reclaim, at ``reclaim_at`` if sooner."""
+    (the controller's deadline), or sooner if it was warned of a reclaim (``reclaim_at``) or its
+    student's budget is used up (``budget_stop_at``)."""
     if session.state != SessionState.RUNNING or session.running_at is None:
         return None
     quota = getattr(session.course, "quota", None)
@@ -144,8 +145,9 @@ def session_stops_at(session: LabSession) -> float | None:
         session.extensions_used * quota.extension_minutes if quota else 0,
     )
     deadline = session_deadline(session.running_at.timestamp(), limit)
-    if session.reclaim_at is not None:
-        deadline = session.reclaim_at.timestamp() if deadline is None else min(deadline, session.reclaim_at.timestamp())
+    for stop in (session.reclaim_at, session.budget_stop_at):
+        if stop is not None:
+            deadline = stop.timestamp() if deadline is None else min(deadline, stop.timestamp())
     return deadline
 
 

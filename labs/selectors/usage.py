@@ -17,7 +17,7 @@ from datetime import date, datetime, time, timedelta
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from labs.models import Allocation, Course, LabSession, UsageRecord
+from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,3 +215,72 @@ def usage_report_csv(report: UsageReport) -> str:
             ]
         )
     return out.getvalue()
+
+
+def week_start(now: datetime) -> datetime:
+    """Monday 00:00 of ``now``'s week, in the portal's time zone: where weeks (and budgets) begin."""
+    local = timezone.localtime(now)
+    return (local - timedelta(days=local.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A student's weekly NPU budget in a course: the limits (the course's plus grants) and what is used."""
+
+    core_percent_hours: float | None  # None: no limit on this resource
+    gib_hours: float | None
+    used: Totals
+
+    @property
+    def fraction(self) -> float:
+        """The larger share used of the two limits (1.0: used up)."""
+        shares = [
+            used / limit if limit else (1.0 if used > 0 else 0.0)
+            for used, limit in (
+                (self.used.core_percent_hours, self.core_percent_hours),
+                (self.used.gib_hours, self.gib_hours),
+            )
+            if limit is not None
+        ]
+        return max(shares, default=0.0)
+
+    @property
+    def percent(self) -> int:
+        return int(self.fraction * 100)
+
+
+def student_budgets(*, pairs: Iterable[tuple[int, int]], now: datetime | None = None) -> dict[tuple[int, int], Budget]:
+    """The budgets of ``(course_id, student_id)`` pairs whose course sets one, for the week of ``now``."""
+    now = now or timezone.now()
+    pairs = set(pairs)
+    courses = {c for c, _ in pairs}
+    quotas = {
+        q.course_id: q
+        for q in CourseQuota.objects.filter(course_id__in=courses).exclude(
+            budget_core_percent_hours__isnull=True, budget_gib_hours__isnull=True
+        )
+    }
+    pairs = {p for p in pairs if p[0] in quotas}
+    if not pairs:
+        return {}
+    since = week_start(now)
+    extra: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    for course_id, student_id, core, gib in BudgetGrant.objects.filter(
+        course_id__in={c for c, _ in pairs}, student_id__in={s for _, s in pairs}, week_start=since.date()
+    ).values_list("course_id", "student_id", "core_percent_hours", "gib_hours"):
+        extra[(course_id, student_id)][0] += core
+        extra[(course_id, student_id)][1] += gib
+    used: dict[tuple[int, int], Totals] = defaultdict(Totals)
+    for span in usage_spans(since=since, until=now, courses={c for c, _ in pairs}, students={s for _, s in pairs}, now=now):
+        if (span.course_id, span.student_id) in pairs:
+            used[(span.course_id, span.student_id)].add(span, span.seconds_within(since, now))
+    budgets = {}
+    for pair in pairs:
+        quota = quotas[pair[0]]
+        core_extra, gib_extra = extra.get(pair, (0, 0))
+        budgets[pair] = Budget(
+            None if quota.budget_core_percent_hours is None else quota.budget_core_percent_hours + core_extra,
+            None if quota.budget_gib_hours is None else quota.budget_gib_hours + gib_extra,
+            used[pair],
+        )
+    return budgets

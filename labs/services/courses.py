@@ -87,6 +87,8 @@ QUOTA_FIELDS = (
     "max_session_minutes",
     "extensions_allowed",
     "extension_minutes",
+    "budget_core_percent_hours",
+    "budget_gib_hours",
 )
 
 

@@ -21,6 +21,7 @@ from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate, UsageRecord
+from labs.selectors.usage import student_budgets
 from labs.services.events import session_changes_publish
 
 _TIMESTAMP_OF = {
@@ -149,6 +150,12 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
                 _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
                 % {"open": open_count, "limit": quota.sessions_per_student, "course": course.code}
             )
+        budget = student_budgets(pairs=[(course.pk, student.pk)]).get((course.pk, student.pk))
+        if budget is not None and budget.fraction >= 1:
+            raise LaunchRefused(
+                _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
+                % {"course": course.code}
+            )
         session = LabSession.objects.create(
             student=student,
             course=course,
@@ -196,6 +203,8 @@ def session_extend(*, session_id, student) -> int:
             )
         if session.reclaim_at is not None:
             raise ExtendRefused(_("Another course needs this session's capacity back; it cannot be extended."))
+        if session.budget_stop_at is not None:
+            raise ExtendRefused(_("Your weekly NPU budget is used up; this session cannot be extended."))
         LabSession.objects.filter(pk=session.pk).update(extensions_used=F("extensions_used") + 1, version=F("version") + 1)
         session_changes_publish([session.pk])
     return allowed - session.extensions_used - 1

@@ -14,7 +14,7 @@ from typing import Any
 
 from django import template
 from django.conf import settings
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import json_script
 from django.utils.translation import gettext, gettext_noop
@@ -105,3 +105,24 @@ def session_card_words() -> str:
 @register.simple_tag
 def shares_enforced() -> bool:
     return settings.LAB_SHARES_ENFORCED
+
+
+def budget_text(budget) -> str:
+    """A student's weekly budget in words: what is used of each limit the course sets, and the share."""
+    parts = []
+    if budget.core_percent_hours is not None:
+        parts.append(
+            gettext("%(used)s of %(limit)s AI-Core-%% × hours")
+            % {"used": formats.number_format(budget.used.core_percent_hours, 1), "limit": budget.core_percent_hours}
+        )
+    if budget.gib_hours is not None:
+        parts.append(
+            gettext("%(used)s of %(limit)s GiB × hours")
+            % {"used": formats.number_format(budget.used.gib_hours, 1), "limit": budget.gib_hours}
+        )
+    return gettext("%(parts)s used (%(percent)s %%)") % {"parts": " · ".join(parts), "percent": budget.percent}
+
+
+@register.simple_tag(name="budget_text")
+def budget_text_tag(budget) -> str:
+    return budget_text(budget)

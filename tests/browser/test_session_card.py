@@ -141,3 +141,36 @@ def test_a_student_extends_a_running_lab_from_its_card(
     expect(mine.locator("[data-role=extend]")).to_be_hidden()  # the only extension is taken
     assert page.evaluate("window.__notReloaded") is True
     assert LabSession.objects.get(pk=running.pk).extensions_used == 1
+
+
+@pytest.mark.parametrize(
+    ("language", "meter_text", "warning"),
+    [
+        ("en", "5.1 of 6 AI-Core-% × hours used (85 %)", "over 80 % of your weekly NPU budget in {code} is used"),
+        ("zh-hans", "已用 5.1 / 6 AI Core 百分比 × 小时（85 %）", "您在 {code} 的每周 NPU 预算已用去 80 % 以上"),
+    ],
+)
+def test_the_budget_meter_and_its_warning_in_both_languages(world, portal_server, browser_page, language, meter_text, warning):
+    from labs.selectors.usage import week_start
+    from labs.services.budgets import budgets_enforce
+
+    if timezone.now() - week_start(timezone.now()) < timedelta(hours=1):
+        pytest.skip("the week began less than an hour ago: no room for the span this test places in it")
+    course = world["course"]
+    course.quota.budget_core_percent_hours = 6
+    course.quota.save()
+    ada = world["students"][0]
+    running = session_launch(student=ada, course=course, template=world["medium"])  # 10 %
+    allocation_pass()
+    assert session_transition(running.pk, to=SessionState.STARTING)
+    assert session_transition(running.pk, to=SessionState.RUNNING, access_url="http://lab/")
+    from labs.models import Allocation
+
+    Allocation.objects.filter(session=running).update(created_at=timezone.now() - timedelta(minutes=30, seconds=40))
+    assert budgets_enforce().warned == [str(running.pk)]
+
+    page = open_page(browser_page.context.browser, portal_server, ada.username, language)
+    budget = page.locator(f"[data-budget-course='{course.code}']")
+    expect(budget.locator("meter")).to_have_attribute("value", "85")
+    expect(budget.locator("[data-budget-text]")).to_have_text(meter_text)
+    expect(card(page, running).locator("[data-field=reason]")).to_contain_text(warning.format(code=course.code))

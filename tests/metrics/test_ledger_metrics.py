@@ -233,7 +233,7 @@ def test_a_scrape_costs_the_same_queries_however_big_the_cluster(db):
     allocation_pass()
     RepairEvent.objects.create(kind="card_rebound", node=Node.objects.get(name="n2"), message="test")
 
-    assert queries() == small == 12
+    assert queries() == small == 13
     assert Course.objects.count() == 4
 
 
