@@ -1,4 +1,4 @@
-"""Celery tasks: the controller, the node reconciler and the budget check. Each is idempotent and takes no arguments.
+"""Celery tasks: the controller, the node reconciler, the idle and budget checks. Each is idempotent and takes no arguments.
 
 Acknowledged late (settings ``CELERY_TASK_ACKS_LATE``): a task whose worker dies is delivered
 again, and running it twice changes nothing. Services never import this module; they send
@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from celery import shared_task
 
-from labs.services import budgets, controller, reconcile
+from labs.services import activity, budgets, controller, reconcile
 
 
 @shared_task(name="labs.tasks.controller")
@@ -40,3 +40,9 @@ def nodes_recheck_task() -> list[str]:
 @shared_task(name="labs.tasks.budgets")
 def budgets_task() -> dict[str, int]:
     return {k: len(v) for k, v in asdict(budgets.budgets_enforce()).items()}
+
+
+@shared_task(name="labs.tasks.activity")
+def activity_task() -> dict[str, int]:
+    report = activity.activity_check()
+    return {"looked": report.looked, "unanswered": report.unanswered, "warned": len(report.warned), "culled": len(report.culled)}

@@ -9,6 +9,7 @@ urlpatterns = [
     path("sessions/launch/", views.session_launch, name="session-launch"),
     path("sessions/<uuid:session_id>/stop/", views.session_stop, name="session-stop"),
     path("sessions/<uuid:session_id>/extend/", views.session_extend, name="session-extend"),
+    path("sessions/<uuid:session_id>/keep/", views.session_keep, name="session-keep"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
     path("teach/", console.console_home, name="console"),
     path("teach/courses/new/", console.course_new, name="course-new"),

@@ -17,6 +17,8 @@ from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
 from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
 from labs.selectors.usage import student_budgets
+from labs.services.activity import KeepRefused
+from labs.services.activity import session_keep_running as keep_service
 from labs.services.sessions import ExtendRefused, LaunchRefused
 from labs.services.sessions import session_extend as extend_service
 from labs.services.sessions import session_launch as launch_service
@@ -123,6 +125,25 @@ def session_extend(request: HttpRequest, session_id) -> HttpResponse:
     if _wants_json(request):
         return JsonResponse({"ok": True, "extensions_left": left})
     messages.success(request, _("Extended."))
+    return redirect("labs:home")
+
+
+@login_required
+@require_POST
+def session_keep(request: HttpRequest, session_id) -> HttpResponse:
+    if not LabSession.objects.filter(pk=session_id, student=request.user).exists():
+        raise Http404(_("No such session."))  # only its student answers a warning
+    try:
+        keep_service(session_id=session_id, student=request.user)
+    except KeepRefused:
+        error = _("This session has no idle warning to answer.")
+        if _wants_json(request):
+            return JsonResponse({"error": error}, status=409)
+        messages.info(request, error)
+        return redirect("labs:home")
+    if _wants_json(request):
+        return JsonResponse({"ok": True})
+    messages.success(request, _("It keeps running."))
     return redirect("labs:home")
 
 

@@ -261,6 +261,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
     "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
+    "activity": {"task": "labs.tasks.activity", "schedule": env_float("LAB_IDLE_CHECK_SECONDS", 60.0, minimum=1.0)},
     "budgets": {"task": "labs.tasks.budgets", "schedule": env_float("LAB_BUDGET_CHECK_SECONDS", 30.0, minimum=1.0)},
     # Unavailable nodes only: is the agent back? (cheap when every node is up)
     "nodes-recheck": {
@@ -340,6 +341,9 @@ LAB_PLACEMENT = {
     "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
 }
 # Reclaim: a borrowed session another course needs back is warned, then stopped this long after.
+# Idle culling (beat: LAB_IDLE_CHECK_SECONDS): how long before the stop the student is warned, how long a look waits.
+LAB_IDLE_WARNING_SECONDS = env_int("LAB_IDLE_WARNING_SECONDS", 600, minimum=0, maximum=24 * 3600)
+LAB_IDLE_PROBE_TIMEOUT_SECONDS = env_float("LAB_IDLE_PROBE_TIMEOUT_SECONDS", 3.0, minimum=0.1)
 # Weekly budgets: warned at this share used, stopped this long after the budget is used up.
 LAB_BUDGET_WARNING_PERCENT = env_int("LAB_BUDGET_WARNING_PERCENT", 80, minimum=1, maximum=99)
 LAB_BUDGET_GRACE_SECONDS = env_int("LAB_BUDGET_GRACE_SECONDS", 300, minimum=0, maximum=24 * 3600)

@@ -43,6 +43,10 @@ MESSAGES: dict[str, str] = {
         "it stops at the time shown; save your work"
     ),
     "session.reclaimed": gettext_noop("stopped: the capacity it borrowed was needed for a session of %(course)s"),
+    "session.idle_warning": gettext_noop(
+        "no activity for %(minutes)s minutes: this lab stops at the time shown unless you keep it running"
+    ),
+    "session.idle_culled": gettext_noop("stopped after %(minutes)s minutes without activity"),
     "session.budget_warning": gettext_noop(
         "over %(percent)s %% of your weekly NPU budget in %(course)s is used; at 100 %% your labs stop"
     ),

@@ -37,7 +37,7 @@ TERMINAL = frozenset({SessionState.STOPPED, SessionState.FAILED})
 # States in which the session holds an Allocation row that has not been released.
 HOLDS_ALLOCATION = frozenset({SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING, SessionState.STOPPING})
 # The reasons a policy stops a session for (counted in npu_lab_policy_stops_total).
-POLICY_STOPS = ("session.lifetime", "session.budget_stopped", "session.reclaimed")
+POLICY_STOPS = ("session.lifetime", "session.idle_culled", "session.budget_stopped", "session.reclaimed")
 # What a reclaim warns and stops (a stopping session frees its room by itself).
 RECLAIMABLE = frozenset({SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING})
 # States that count against a student's concurrent-session limit.

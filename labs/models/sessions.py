@@ -62,6 +62,11 @@ class LabSession(models.Model):
     extensions_used = models.PositiveSmallIntegerField(default=0)
     # The student's weekly budget is used up: the session stops at this time (labs.services.budgets).
     budget_stop_at = models.DateTimeField(null=True, blank=True)
+    # Idle culling (labs.services.activity): the latest activity seen, the stop a warning named,
+    # and what the last look needs to compare with (vLLM's finished-request counter).
+    last_active_at = models.DateTimeField(null=True, blank=True)
+    cull_at = models.DateTimeField(null=True, blank=True)
+    activity = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -135,7 +135,7 @@ def _count(qs: QuerySet[LabSession]) -> QuerySet:
 def session_stops_at(session: LabSession) -> float | None:
     """When this running session will be stopped (seconds since the epoch): at its maximum length
     (the controller's deadline), or sooner if it was warned of a reclaim (``reclaim_at``) or its
-    student's budget is used up (``budget_stop_at``)."""
+    student's budget is used up (``budget_stop_at``) or it was warned as idle (``cull_at``)."""
     if session.state != SessionState.RUNNING or session.running_at is None:
         return None
     quota = getattr(session.course, "quota", None)
@@ -145,7 +145,7 @@ def session_stops_at(session: LabSession) -> float | None:
         session.extensions_used * quota.extension_minutes if quota else 0,
     )
     deadline = session_deadline(session.running_at.timestamp(), limit)
-    for stop in (session.reclaim_at, session.budget_stop_at):
+    for stop in (session.reclaim_at, session.budget_stop_at, session.cull_at):
         if stop is not None:
             deadline = stop.timestamp() if deadline is None else min(deadline, stop.timestamp())
     return deadline
@@ -204,6 +204,8 @@ def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueF
         "extensions_left": extensions_left,
         "extension_minutes": quota.extension_minutes if quota is not None else 0,
         "extend_label": extend_label(quota.extension_minutes) if extensions_left else "",
+        # Warned as idle: the owner's card offers "Keep running".
+        "can_keep": for_owner and session.state == SessionState.RUNNING and session.cull_at is not None,
         "queue_position": queue.position if queue else None,
         "queue_length": queue.length if queue else None,
         "wait_seconds": queue.wait_seconds if queue else None,

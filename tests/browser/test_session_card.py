@@ -174,3 +174,31 @@ def test_the_budget_meter_and_its_warning_in_both_languages(world, portal_server
     expect(budget.locator("meter")).to_have_attribute("value", "85")
     expect(budget.locator("[data-budget-text]")).to_have_text(meter_text)
     expect(card(page, running).locator("[data-field=reason]")).to_contain_text(warning.format(code=course.code))
+
+
+@pytest.mark.parametrize(
+    ("language", "warning", "keep"),
+    [("en", "no activity for 60 minutes", "Keep running"), ("zh-hans", "已 60 分钟没有活动", "继续运行")],
+)
+def test_an_idle_warning_counts_down_and_keep_running_cancels_it(world, portal_server, browser_page, language, warning, keep):
+    ada = world["students"][0]
+    running = session_launch(student=ada, course=world["course"], template=world["small"])
+    allocation_pass()
+    assert session_transition(running.pk, to=SessionState.STARTING)
+    assert session_transition(running.pk, to=SessionState.RUNNING, access_url="http://lab/")
+    from labs.domain.reasons import Reason as R
+    from labs.services.sessions import reason_fields
+
+    cull_at = timezone.now() + timedelta(minutes=9, seconds=30)
+    LabSession.objects.filter(pk=running.pk).update(cull_at=cull_at, **reason_fields(R.of("session.idle_warning", minutes=60)))
+
+    page = open_page(browser_page.context.browser, portal_server, ada.username, language)
+    mine = card(page, running)
+    expect(mine.locator("[data-field=reason]")).to_contain_text(warning)
+    expect(mine.locator("[data-piece=stops]")).to_contain_text(cull_at.astimezone(ZoneInfo(ZONE)).strftime("%H:%M"))
+    page.evaluate("window.__notReloaded = true")
+    mine.get_by_role("button", name=keep).click()
+    expect(mine.locator("[data-role=keep]")).to_be_hidden(timeout=15_000)
+    expect(mine.locator("[data-field=reason]")).to_have_text("")
+    assert page.evaluate("window.__notReloaded") is True
+    assert LabSession.objects.get(pk=running.pk).cull_at is None

@@ -262,3 +262,41 @@ def is_running(pid: int) -> bool:
     except OSError:
         return False
     return stat_line[stat_line.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def test_the_idle_probe_sees_a_kernel_computing_with_no_browser_attached(lab: Lab) -> None:
+    """A real JupyterLab: idle at first; a kernel running a long cell is busy, and stays busy
+    for the probe once the only websocket (the "browser") has gone."""
+    import uuid
+
+    import websocket
+
+    from labs.services.activity import jupyter_activity, lab_base_url
+
+    base, token = lab_base_url(lab.access_url), lab.spec.secret
+    quiet = jupyter_activity(base, token, timeout=5)
+    assert quiet.busy_now is False and quiet.last_seen is not None
+
+    headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    kernel = json.loads(opener.open(urllib.request.Request(base + "api/kernels", data=b"{}", headers=headers)).read())
+    try:
+        socket = websocket.create_connection(
+            base.replace("http://", "ws://") + f"api/kernels/{kernel['id']}/channels",
+            header=[f"Authorization: token {token}"],
+            timeout=30,
+        )
+        header = {"msg_id": uuid.uuid4().hex, "username": "t", "session": uuid.uuid4().hex, "version": "5.3"}
+        content = {"code": "import time\ntime.sleep(20)", "silent": False, "store_history": False, "allow_stdin": False}
+        message = {"header": {**header, "msg_type": "execute_request"}, "parent_header": {}, "metadata": {}}
+        socket.send(json.dumps({**message, "content": {**content, "user_expressions": {}}, "channel": "shell", "buffers": []}))
+        deadline = time.monotonic() + 30
+        while not jupyter_activity(base, token, timeout=5).busy_now:
+            assert time.monotonic() < deadline, "the kernel never showed busy"
+            time.sleep(0.2)
+        socket.close()  # the browser is gone; the cell goes on
+        time.sleep(1)
+        assert jupyter_activity(base, token, timeout=5).busy_now is True
+    finally:
+        request = urllib.request.Request(base + f"api/kernels/{kernel['id']}", headers=headers, method="DELETE")
+        opener.open(request).read()

@@ -98,6 +98,8 @@
     if (stop) stop.action = stopUrl(session.id);
     const extend = el.querySelector('[data-role="extend"]');
     if (extend) extend.action = stopUrl(session.id).replace(/stop\/$/, "extend/");
+    const keep = el.querySelector('[data-role="keep"]');
+    if (keep) keep.action = stopUrl(session.id).replace(/stop\/$/, "keep/");
     const empty = list.querySelector(".empty");
     if (empty) empty.remove();
     if (courseId) list.append(el); else list.prepend(el);
@@ -130,6 +132,8 @@
     if (stop) stop.hidden = !session.can_stop;
     const extend = el.querySelector('[data-role="extend"]');
     if (extend) extend.hidden = !session.extensions_left;
+    const keep = el.querySelector('[data-role="keep"]');
+    if (keep) keep.hidden = !session.can_keep;
     if (courseId && ended.has(session.state)) el.remove();
   }
 
@@ -149,7 +153,7 @@
     const form = event.target;
     const isLaunch = form.classList.contains("js-launch");
     const isStop = form.dataset.role === "stop";
-    const isExtend = form.dataset.role === "extend";
+    const isExtend = form.dataset.role === "extend" || form.dataset.role === "keep";
     if (!isLaunch && !isStop && !isExtend) return;
     event.preventDefault();
     if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
