@@ -475,7 +475,7 @@ def _budget_grant(request: HttpRequest, course) -> HttpResponse:
 def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
     """The course's open sessions (or the last 200 ended ones with ``state=ended``), filtered by
     state, template and student."""
-    qs = LabSession.objects.filter(course=course).select_related("student", "template", "course", "allocation__card__node")
+    qs = LabSession.objects.filter(course=course).select_related("student", "template", "course__quota", "allocation__card__node")
     state = params.get("state", "")
     template = params.get("template", "")
     if template.isdigit():

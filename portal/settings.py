@@ -341,6 +341,11 @@ LAB_PLACEMENT = {
     "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
 }
 # Reclaim: a borrowed session another course needs back is warned, then stopped this long after.
+# Fair order in a course's queue: recent usage (decayed with this half-life) pushes a launch
+# back this many seconds per AI-Core-% x hour, at most this far.
+LAB_FAIR_SHARE_HALF_LIFE_HOURS = env_float("LAB_FAIR_SHARE_HALF_LIFE_HOURS", 24.0, minimum=0.0)
+LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR = env_float("LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR", 30.0, minimum=0.0)
+LAB_FAIR_SHARE_MAX_DELAY_SECONDS = env_float("LAB_FAIR_SHARE_MAX_DELAY_SECONDS", 1800.0, minimum=0.0)
 # Idle culling (beat: LAB_IDLE_CHECK_SECONDS): how long before the stop the student is warned, how long a look waits.
 LAB_IDLE_WARNING_SECONDS = env_int("LAB_IDLE_WARNING_SECONDS", 600, minimum=0, maximum=24 * 3600)
 LAB_IDLE_PROBE_TIMEOUT_SECONDS = env_float("LAB_IDLE_PROBE_TIMEOUT_SECONDS", 3.0, minimum=0.1)

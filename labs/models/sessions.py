@@ -42,6 +42,9 @@ class LabSession(models.Model):
     reason_params = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(_("launched"), auto_now_add=True)
+    # Its place in the course's queue: the launch time, pushed back by the student's recent
+    # usage (labs.domain.fairness). The allocation pass and the queue positions follow it.
+    queue_at = models.DateTimeField(null=True, blank=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     running_at = models.DateTimeField(null=True, blank=True)
@@ -72,6 +75,7 @@ class LabSession(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["state", "created_at"], name="session_state_created"),
+            models.Index(fields=["state", "queue_at"], name="session_state_queue_at"),
             models.Index(fields=["student", "state"], name="session_student_state"),
             models.Index(fields=["course", "state"], name="session_course_state"),
             # Small: only sessions a policy stopped (the metrics count them by reason).

@@ -84,8 +84,9 @@ def queue_facts(sessions: Sequence[LabSession], *, now: float | None = None) -> 
     """Queue position, queue length and wait estimate of each queued session among ``sessions``, by pk.
 
     The position counts the course's queued sessions in the order the allocation pass takes
-    them (``created_at``, then ``id``). The wait is ``labs.domain.queue.wait_estimate_seconds``:
-    only when the course's quota is full, from when the course's sessions end at the latest.
+    them (``queue_at``: the launch time pushed back by the student's recent usage, then ``id``).
+    The wait is ``labs.domain.queue.wait_estimate_seconds``: only when the course's quota is
+    full, from when the course's sessions end at the latest.
     Two queries at most, however many sessions.
     """
     queued = [s for s in sessions if s.state == SessionState.QUEUED]
@@ -93,9 +94,7 @@ def queue_facts(sessions: Sequence[LabSession], *, now: float | None = None) -> 
         return {}
     now = timezone.now().timestamp() if now is None else now
     course_queue = LabSession.objects.filter(course_id=OuterRef("course_id"), state=SessionState.QUEUED).order_by()
-    ahead = course_queue.filter(
-        Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), id__lt=OuterRef("id"))
-    )
+    ahead = course_queue.filter(Q(queue_at__lt=OuterRef("queue_at")) | Q(queue_at=OuterRef("queue_at"), id__lt=OuterRef("id")))
     places = LabSession.objects.filter(pk__in=[s.pk for s in queued], state=SessionState.QUEUED).annotate(
         ahead=Coalesce(Subquery(_count(ahead)), 0, output_field=IntegerField()),
         length=Coalesce(Subquery(_count(course_queue)), 0, output_field=IntegerField()),

@@ -17,6 +17,7 @@ from datetime import date, datetime, time, timedelta
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from labs.domain.fairness import decayed
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
 
 
@@ -284,3 +285,20 @@ def student_budgets(*, pairs: Iterable[tuple[int, int]], now: datetime | None = 
             used[pair],
         )
     return budgets
+
+
+def recent_usage_core_percent_hours(
+    *, course_id: int, student_id: int, half_life_hours: float, now: datetime | None = None
+) -> float:
+    """The student's AI-Core-% x hours in the course, each span decayed by how long ago it ended
+    (four half-lives back: older use counts for less than 7 %)."""
+    now = now or timezone.now()
+    if half_life_hours <= 0:
+        return 0.0
+    half_life = half_life_hours * 3600
+    since = now - timedelta(seconds=4 * half_life)
+    total = 0.0
+    for span in usage_spans(since=since, until=now, courses=[course_id], students=[student_id], now=now):
+        held = span.core_percent * span.seconds_within(since, now) / 3600
+        total += decayed(held, (now - span.end).total_seconds(), half_life)
+    return total

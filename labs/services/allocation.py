@@ -8,11 +8,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import CharField, Count, F, FloatField, Func, Q
+from django.db.models import CharField, Count, F, FloatField, Func, Q, Sum
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from labs.domain.allocation import Placed, Refused, Waiting, allocate
+from labs.domain.fairness import Waiting as FairWaiting
+from labs.domain.fairness import cohort_fair_order, dominant_share
 from labs.domain.placement import CardCapacity, Instance, LaunchRequest, NodeCapacity, PlacementConfig, Policy, ScoreWeights
 from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
@@ -62,6 +64,36 @@ def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int]) -> QuotaRu
         sessions_per_student=quota.sessions_per_student,
         allowed_templates=allowed_templates,
     )
+
+
+def _cohort_fair(queued: list[LabSession]) -> list[LabSession]:
+    """The queue with each cohort's sessions reordered among their places: the course using the
+    smaller part of its guarantee first (``labs.domain.fairness.cohort_fair_order``)."""
+    cohorts = dict(
+        CourseQuota.objects.filter(course_id__in={s.course_id for s in queued})
+        .exclude(cohort="")
+        .values_list("course_id", "cohort")
+    )
+    if len(set(cohorts)) < 2:
+        return queued  # one course or none in a cohort: nobody to reorder against
+    guarantees = {
+        q[0]: q[1:]
+        for q in CourseQuota.objects.filter(course_id__in=cohorts).values_list(
+            "course_id", "core_percent", "memory_mib", "instance_count"
+        )
+    }
+    held = {
+        row[0]: row[1:]
+        for row in Allocation.objects.filter(course_id__in=cohorts, released_at__isnull=True)
+        .values("course_id")
+        .annotate(core=Sum("core_percent"), memory=Sum("memory_mib"), n=Count("id"))
+        .values_list("course_id", "core", "memory", "n")
+        .order_by()
+    }
+    shares = {c: dominant_share(held.get(c, (0, 0, 0)), guarantees[c]) for c in cohorts}
+    order = cohort_fair_order([FairWaiting(str(s.pk), s.course_id, cohorts.get(s.course_id, "")) for s in queued], shares)
+    by_key = {str(s.pk): s for s in queued}
+    return [by_key[k] for k in order]
 
 
 @dataclass
@@ -230,12 +262,13 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             LabSession.objects.select_for_update(of=("self",))
             .filter(state=SessionState.QUEUED)
             .select_related("template", "course")
-            .order_by("created_at", "id")[:batch]
+            .order_by("queue_at", "id")[:batch]
         )
         if not queued:
             result.reclaim = _reclaim_follow({})
             session_changes_publish(result.reclaim.changed)
             return result
+        queued = _cohort_fair(queued)
         course_ids = {s.course_id for s in queued}
         student_active = {
             (row["course_id"], row["student_id"]): row["n"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from datetime import timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -18,10 +20,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from labs.dispatch import controller_wake
+from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate, UsageRecord
-from labs.selectors.usage import student_budgets
+from labs.selectors.usage import recent_usage_core_percent_hours, student_budgets
 from labs.services.events import session_changes_publish
 
 _TIMESTAMP_OF = {
@@ -156,11 +159,21 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
                 _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
                 % {"course": course.code}
             )
+        now = timezone.now()
+        recent = recent_usage_core_percent_hours(
+            course_id=course.pk, student_id=student.pk, half_life_hours=settings.LAB_FAIR_SHARE_HALF_LIFE_HOURS, now=now
+        )
+        delay = queue_delay_seconds(
+            recent,
+            seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
+            max_seconds=settings.LAB_FAIR_SHARE_MAX_DELAY_SECONDS,
+        )
         session = LabSession.objects.create(
             student=student,
             course=course,
             template=template,
             state=SessionState.QUEUED,
+            queue_at=now + timedelta(seconds=delay),
             secret=secrets.token_urlsafe(32),
             **reason_fields(Reason.of("session.queued")),
         )

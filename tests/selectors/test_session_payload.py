@@ -37,16 +37,16 @@ def payloads(sessions) -> dict[str, dict]:
 def test_queue_positions_follow_the_order_the_allocation_pass_takes_them(world):
     course = world["course"]
     sessions = [session_launch(student=s, course=course, template=world["small"]) for s in world["students"]]
-    # Launch order is not queue order here: created_at decides, then the id breaks a tie.
+    # Launch order is not queue order here: queue_at decides, then the id breaks a tie.
     base = timezone.now() - timedelta(minutes=5)
     for session, offset in zip(sessions, (3, 1, 1, 2), strict=True):
-        LabSession.objects.filter(pk=session.pk).update(created_at=base + timedelta(seconds=offset))
+        LabSession.objects.filter(pk=session.pk).update(queue_at=base + timedelta(seconds=offset))
     tied = sorted([sessions[1], sessions[2]], key=lambda s: s.pk)
     expected = [*tied, sessions[3], sessions[0]]
     # A queued session of another course, older than all of them, is in its own queue.
     other_course, other_templates, other_students, _ = course_with_students(1, code="OTHER")
     other = session_launch(student=other_students[0], course=other_course, template=other_templates[0])
-    LabSession.objects.filter(pk=other.pk).update(created_at=base - timedelta(minutes=1))
+    LabSession.objects.filter(pk=other.pk).update(queue_at=base - timedelta(minutes=1))
 
     by_id = payloads([*sessions, other])
     assert [by_id[str(s.pk)]["queue_position"] for s in expected] == [1, 2, 3, 4]

@@ -146,4 +146,4 @@ def test_budget_stops_are_counted_by_policy(budgeted):
     LabSession.objects.filter(pk=session.pk).update(budget_stop_at=timezone.now() - timedelta(seconds=1))
     budgets_enforce()
     stops = values(scrape(), "npu_lab_policy_stops_total", "policy")
-    assert stops == {("lifetime",): 0, ("budget_stopped",): 1, ("reclaimed",): 0}
+    assert stops == {("lifetime",): 0, ("idle_culled",): 0, ("budget_stopped",): 1, ("reclaimed",): 0}
