@@ -16,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from labs.dispatch import controller_wake
+from labs.dispatch import controller_wake, session_ended
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate
@@ -72,6 +72,7 @@ def session_transition(
             return False
         if to in TERMINAL:
             allocation_release(session_id)
+            session_ended(session_id)
         session_changes_publish([session_id])
     return True
 
