@@ -58,6 +58,8 @@ class Platform:
     # and optionally a different signing key (a bad signature).
     next_launch: dict = field(default_factory=dict)
     next_signing_key: object = None
+    # Answer score posts with this HTTP status instead of recording them (a platform outage).
+    scores_status: int = 200
     url: str = ""
 
     # --- serving ---
@@ -113,6 +115,8 @@ class Platform:
                 if parts.path.startswith("/lineitems/") and parts.path.endswith("/scores"):
                     if not self._authorised():
                         return self._send(401, {"error": "unauthorised"})
+                    if platform.scores_status != 200:
+                        return self._send(platform.scores_status, {"error": "down", "echo": self.headers["Authorization"]})
                     length = int(self.headers.get("Content-Length") or 0)
                     score = json.loads(self.rfile.read(length))
                     score["_lineitem"] = parts.path[: -len("/scores")]
