@@ -119,7 +119,7 @@ def launch(request: HttpRequest) -> HttpResponse:
         }
         return _framable(render(request, "lti/deep_link.html", context), registration)
     if result.role != Enrollment.Role.STUDENT:
-        return redirect("labs:course-detail", course_id=result.course.pk)
+        return _land(request, reverse("labs:course-detail", kwargs={"course_id": result.course.pk}), registration)
     try:
         session = services.launch_template(result=result)
     except LaunchRefused as exc:
@@ -130,7 +130,15 @@ def launch(request: HttpRequest) -> HttpResponse:
                 request,
                 _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": result.template.name},
             )
-    return redirect("labs:home")
+    return _land(request, reverse("labs:home"), registration)
+
+
+def _land(request: HttpRequest, url: str, registration) -> HttpResponse:
+    """Go to the portal page. Inside the LMS's iframe (``Sec-Fetch-Dest: iframe``) the portal's own
+    pages refuse to be framed, so the frame offers them in a new window instead."""
+    if request.headers.get("Sec-Fetch-Dest") == "iframe":
+        return _framable(render(request, "lti/open_in_window.html", {"url": url}), registration)
+    return redirect(url)
 
 
 @login_required

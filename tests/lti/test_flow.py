@@ -174,3 +174,16 @@ def test_a_learner_cannot_answer_a_deep_linking_request(browser, platform):
 
     assert response.status_code == 403
     assert "Only the course" in response.text
+
+
+def test_a_launch_inside_the_lms_iframe_offers_the_portal_in_a_new_window(browser, platform):
+    browser.http.headers["Sec-Fetch-Dest"] = "iframe"
+
+    response = browser.launch(sub="learner-1", roles=LEARNER)
+
+    assert response.status_code == 200
+    assert 'href="/" target="_blank"' in response.text
+    assert f"frame-ancestors {platform.url}" in response.headers["Content-Security-Policy"]
+    assert "X-Frame-Options" not in response.headers
+    del browser.http.headers["Sec-Fetch-Dest"]
+    assert browser.get("/").status_code == 200  # the new window has the session
