@@ -97,8 +97,8 @@ def _launch_error_message(exc: Exception) -> str:
 @require_POST
 def launch(request: HttpRequest) -> HttpResponse:
     conf = tool.ToolConf()
-    message = tool.message_launch(request, conf)
     try:
+        message = tool.message_launch(request, conf)
         claims = message.get_launch_data()
     except (LtiException, OIDCException, AssertionError) as exc:
         logger.info("LTI launch refused: %s", exc)
@@ -148,7 +148,7 @@ def deep_link_respond(request: HttpRequest) -> HttpResponse:
     try:
         message = tool.message_launch_from_cache(request, request.POST.get("launch_id", ""), conf)
         claims = message.get_launch_data()
-    except LtiException:
+    except (LtiException, AssertionError):
         return _error(request, _("The launch from your LMS could not be verified. Open the activity again from your LMS."))
     registration = conf.registration
     # The launch must be this user's, and they must still teach the course.
