@@ -70,6 +70,8 @@ def oidc_login(request: HttpRequest) -> HttpResponse:
         forward = {key: params[key] for key in keys if params.get(key)}
         forward["lti1p3_new_window"] = "1"
         response = render(request, "lti/cookie_check.html", {"params": forward, "action": request.path})
+        # The form's GET is redirected to the platform's authentication URL: form-action covers redirects.
+        response._csp_update = {"form-action": frame_origins(registration)}
         return _framable(response, registration)
     try:
         login_request = tool.oidc_login(request, conf)

@@ -93,7 +93,17 @@ class Platform:
                     return self._send(200, platform.jwks())
                 if parts.path == "/auth":
                     params = {k: v[0] for k, v in parse_qs(parts.query).items()}
-                    return self._send(200, platform.authenticate(params))
+                    answer = platform.authenticate(params)
+                    if "text/html" in self.headers.get("Accept", ""):
+                        # A browser: the OIDC form_post response, submitted by script as an LMS does.
+                        page = (
+                            f'<form method="post" action="{answer["action"]}">'
+                            f'<input type="hidden" name="id_token" value="{answer["id_token"]}">'
+                            f'<input type="hidden" name="state" value="{answer["state"]}"></form>'
+                            "<script>document.forms[0].submit()</script>"
+                        )
+                        return self._send(200, page.encode(), "text/html")
+                    return self._send(200, answer)
                 if parts.path == "/memberships":
                     if not self._authorised():
                         return self._send(401, {"error": "unauthorised"})

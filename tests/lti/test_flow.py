@@ -29,6 +29,9 @@ def test_the_login_page_checks_cookies_with_a_static_script_and_no_inline_one(br
     assert "<script>" not in page.text and "onclick" not in page.text
     assert "'unsafe-inline'" not in page.headers["Content-Security-Policy"]
     assert f"frame-ancestors {platform.url}" in page.headers["Content-Security-Policy"]
+    # The continued login is redirected to the platform, which CSP's form-action also governs.
+    form_action = next(d for d in page.headers["Content-Security-Policy"].split(";") if "form-action" in d)
+    assert platform.url in form_action.split()
     assert "X-Frame-Options" not in page.headers
 
 
