@@ -9,8 +9,8 @@ import pytest
 from lti.models import Identity
 from lti.services import registration_save
 from tests.browser.test_content_security_policy import Watch
-from tests.factories import InstitutionFactory
-from tests.lti.platform import Platform
+from tests.factories import InstitutionFactory, TemplateFactory
+from tests.lti.platform import INSTRUCTOR, Platform
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -31,9 +31,9 @@ def lms(portal_server):
         "auth_audience": "",
         "keyset_url": platform.url + "/jwks",
     }
-    registration_save(
-        by=None, institution=InstitutionFactory(slug="lti-b"), fields=fields, deployment_ids=[platform.deployment_id]
-    )
+    institution = InstitutionFactory(slug="lti-b")
+    registration_save(by=None, institution=institution, fields=fields, deployment_ids=[platform.deployment_id])
+    TemplateFactory(institution=institution, name="Jupyter small", slug="jupyter-small")
     yield platform
     platform.stop()
 
@@ -69,3 +69,19 @@ def test_a_frame_that_may_not_keep_cookies_is_offered_a_new_window(portal_server
     button.wait_for()
     assert watch.page.locator("#lti-loading").is_hidden()
     watch.assert_clean("the cookie check")
+
+
+def test_deep_linking_in_chromium_posts_the_signed_response_back_to_the_lms(portal_server, browser_page, lms):
+    watch = Watch(browser_page.context.browser, portal_server)
+    lms.next_launch = {"sub": "browser-teacher", "roles": INSTRUCTOR, **lms.deep_link_claims()}
+
+    watch.page.goto(portal_server + _login_query(lms, portal_server), wait_until="commit")
+    watch.page.get_by_label("Jupyter small").wait_for()
+    watch.assert_clean("the deep-linking picker")
+    watch.page.get_by_role("button", name="Add to the LMS").click()
+    watch.page.wait_for_url(lms.url + "/deep-link-return")
+
+    (claims,) = lms.deep_link_responses  # verified against the tool's JWKS by the platform
+    (item,) = claims["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert item["title"] == "Jupyter small"
+    assert not watch.console  # the auto-submit to the LMS broke no CSP rule on the way out
