@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from jwcrypto.jwk import JWK
@@ -24,7 +24,7 @@ from labs.domain.states import ACTIVE, TERMINAL
 from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
 from labs.services import catalog, roster
 from labs.services.audit import audit_record
-from lti.models import Context, Deployment, Identity, Registration, ResourceLink, Score, ToolKey
+from lti.models import Context, Deployment, Identity, LaunchData, Registration, ResourceLink, Score, ToolKey
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +142,17 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
     if identity is None:
         # The same (issuer, subject) under a registration deleted and made again: the same account.
         user = User.objects.filter(username=_username(registration.issuer, subject)).first()
-        if user is None or user.has_usable_password():
-            user = User(username=_username(registration.issuer, subject), **fields)
-            user.set_unusable_password()
-            user.save()
-        Identity.objects.create(registration=registration, issuer=registration.issuer, subject=subject, user=user)
-        return user, True
+        try:
+            # A savepoint: two first launches of one person at once (two tabs) make one account.
+            with transaction.atomic():
+                if user is None or user.has_usable_password():
+                    user = User(username=_username(registration.issuer, subject), **fields)
+                    user.set_unusable_password()
+                    user.save()
+                Identity.objects.create(registration=registration, issuer=registration.issuer, subject=subject, user=user)
+            return user, True
+        except IntegrityError:
+            identity = Identity.objects.select_related("user").get(issuer=registration.issuer, subject=subject)
     user = identity.user
     changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
     for name in changed:
@@ -170,8 +175,14 @@ def _course_for(*, registration: Registration, context_claim: dict) -> tuple[Cou
     suffix = hashlib.sha256(context_id.encode()).hexdigest()[:6]
     if Course.objects.filter(institution=registration.institution, code=code, term="LTI").exists():
         code = f"{label}-{suffix}"
-    course = Course.objects.create(institution=registration.institution, code=code, title=title, term="LTI")
-    context = Context.objects.create(registration=registration, context_id=context_id, course=course)
+    try:
+        # A savepoint: the first launches of a class arrive together; one of them makes the course.
+        with transaction.atomic():
+            course = Course.objects.create(institution=registration.institution, code=code, title=title, term="LTI")
+            context = Context.objects.create(registration=registration, context_id=context_id, course=course)
+    except IntegrityError:
+        context = Context.objects.select_related("course").get(registration=registration, context_id=context_id)
+        return context.course, context
     audit_record(
         by=None,
         action="course.create",
@@ -442,3 +453,9 @@ def scores_owed() -> list:
     return list(
         Score.objects.filter(state=Score.State.PENDING, session__state__in=TERMINAL).values_list("session_id", flat=True)[:500]
     )
+
+
+def launch_data_prune() -> int:
+    """Delete expired OIDC state, nonces and launches; returns how many rows went."""
+    deleted, _ = LaunchData.objects.filter(expires_at__lte=timezone.now()).delete()
+    return deleted

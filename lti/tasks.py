@@ -57,3 +57,8 @@ def roster_sync_all_task() -> int:
     for context_id in ids:
         send("lti.tasks.roster_sync", context_id)
     return len(ids)
+
+
+@shared_task(name="lti.tasks.launch_data_prune")
+def launch_data_prune_task() -> int:
+    return services.launch_data_prune()

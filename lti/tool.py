@@ -8,6 +8,9 @@ from __future__ import annotations
 import typing as t
 from datetime import timedelta
 
+import requests
+from django.conf import settings
+from django.db import IntegrityError
 from django.db.models import Q
 from django.utils import timezone
 from pylti1p3.contrib.django import DjangoMessageLaunch, DjangoOIDCLogin
@@ -33,8 +36,26 @@ def active_key() -> ToolKey:
     if key is None:
         from lti.services import key_rotate
 
-        key = key_rotate()
+        try:
+            key = key_rotate()
+        except IntegrityError:  # another process made the first key at the same moment
+            key = ToolKey.objects.get(retired_at__isnull=True)
     return key
+
+
+class TimeoutSession(requests.Session):
+    """PyLTI1p3 calls the platform (JWKS, token, NRPS, AGS) without a timeout; a platform that
+    hangs must not hold a web request or a worker for ever."""
+
+    def request(self, method, url, **kwargs):
+        kwargs.setdefault("timeout", settings.LTI_HTTP_TIMEOUT_SECONDS)
+        return super().request(method, url, **kwargs)
+
+
+def http_session() -> requests.Session:
+    session = TimeoutSession()
+    session.headers["User-Agent"] = "npu-lab-portal-lti"
+    return session
 
 
 def lib_registration(row: Registration) -> LibRegistration:
@@ -54,7 +75,7 @@ def lib_registration(row: Registration) -> LibRegistration:
 
 def service_connector(row: Registration) -> ServiceConnector:
     """Calls the platform's services (NRPS, AGS) with an access token got with the tool's key."""
-    return ServiceConnector(lib_registration(row))
+    return ServiceConnector(lib_registration(row), requests_session=http_session())
 
 
 class ToolConf(ToolConfAbstract[DjangoRequest]):
@@ -75,7 +96,7 @@ class ToolConf(ToolConfAbstract[DjangoRequest]):
     def find_deployment(self, iss: str, deployment_id: str) -> LibDeployment | None:
         raise NotImplementedError
 
-    def _row(self, iss: str, client_id: str | None) -> Registration | None:
+    def registration_of(self, iss: str, client_id: str | None) -> Registration | None:
         rows = Registration.objects.filter(issuer=iss).select_related("institution")
         if client_id:
             rows = rows.filter(client_id=client_id)
@@ -84,7 +105,7 @@ class ToolConf(ToolConfAbstract[DjangoRequest]):
         return found[0] if len(found) == 1 else None
 
     def find_registration_by_params(self, iss: str, client_id: str, *args, **kwargs) -> LibRegistration | None:
-        row = self._row(iss, client_id)
+        row = self.registration_of(iss, client_id)
         self.registration = row
         return lib_registration(row) if row is not None else None
 
@@ -101,8 +122,6 @@ class ToolConf(ToolConfAbstract[DjangoRequest]):
 
 def published_jwks() -> list[dict[str, t.Any]]:
     """The active key and the keys retired less than the grace period ago, newest first."""
-    from django.conf import settings
-
     grace = timedelta(days=settings.LTI_KEY_GRACE_DAYS)
     active_key()  # the first request makes the first key
     keys = ToolKey.objects.filter(Q(retired_at__isnull=True) | Q(retired_at__gt=timezone.now() - grace))
@@ -161,7 +180,11 @@ def oidc_login(request, tool_conf: ToolConf) -> DjangoOIDCLogin:
 def message_launch(request, tool_conf: ToolConf) -> DjangoMessageLaunch:
     django_request = DjangoRequest(request, post_only=True)
     launch = DjangoMessageLaunch(
-        django_request, tool_conf, session_service=OnceNonceSessionService(django_request), launch_data_storage=_storage()
+        django_request,
+        tool_conf,
+        session_service=OnceNonceSessionService(django_request),
+        launch_data_storage=_storage(),
+        requests_session=http_session(),
     )
     return launch.set_launch_data_lifetime(LAUNCH_LIFETIME_SECONDS)
 
@@ -174,4 +197,5 @@ def message_launch_from_cache(request, launch_id: str, tool_conf: ToolConf) -> D
         tool_conf,
         session_service=OnceNonceSessionService(django_request),
         launch_data_storage=_storage(),
+        requests_session=http_session(),
     )

@@ -63,7 +63,7 @@ def oidc_login(request: HttpRequest) -> HttpResponse:
     if not params.get("lti1p3_new_window"):
         # First, in the LMS's frame: can this frame keep cookies? A static script checks and
         # reloads (or offers a new window); PyLTI1p3's own page has inline script the CSP forbids.
-        registration = conf._row(params.get("iss", ""), params.get("client_id")) if params.get("iss") else None
+        registration = conf.registration_of(params.get("iss", ""), params.get("client_id")) if params.get("iss") else None
         if registration is None:
             return _error(request, _("This LMS is not registered with the portal (unknown issuer or client ID)."))
         keys = ["iss", "login_hint", "target_link_uri", "lti_message_hint", "lti_deployment_id", "client_id"]

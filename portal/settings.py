@@ -283,11 +283,15 @@ CELERY_BEAT_SCHEDULE = {
 LTI_KEY_GRACE_DAYS = env_int("LTI_KEY_GRACE_DAYS", 7, minimum=0, maximum=365)
 # Rosters of LMS-linked courses are synced from the platform's membership service (NRPS) this often.
 LTI_ROSTER_SYNC_SECONDS = env_float("LTI_ROSTER_SYNC_SECONDS", 3600.0, minimum=60.0)
+# How long a call to an LMS (keyset, access token, roster, score) may take.
+LTI_HTTP_TIMEOUT_SECONDS = env_float("LTI_HTTP_TIMEOUT_SECONDS", 10.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE["lti-roster-sync"] = {"task": "lti.tasks.roster_sync_all", "schedule": LTI_ROSTER_SYNC_SECONDS}
 # Called when a session ends (labs.dispatch.session_ended): the LMS score of an LTI launch.
 LAB_SESSION_ENDED_HOOKS = ["lti.hooks.session_ended"]
 # Backstop for scores whose post was lost (a broker outage when the session ended).
 CELERY_BEAT_SCHEDULE["lti-scores"] = {"task": "lti.tasks.scores_pending", "schedule": 300.0}
+# Expired OIDC state, nonces and launches are deleted.
+CELERY_BEAT_SCHEDULE["lti-prune"] = {"task": "lti.tasks.launch_data_prune", "schedule": 3600.0}
 
 # --- Labs ---------------------------------------------------------------------------------------
 # The cluster driver, chosen like Django's EMAIL_BACKEND: a dotted path and its options. Each

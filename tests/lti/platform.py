@@ -60,6 +60,8 @@ class Platform:
     next_signing_key: object = None
     # Answer score posts with this HTTP status instead of recording them (a platform outage).
     scores_status: int = 200
+    # The membership service answers only after this many seconds (a platform that hangs).
+    memberships_delay: float = 0.0
     url: str = ""
 
     # --- serving ---
@@ -105,6 +107,7 @@ class Platform:
                         return self._send(200, page.encode(), "text/html")
                     return self._send(200, answer)
                 if parts.path == "/memberships":
+                    time.sleep(platform.memberships_delay)
                     if not self._authorised():
                         return self._send(401, {"error": "unauthorised"})
                     body = {"id": platform.url + "/memberships", "context": platform.context, "members": platform.members}

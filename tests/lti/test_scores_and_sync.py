@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+import time
+from datetime import timedelta
 
 import pytest
 import redis
 from django.conf import settings
+from django.utils import timezone
 
 from labs.domain.reasons import Reason
 from labs.models import CourseQuota, Enrollment, LabSession
 from labs.services.sessions import session_stop
-from lti.models import Context, Score
-from lti.tasks import roster_sync_all_task, roster_sync_task, score_post_task
+from lti.models import Context, LaunchData, Score
+from lti.tasks import launch_data_prune_task, roster_sync_all_task, roster_sync_task, score_post_task
 from tests.factories import InstitutionFactory, TemplateFactory
 from tests.lti.platform import AGS_SCOPES, CLAIM, INSTRUCTOR, LEARNER
 
@@ -96,3 +99,27 @@ def test_beat_syncs_every_linked_course_from_its_platform(browser, platform):
     subjects = set(Enrollment.objects.filter(course=context.course).values_list("user__lti_identities__subject", flat=True))
     assert subjects == {"teacher-1", "s-9"}
     assert "lti-roster-sync" in settings.CELERY_BEAT_SCHEDULE
+
+
+def test_a_platform_that_hangs_costs_the_instructor_the_timeout_not_the_request(browser, platform, settings):
+    settings.LTI_HTTP_TIMEOUT_SECONDS = 1
+    platform.memberships_delay = 5
+    browser.launch(sub="teacher-1", roles=INSTRUCTOR)
+    course = Context.objects.get().course
+    roster = browser.get(f"/courses/{course.pk}/roster/")
+
+    started = time.monotonic()
+    response = browser.post_form(f"/lti/courses/{course.pk}/roster-sync/", roster.text, {})
+
+    assert time.monotonic() - started < 4
+    assert response.status_code == 302
+    assert "did not answer" in browser.get(f"/courses/{course.pk}/roster/").text
+
+
+def test_expired_launch_data_is_pruned(browser, platform):
+    browser.authenticate()  # leaves state and a nonce behind
+    assert LaunchData.objects.exists()
+    LaunchData.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert launch_data_prune_task.apply().get() >= 1
+    assert not LaunchData.objects.exists()
