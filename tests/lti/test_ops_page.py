@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from labs.models import AuditEvent, Institution, InstitutionRole
 from lti.models import Registration
@@ -83,3 +85,15 @@ def test_the_page_speaks_chinese(tenants):
     page = client.get("/ops/lti/").content.decode()
 
     assert "注册 LMS" in page and "公钥集（JWKS）URL" in page
+
+
+def test_the_list_costs_the_same_queries_for_one_or_many_registrations(tenants, django_assert_max_num_queries):
+    client = signed_in(UserFactory(username="root", is_superuser=True))
+    with CaptureQueriesContext(connection) as one:
+        assert client.get("/ops/lti/").status_code == 200
+    for n in range(5):
+        fields = {**FIELDS, "client_id": f"c{n}"}
+        registration_save(by=None, institution=tenants["home"], fields=fields, deployment_ids=["1", "2"])
+
+    with django_assert_max_num_queries(len(one)):
+        assert client.get("/ops/lti/").status_code == 200
