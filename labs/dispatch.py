@@ -51,6 +51,21 @@ def send(task_name: str, *args: object, countdown: float | None = None) -> bool:
     return True
 
 
+def session_ended(session_id) -> None:
+    """A session reached a terminal state (inside the transaction that moved it): call each of
+    ``settings.LAB_SESSION_ENDED_HOOKS`` (dotted paths) with its id. A hook only queues work on
+    commit (e.g. the LMS score, ``lti.hooks.session_ended``): it must not block the caller."""
+    for hook in _session_ended_hooks():
+        hook(session_id)
+
+
+@lru_cache(maxsize=1)
+def _session_ended_hooks() -> tuple:
+    from django.utils.module_loading import import_string
+
+    return tuple(import_string(path) for path in settings.LAB_SESSION_ENDED_HOOKS)
+
+
 def controller_wake() -> None:
     """Make sure the controller runs soon after the current transaction commits."""
     transaction.on_commit(_wake_now, robust=True)

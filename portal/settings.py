@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "csp",
     "accounts",
     "labs",
+    "lti",
 ]
 
 MIDDLEWARE = [
@@ -138,6 +139,13 @@ X_FRAME_OPTIONS = "DENY"
 # redirects plain HTTP to HTTPS, sends HSTS and marks its cookies secure, unless told otherwise.
 HTTPS = env_bool("HTTPS", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and HTTPS)
+# "None" lets the portal run inside an LMS's iframe (LTI) with its session: browsers then need
+# Secure cookies, so it needs HTTPS. Lax (Django's default) suits a portal opened in its own window.
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = env_str("SESSION_COOKIE_SAMESITE", "Lax")
+if SESSION_COOKIE_SAMESITE not in ("Lax", "Strict", "None"):
+    raise ImproperlyConfigured(f"SESSION_COOKIE_SAMESITE={SESSION_COOKIE_SAMESITE!r}: use Lax, Strict or None.")
+if SESSION_COOKIE_SAMESITE == "None" and not SESSION_COOKIE_SECURE:
+    raise ImproperlyConfigured("SESSION_COOKIE_SAMESITE=None needs secure cookies: set HTTPS=true (or SECURE_COOKIES=true).")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
 # Prometheus scrapes /metrics from inside the cluster over plain HTTP (with its bearer token).
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
@@ -270,6 +278,22 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
 }
+
+# --- LTI 1.3 (lti/) ---------------------------------------------------------------------------------
+# A retired tool key stays in /lti/jwks/ this long after `manage.py lti_rotate_key`, so platforms
+# that cached it can still verify what it signed.
+LTI_KEY_GRACE_DAYS = env_int("LTI_KEY_GRACE_DAYS", 7, minimum=0, maximum=365)
+# Rosters of LMS-linked courses are synced from the platform's membership service (NRPS) this often.
+LTI_ROSTER_SYNC_SECONDS = env_float("LTI_ROSTER_SYNC_SECONDS", 3600.0, minimum=60.0)
+# How long a call to an LMS (keyset, access token, roster, score) may take.
+LTI_HTTP_TIMEOUT_SECONDS = env_float("LTI_HTTP_TIMEOUT_SECONDS", 10.0, minimum=1.0)
+CELERY_BEAT_SCHEDULE["lti-roster-sync"] = {"task": "lti.tasks.roster_sync_all", "schedule": LTI_ROSTER_SYNC_SECONDS}
+# Called when a session ends (labs.dispatch.session_ended): the LMS score of an LTI launch.
+LAB_SESSION_ENDED_HOOKS = ["lti.hooks.session_ended"]
+# Backstop for scores whose post was lost (a broker outage when the session ended).
+CELERY_BEAT_SCHEDULE["lti-scores"] = {"task": "lti.tasks.scores_pending", "schedule": 300.0}
+# Expired OIDC state, nonces and launches are deleted.
+CELERY_BEAT_SCHEDULE["lti-prune"] = {"task": "lti.tasks.launch_data_prune", "schedule": 3600.0}
 
 # --- Labs ---------------------------------------------------------------------------------------
 # The cluster driver, chosen like Django's EMAIL_BACKEND: a dotted path and its options. Each

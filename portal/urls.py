@@ -12,5 +12,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Django's set_language (the URL django.conf.urls.i18n gives it), keeping a signed-in user's choice.
     path("i18n/setlang/", accounts_views.set_language, name="set_language"),
+    path("", include("lti.urls")),
     path("", include("labs.urls")),
 ]

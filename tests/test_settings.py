@@ -357,3 +357,15 @@ def test_whether_shares_are_enforced_can_be_set(tmp_path):
         tmp_path, SHARES_ENFORCED, LAB_DRIVER="labs.drivers.kubernetes.KubernetesDriver", LAB_SHARES_ENFORCED="no"
     )
     assert result.stdout.split()[-1] == "False", result.stderr
+
+
+def test_session_cookies_for_an_lms_iframe_need_https(tmp_path):
+    assert "SESSION_COOKIE_SAMESITE=None needs secure cookies" in refused(run_settings(tmp_path, SESSION_COOKIE_SAMESITE="None"))
+    assert "use Lax, Strict or None" in refused(run_settings(tmp_path, SESSION_COOKIE_SAMESITE="lax"))
+    script = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        " print(s.SESSION_COOKIE_SAMESITE, s.CSRF_COOKIE_SAMESITE)"
+    )
+    result = run_settings(tmp_path, script, SESSION_COOKIE_SAMESITE="None", HTTPS="true")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["None", "None"]

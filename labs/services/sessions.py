@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from labs.dispatch import controller_wake
+from labs.dispatch import controller_wake, session_ended
 from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
@@ -77,6 +77,7 @@ def session_transition(
             return False
         if to in TERMINAL:
             allocation_release(session_id)
+            session_ended(session_id)
         session_changes_publish([session_id])
     return True
 

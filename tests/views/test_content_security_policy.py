@@ -71,7 +71,9 @@ def test_the_admin_has_the_strict_policy_too(db):
         assert_strict(operator.get(url))
 
 
-@pytest.mark.parametrize("template", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "templates").rglob("*.html")))
+@pytest.mark.parametrize(
+    "template", sorted(str(p.relative_to(ROOT)) for d in ("templates", "lti/templates") for p in (ROOT / d).rglob("*.html"))
+)
 def test_no_template_has_inline_script_style_or_handler(template):
     """The browser tests see what a page does; this names the template that would break it."""
     html = (ROOT / template).read_text()

@@ -1,0 +1,149 @@
+"""LTI 1.3 persistence: the tool's keys, the platforms (LMSs) registered per institution, and the
+mapping of LTI identities, contexts and resource links onto the portal's users, courses and templates.
+
+A registration belongs to one institution and only ever provisions into it: a context maps to a
+course of that institution, a resource link to one of its templates.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+
+class ToolKey(models.Model):
+    """An RSA key pair of the tool. One is active (signs); retired ones stay in the JWKS for a grace period."""
+
+    kid = models.CharField(max_length=64, unique=True)
+    # PEM, PKCS#8. Never logged, never rendered: __str__ and the admin show the kid only.
+    private_key_pem = models.TextField()
+    public_key_pem = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["retired_at"], condition=Q(retired_at__isnull=True), name="lti_one_active_key"),
+        ]
+
+    def __str__(self) -> str:
+        return self.kid
+
+    def __repr__(self) -> str:
+        return f"<ToolKey {self.kid}>"
+
+
+class Registration(models.Model):
+    """A platform (LMS) registered with the tool: what the operator copies from the LMS."""
+
+    institution = models.ForeignKey("labs.Institution", on_delete=models.PROTECT, related_name="lti_registrations")
+    name = models.CharField(_("name"), max_length=200)
+    issuer = models.URLField(_("issuer"), max_length=300)
+    client_id = models.CharField(_("client ID"), max_length=200)
+    auth_login_url = models.URLField(_("authentication (login) URL"), max_length=500)
+    auth_token_url = models.URLField(_("access token URL"), max_length=500)
+    auth_audience = models.CharField(_("token audience (if not the token URL)"), max_length=500, blank=True)
+    keyset_url = models.URLField(_("public keyset (JWKS) URL"), max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["issuer", "client_id"], name="lti_registration_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.issuer})"
+
+
+class Deployment(models.Model):
+    registration = models.ForeignKey(Registration, on_delete=models.CASCADE, related_name="deployments")
+    deployment_id = models.CharField(_("deployment ID"), max_length=200)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["registration", "deployment_id"], name="lti_deployment_unique")]
+
+    def __str__(self) -> str:
+        return self.deployment_id
+
+
+class Identity(models.Model):
+    """The portal account of an LMS user: stable by (issuer, sub), whatever the name or e-mail says."""
+
+    registration = models.ForeignKey(Registration, on_delete=models.CASCADE, related_name="identities")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lti_identities")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="lti_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class Context(models.Model):
+    """An LMS course (the context claim) mapped onto a portal course of the registration's institution."""
+
+    registration = models.ForeignKey(Registration, on_delete=models.CASCADE, related_name="contexts")
+    context_id = models.CharField(max_length=255)
+    course = models.OneToOneField("labs.Course", on_delete=models.CASCADE, related_name="lti_context")
+    # Names and Role Provisioning Services: the membership URL from the last launch (empty: no NRPS).
+    memberships_url = models.URLField(max_length=500, blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["registration", "context_id"], name="lti_context_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.context_id} -> {self.course_id}"
+
+
+class ResourceLink(models.Model):
+    """A link placed in the LMS course; deep-linked ones name the template they launch."""
+
+    context = models.ForeignKey(Context, on_delete=models.CASCADE, related_name="resource_links")
+    resource_link_id = models.CharField(max_length=255)
+    template = models.ForeignKey("labs.LabTemplate", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Assignment and Grade Services: post 1.0 to the line item when the student's session ends.
+    score_on_end = models.BooleanField(default=False)
+    lineitem_url = models.URLField(max_length=500, blank=True)
+    ags_scopes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["context", "resource_link_id"], name="lti_resource_link_unique")]
+
+    def __str__(self) -> str:
+        return self.resource_link_id
+
+
+class Score(models.Model):
+    """A score owed to the platform for one session (an outbox row): posted by a task once the session ends."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("pending")
+        SENT = "sent", _("sent")
+        FAILED = "failed", _("failed")
+
+    session = models.OneToOneField("labs.LabSession", on_delete=models.CASCADE, related_name="lti_score")
+    resource_link = models.ForeignKey(ResourceLink, on_delete=models.CASCADE, related_name="scores")
+    subject = models.CharField(max_length=255)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"score of {self.session_id}: {self.state}"
+
+
+class LaunchData(models.Model):
+    """OIDC state, nonces and validated launches, shared by every web process (PyLTI1p3's launch data storage)."""
+
+    key = models.CharField(max_length=255, unique=True)
+    value = models.JSONField()
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.key

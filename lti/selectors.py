@@ -1,0 +1,48 @@
+"""LTI reads, each scoped to what the caller may see."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from labs.models import Course, LabTemplate
+from labs.selectors.operations import operator_scope
+from lti.models import Context, Registration
+
+
+def registrations_for(*, user):
+    """The registrations of the institutions ``user`` operates (all of them for a platform operator)."""
+    scope = operator_scope(user=user)
+    if scope is None:
+        return Registration.objects.none()
+    rows = Registration.objects.select_related("institution").prefetch_related("deployments")
+    return rows if scope.platform else rows.filter(institution_id__in=scope.institutions)
+
+
+def registration_for(*, user, registration_id: int) -> Registration | None:
+    return registrations_for(user=user).filter(pk=registration_id).first()
+
+
+def frame_origins(registration: Registration | None) -> list[str]:
+    """The origins allowed to frame the tool's LTI pages: the platform's issuer and login URL."""
+    if registration is None:
+        return []
+    origins = set()
+    for url in (registration.issuer, registration.auth_login_url):
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            origins.add(f"{parts.scheme}://{parts.netloc}")
+    return sorted(origins)
+
+
+def deep_link_templates(*, course: Course):
+    """What an instructor may put into the LMS: the course's templates and its institution's catalogue."""
+    return (
+        LabTemplate.objects.filter(institution_id=course.institution_id)
+        .filter(courses=course)
+        .union(LabTemplate.objects.filter(institution_id=course.institution_id, course__isnull=True))
+        .order_by("name")
+    )
+
+
+def context_of_course(*, course: Course) -> Context | None:
+    return Context.objects.select_related("registration").filter(course=course).first()

@@ -1,0 +1,461 @@
+"""LTI write paths, one transaction each: keys, registrations, provisioning from a launch, deep
+links, roster sync from the platform (NRPS) and scores posted back (AGS).
+
+A registration provisions only into its own institution: courses are created in it, templates
+are looked up in it, and a context already mapped under another registration is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from jwcrypto.jwk import JWK
+
+from labs.domain.states import ACTIVE, TERMINAL
+from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
+from labs.services import catalog, roster
+from labs.services.audit import audit_record
+from lti.models import Context, Deployment, Identity, LaunchData, Registration, ResourceLink, Score, ToolKey
+
+logger = logging.getLogger(__name__)
+
+CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
+SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+# Custom parameters a deep link puts on the resource link it creates.
+TEMPLATE_PARAM = "npu_template"
+SCORE_PARAM = "npu_score_on_end"
+
+
+class LtiRefused(Exception):
+    """A launch or sync the portal will not act on; the message is for the person who launched."""
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+
+def key_rotate(*, by=None) -> ToolKey:
+    """Make a new active RSA key (2048 bits); the previous one is retired but stays in the JWKS
+    for ``LTI_KEY_GRACE_DAYS``, so platforms that cached it still verify what it signed."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public_pem = (
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    )
+    kid = JWK.from_pem(public_pem.encode()).thumbprint()
+    with transaction.atomic():
+        retired = ToolKey.objects.filter(retired_at__isnull=True).update(retired_at=timezone.now())
+        key = ToolKey.objects.create(kid=kid, private_key_pem=private_pem, public_key_pem=public_pem)
+        audit_record(by=by, action="lti.key.rotate", target=f"key {kid}", after={"retired": retired})
+    return key
+
+
+# --- registrations ------------------------------------------------------------------------------
+
+
+def registration_save(
+    *, by, institution: Institution, fields: dict, deployment_ids: list[str], registration: Registration | None = None
+) -> Registration:
+    """Create (or update) a platform registration of ``institution`` and set its deployment ids."""
+    with transaction.atomic():
+        if registration is None:
+            registration = Registration.objects.create(institution=institution, **fields)
+            action = "lti.registration.create"
+        else:
+            for name, value in fields.items():
+                setattr(registration, name, value)
+            registration.save(update_fields=list(fields))
+            action = "lti.registration.edit"
+        wanted = {d.strip() for d in deployment_ids if d.strip()}
+        registration.deployments.exclude(deployment_id__in=wanted).delete()
+        for deployment_id in wanted:
+            Deployment.objects.get_or_create(registration=registration, deployment_id=deployment_id)
+        audit_record(
+            by=by,
+            action=action,
+            target=f"LTI {registration.issuer} {registration.client_id}",
+            institution=institution,
+            after={**fields, "deployments": sorted(wanted)},
+        )
+    return registration
+
+
+def registration_delete(*, by, registration: Registration) -> None:
+    with transaction.atomic():
+        audit_record(
+            by=by,
+            action="lti.registration.delete",
+            target=f"LTI {registration.issuer} {registration.client_id}",
+            institution=registration.institution,
+        )
+        registration.delete()
+
+
+# --- launches -----------------------------------------------------------------------------------
+
+
+def role_from_claims(roles: list[str]) -> str | None:
+    """The course role of LTI context ``roles``; ``None`` when none of them is a course role.
+
+    A teaching assistant (a sub-role of Instructor, often sent with Instructor itself) is an
+    assistant; Instructor or the context's Administrator an instructor; Learner a student.
+    Institution and system roles alone give no course role.
+    """
+    names = set()
+    for role in roles or []:
+        if role.startswith(MEMBERSHIP):
+            names.add(role[len(MEMBERSHIP) :].lstrip("#/"))
+        elif "/" not in role and "#" not in role:
+            names.add(role)  # LTI 1.3 allows the short context role names
+    if any(name.endswith("#TeachingAssistant") or name == "TeachingAssistant" for name in names):
+        return Enrollment.Role.ASSISTANT
+    if names & {"Instructor", "Administrator"}:
+        return Enrollment.Role.INSTRUCTOR
+    if names & {"Learner"} or any(name.startswith("Learner#") for name in names):
+        return Enrollment.Role.STUDENT
+    return None
+
+
+def _username(issuer: str, subject: str) -> str:
+    # Never the LMS's own login name: it could name an existing portal account.
+    return "lti-" + hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()[:24]
+
+
+def _user_for(*, registration: Registration, subject: str, given: str, family: str, email: str):
+    """The account of (issuer, subject), created the first time; name and e-mail follow the LMS."""
+    User = get_user_model()
+    identity = Identity.objects.select_related("user").filter(issuer=registration.issuer, subject=subject).first()
+    fields = {"first_name": given[:150], "last_name": family[:150], "email": email[:254]}
+    if identity is None:
+        # The same (issuer, subject) under a registration deleted and made again: the same account.
+        user = User.objects.filter(username=_username(registration.issuer, subject)).first()
+        try:
+            # A savepoint: two first launches of one person at once (two tabs) make one account.
+            with transaction.atomic():
+                if user is None or user.has_usable_password():
+                    user = User(username=_username(registration.issuer, subject), **fields)
+                    user.set_unusable_password()
+                    user.save()
+                Identity.objects.create(registration=registration, issuer=registration.issuer, subject=subject, user=user)
+            return user, True
+        except IntegrityError:
+            identity = Identity.objects.select_related("user").get(issuer=registration.issuer, subject=subject)
+    user = identity.user
+    changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
+    for name in changed:
+        setattr(user, name, fields[name])
+    if changed:
+        user.save(update_fields=changed)
+    return user, False
+
+
+def _course_for(*, registration: Registration, context_claim: dict) -> tuple[Course, Context]:
+    context_id = str(context_claim.get("id") or "")
+    if not context_id:
+        raise LtiRefused(_("The LMS did not say which course this is (no context)."))
+    context = Context.objects.select_related("course").filter(registration=registration, context_id=context_id).first()
+    if context is not None:
+        return context.course, context
+    label = (context_claim.get("label") or context_id)[:48]
+    title = (context_claim.get("title") or label)[:200]
+    code = label
+    suffix = hashlib.sha256(context_id.encode()).hexdigest()[:6]
+    if Course.objects.filter(institution=registration.institution, code=code, term="LTI").exists():
+        code = f"{label}-{suffix}"
+    try:
+        # A savepoint: the first launches of a class arrive together; one of them makes the course.
+        with transaction.atomic():
+            course = Course.objects.create(institution=registration.institution, code=code, title=title, term="LTI")
+            context = Context.objects.create(registration=registration, context_id=context_id, course=course)
+    except IntegrityError:
+        context = Context.objects.select_related("course").get(registration=registration, context_id=context_id)
+        return context.course, context
+    audit_record(
+        by=None,
+        action="course.create",
+        target=f"course {course.code}",
+        institution=registration.institution,
+        after={"lti_context": context_id, "title": title},
+    )
+    return course, context
+
+
+@dataclass
+class LaunchResult:
+    user: object
+    course: Course
+    role: str
+    resource_link: ResourceLink | None
+    template: LabTemplate | None
+
+
+def launch_provision(*, registration: Registration, claims: dict) -> LaunchResult:
+    """Provision what a validated launch names: the user, the course, the enrolment with its role,
+    and the resource link (with the template a deep link put on it). One transaction; raises
+    ``LtiRefused`` (nothing written) when the launch lacks a course role or a context."""
+    role = role_from_claims(claims.get(CLAIM + "roles") or [])
+    if role is None:
+        raise LtiRefused(_("The LMS gave you no role in this course (learner, teaching assistant or instructor)."))
+    subject = str(claims.get("sub") or "")
+    if not subject:
+        raise LtiRefused(_("The LMS did not identify you (no subject); anonymous launches are not supported."))
+    with transaction.atomic():
+        user, _created = _user_for(
+            registration=registration,
+            subject=subject,
+            given=claims.get("given_name") or "",
+            family=claims.get("family_name") or "",
+            email=claims.get("email") or "",
+        )
+        course, context = _course_for(registration=registration, context_claim=claims.get(CLAIM + "context") or {})
+        nrps = claims.get(NRPS_CLAIM) or {}
+        if nrps.get("context_memberships_url") and context.memberships_url != nrps["context_memberships_url"]:
+            context.memberships_url = nrps["context_memberships_url"]
+            context.save(update_fields=["memberships_url"])
+        enrollment = Enrollment.objects.select_for_update().filter(user=user, course=course).first()
+        if enrollment is None:
+            Enrollment.objects.create(user=user, course=course, role=role)
+            audit_record(
+                by=None,
+                action="roster.add",
+                target=f"{user.get_username()} in {course.code}",
+                institution=course.institution,
+                after={"role": role, "via": "lti"},
+            )
+        elif enrollment.role != role:
+            audit_record(
+                by=None,
+                action="roster.role",
+                target=f"{user.get_username()} in {course.code}",
+                institution=course.institution,
+                before={"role": enrollment.role},
+                after={"role": role, "via": "lti"},
+            )
+            enrollment.role = role
+            enrollment.save(update_fields=["role"])
+        link, template = _resource_link(registration=registration, context=context, claims=claims)
+    return LaunchResult(user=user, course=course, role=role, resource_link=link, template=template)
+
+
+def _resource_link(*, registration: Registration, context: Context, claims: dict):
+    link_claim = claims.get(CLAIM + "resource_link") or {}
+    link_id = str(link_claim.get("id") or "")
+    if claims.get(CLAIM + "message_type") != "LtiResourceLinkRequest" or not link_id:
+        return None, None
+    custom = claims.get(CLAIM + "custom") or {}
+    ags = claims.get(AGS_CLAIM) or {}
+    link, _ = ResourceLink.objects.get_or_create(context=context, resource_link_id=link_id)
+    changed = []
+    template_ref = str(custom.get(TEMPLATE_PARAM) or "")
+    if template_ref.isdigit() and link.template_id != int(template_ref):
+        # Only a template of the registration's own institution, offered in (or attachable to) this course.
+        template = catalog.templates_attachable(course=context.course).filter(pk=int(template_ref)).first()
+        template = template or context.course.templates.filter(pk=int(template_ref)).first()
+        if template is not None:
+            link.template = template
+            changed.append("template")
+    score_on_end = str(custom.get(SCORE_PARAM) or "").lower() in ("1", "true", "yes")
+    if score_on_end != link.score_on_end:
+        link.score_on_end = score_on_end
+        changed.append("score_on_end")
+    if ags.get("lineitem") and ags["lineitem"] != link.lineitem_url:
+        link.lineitem_url = ags["lineitem"]
+        changed.append("lineitem_url")
+    if ags.get("scope") is not None and list(ags["scope"]) != link.ags_scopes:
+        link.ags_scopes = list(ags["scope"])
+        changed.append("ags_scopes")
+    if changed:
+        link.save(update_fields=changed)
+    return link, link.template
+
+
+def launch_template(*, result: LaunchResult) -> LabSession | None:
+    """Launch the resource link's template for a student (unless one of it is open already) and,
+    when the link posts scores, owe the platform one for the session. ``LaunchRefused`` from the
+    session service passes through: the student page says why."""
+    from labs.services.sessions import session_launch
+
+    link, template = result.resource_link, result.template
+    if template is None or result.role != Enrollment.Role.STUDENT:
+        return None
+    if LabSession.objects.filter(student=result.user, course=result.course, template=template, state__in=ACTIVE).exists():
+        return None
+    with transaction.atomic():
+        if not result.course.templates.filter(pk=template.pk).exists():
+            catalog.template_attach(course=result.course, template_id=template.pk)
+        session = session_launch(student=result.user, course=result.course, template=template)
+        if link.score_on_end and link.lineitem_url and SCORE_SCOPE in link.ags_scopes:
+            subject = Identity.objects.get(user=result.user, issuer=link.context.registration.issuer).subject
+            Score.objects.create(session=session, resource_link=link, subject=subject)
+    return session
+
+
+def deep_link_choose(*, course: Course, template_id: int, by) -> LabTemplate | None:
+    """The template an instructor picked for a deep link, offered in the course from now on;
+    ``None`` when it is not the course's or its institution's catalogue's."""
+    template = course.templates.filter(pk=template_id).first()
+    if template is None:
+        template = catalog.template_attach(course=course, template_id=template_id, by=by)
+    return template
+
+
+# --- NRPS ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncReport:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    skipped: int = 0
+
+
+def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport:
+    """Apply the platform's membership list to the course: members added with their role, roles
+    changed, and members the platform no longer lists (or lists as inactive) removed. Only members
+    known through this registration are removed: people added by hand in the console stay.
+    Each change goes through ``labs.services.roster`` and is audited there."""
+    registration = context.registration
+    course = context.course
+    report = SyncReport()
+    listed: set[int] = set()
+    for member in members:
+        subject = str(member.get("user_id") or "")
+        role = role_from_claims(member.get("roles") or [])
+        if not subject or role is None or member.get("status", "Active") != "Active":
+            report.skipped += 1
+            continue
+        with transaction.atomic():
+            user, _ = _user_for(
+                registration=registration,
+                subject=subject,
+                given=member.get("given_name") or "",
+                family=member.get("family_name") or "",
+                email=member.get("email") or "",
+            )
+        listed.add(user.pk)
+        current = Enrollment.objects.filter(course=course, user=user).values_list("role", flat=True).first()
+        try:
+            if current is None:
+                roster.roster_add(course=course, identifier=user.get_username(), role=role, by=by)
+                report.added += 1
+            elif current != role:
+                roster.roster_set_role(course=course, user_id=user.pk, role=role, by=by)
+                report.changed += 1
+        except roster.RosterError as exc:
+            logger.info("LTI roster sync of course %s: %s", course.pk, exc)
+            report.skipped += 1
+    managed = Identity.objects.filter(registration=registration).values("user_id")
+    gone = Enrollment.objects.filter(course=course, user_id__in=managed).exclude(user_id__in=listed)
+    for user_id in gone.values_list("user_id", flat=True):
+        try:
+            roster.roster_remove(course=course, user_id=user_id, by=by)
+            report.removed += 1
+        except roster.RosterError as exc:
+            logger.info("LTI roster sync of course %s: %s", course.pk, exc)
+            report.skipped += 1
+    Context.objects.filter(pk=context.pk).update(synced_at=timezone.now())
+    return report
+
+
+def roster_sync_from_platform(*, context_id: int, by=None) -> SyncReport:
+    """Fetch the membership from the platform (an access token signed with the tool's key) and apply it."""
+    from pylti1p3.names_roles import NamesRolesProvisioningService
+
+    from lti.tool import service_connector
+
+    context = Context.objects.select_related("registration", "course").get(pk=context_id)
+    if not context.memberships_url:
+        raise LtiRefused(_("The LMS has not offered this course's membership service (NRPS) in a launch yet."))
+    nrps = NamesRolesProvisioningService(
+        service_connector(context.registration), {"context_memberships_url": context.memberships_url}
+    )
+    members = nrps.get_members()
+    return roster_sync(context=context, members=members, by=by)
+
+
+# --- AGS ----------------------------------------------------------------------------------------
+
+
+def score_post(*, session_id) -> bool:
+    """Post the score a session owes (1.0, completed) once it has ended. Idempotent: a sent score
+    is not sent again. Returns whether a score went out; raises on a platform error (the task retries)."""
+    from pylti1p3.assignments_grades import AssignmentsGradesService
+    from pylti1p3.grade import Grade
+    from pylti1p3.lineitem import LineItem
+
+    from lti.tool import service_connector
+
+    score = (
+        Score.objects.select_related("session", "resource_link__context__registration")
+        .filter(session_id=session_id, state=Score.State.PENDING, session__state__in=TERMINAL)
+        .first()
+    )
+    if score is None:
+        return False
+    link = score.resource_link
+    ags = AssignmentsGradesService(
+        service_connector(link.context.registration), {"scope": link.ags_scopes, "lineitem": link.lineitem_url}
+    )
+    grade = (
+        Grade()
+        .set_score_given(1.0)
+        .set_score_maximum(1.0)
+        .set_timestamp(datetime.now(UTC).isoformat())
+        .set_activity_progress("Completed")
+        .set_grading_progress("FullyGraded")
+        .set_user_id(score.subject)
+    )
+    Score.objects.filter(pk=score.pk).update(attempts=score.attempts + 1)
+    try:
+        ags.put_grade(grade, LineItem({"id": link.lineitem_url}))
+    except Exception as exc:
+        Score.objects.filter(pk=score.pk).update(last_error=_safe_error(exc))
+        raise
+    # Conditional: two deliveries of the task racing send twice at worst, never mark twice.
+    return bool(
+        Score.objects.filter(pk=score.pk, state=Score.State.PENDING).update(state=Score.State.SENT, sent_at=timezone.now())
+    )
+
+
+def score_give_up(*, session_id, error: str) -> None:
+    Score.objects.filter(session_id=session_id, state=Score.State.PENDING).update(
+        state=Score.State.FAILED, last_error=error[:300]
+    )
+
+
+def _safe_error(exc: Exception) -> str:
+    """An error for the log and the row: the type and HTTP status, never a token or a response body."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return f"{type(exc).__name__}{f' HTTP {status}' if status else ''}"[:300]
+
+
+def contexts_to_sync():
+    return Context.objects.exclude(memberships_url="").values_list("pk", flat=True)
+
+
+def scores_owed() -> list:
+    """Sessions that ended with their score still pending (their task may have been lost)."""
+    return list(
+        Score.objects.filter(state=Score.State.PENDING, session__state__in=TERMINAL).values_list("session_id", flat=True)[:500]
+    )
+
+
+def launch_data_prune() -> int:
+    """Delete expired OIDC state, nonces and launches; returns how many rows went."""
+    deleted, _ = LaunchData.objects.filter(expires_at__lte=timezone.now()).delete()
+    return deleted

@@ -1,0 +1,44 @@
+"""manage.py lti_register: an operator's shell way to register an LMS."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from labs.models import AuditEvent, Institution
+from lti.models import Registration
+
+pytestmark = pytest.mark.django_db
+
+ARGS = [
+    "--name=Moodle",
+    "--issuer=https://moodle.uni.example",
+    "--client-id=abc",
+    "--login-url=https://moodle.uni.example/mod/lti/auth.php",
+    "--token-url=https://moodle.uni.example/mod/lti/token.php",
+    "--keyset-url=https://moodle.uni.example/mod/lti/certs.php",
+    "--deployment=1",
+]
+
+
+def test_it_registers_then_updates_an_lms():
+    Institution.objects.create(name="Uni", slug="uni")
+
+    call_command("lti_register", "--institution=uni", *ARGS, stdout=StringIO())
+    call_command("lti_register", "--institution=uni", *ARGS, "--deployment=2", "--name=Moodle 4", stdout=StringIO())
+
+    registration = Registration.objects.get()
+    assert registration.name == "Moodle 4"
+    assert sorted(registration.deployments.values_list("deployment_id", flat=True)) == ["1", "2"]
+    assert AuditEvent.objects.filter(action="lti.registration.edit").exists()
+
+
+def test_it_refuses_to_move_a_registration_to_another_institution():
+    Institution.objects.create(name="Uni", slug="uni")
+    Institution.objects.create(name="Other", slug="other")
+    call_command("lti_register", "--institution=uni", *ARGS, stdout=StringIO())
+
+    with pytest.raises(CommandError, match="another institution"):
+        call_command("lti_register", "--institution=other", *ARGS, stdout=StringIO())
+    with pytest.raises(CommandError, match="no institution"):
+        call_command("lti_register", "--institution=nowhere", *ARGS, stdout=StringIO())

@@ -1,0 +1,99 @@
+"""The operator console's LMS page: operators register their own institution's LMSs, in both languages, with CSRF."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from labs.models import AuditEvent, Institution, InstitutionRole
+from lti.models import Registration
+from lti.services import registration_save
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+FIELDS = {
+    "name": "Moodle",
+    "issuer": "https://moodle.uni.example",
+    "client_id": "abc123",
+    "auth_login_url": "https://moodle.uni.example/mod/lti/auth.php",
+    "auth_token_url": "https://moodle.uni.example/mod/lti/token.php",
+    "auth_audience": "",
+    "keyset_url": "https://moodle.uni.example/mod/lti/certs.php",
+}
+
+
+@pytest.fixture
+def tenants():
+    home = Institution.objects.create(name="Home University", slug="home")
+    away = Institution.objects.create(name="Away University", slug="away")
+    operator = UserFactory(username="home-op")
+    InstitutionRole.objects.create(user=operator, institution=home, role="operator")
+    theirs = registration_save(by=None, institution=away, fields={**FIELDS, "client_id": "away"}, deployment_ids=["9"])
+    return {"home": home, "away": away, "operator": operator, "theirs": theirs}
+
+
+def signed_in(user, **kwargs) -> Client:
+    client = Client(**kwargs)
+    client.force_login(user)
+    return client
+
+
+def test_an_operator_registers_an_lms_for_their_institution(tenants):
+    client = signed_in(tenants["operator"])
+    page = client.get("/ops/lti/")
+    assert page.status_code == 200
+    assert "http://testserver/lti/jwks/" in page.content.decode()
+    assert "away" not in page.content.decode()  # another institution's registration
+
+    response = client.post("/ops/lti/", {**FIELDS, "institution": tenants["home"].pk, "deployment_ids": "1\n2\n"})
+
+    assert response.status_code == 302
+    registration = Registration.objects.get(client_id="abc123")
+    assert registration.institution == tenants["home"]
+    assert sorted(registration.deployments.values_list("deployment_id", flat=True)) == ["1", "2"]
+    assert AuditEvent.objects.filter(action="lti.registration.create", actor=tenants["operator"]).exists()
+
+
+def test_an_operator_cannot_register_for_or_edit_another_institution(tenants):
+    client = signed_in(tenants["operator"])
+
+    response = client.post("/ops/lti/", {**FIELDS, "institution": tenants["away"].pk, "deployment_ids": "1"})
+
+    assert response.status_code == 200  # the form refuses the choice
+    assert not Registration.objects.filter(client_id="abc123").exists()
+    assert client.get(f"/ops/lti/{tenants['theirs'].pk}/").status_code == 404
+    assert client.post(f"/ops/lti/{tenants['theirs'].pk}/delete/").status_code == 404
+    assert Registration.objects.filter(pk=tenants["theirs"].pk).exists()
+
+
+def test_the_page_needs_an_operator_and_a_csrf_token(tenants):
+    assert signed_in(UserFactory(username="nobody")).get("/ops/lti/").status_code == 404
+    strict = signed_in(tenants["operator"], enforce_csrf_checks=True)
+
+    response = strict.post("/ops/lti/", {**FIELDS, "institution": tenants["home"].pk, "deployment_ids": "1"})
+
+    assert response.status_code == 403
+    assert not Registration.objects.filter(client_id="abc123").exists()
+
+
+def test_the_page_speaks_chinese(tenants):
+    client = signed_in(tenants["operator"], headers={"accept-language": "zh-hans"})
+
+    page = client.get("/ops/lti/").content.decode()
+
+    assert "注册 LMS" in page and "公钥集（JWKS）URL" in page
+
+
+def test_the_list_costs_the_same_queries_for_one_or_many_registrations(tenants, django_assert_max_num_queries):
+    client = signed_in(UserFactory(username="root", is_superuser=True))
+    with CaptureQueriesContext(connection) as one:
+        assert client.get("/ops/lti/").status_code == 200
+    for n in range(5):
+        fields = {**FIELDS, "client_id": f"c{n}"}
+        registration_save(by=None, institution=tenants["home"], fields=fields, deployment_ids=["1", "2"])
+
+    with django_assert_max_num_queries(len(one)):
+        assert client.get("/ops/lti/").status_code == 200

@@ -1,0 +1,125 @@
+"""Scores that cannot be posted, tenant-scoped deep links, and the periodic roster sync."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from labs.domain.reasons import Reason
+from labs.models import CourseQuota, Enrollment, LabSession
+from labs.services.sessions import session_stop
+from lti.models import Context, LaunchData, Score
+from lti.tasks import launch_data_prune_task, roster_sync_all_task, roster_sync_task, score_post_task
+from tests.factories import InstitutionFactory, TemplateFactory
+from tests.lti.platform import AGS_SCOPES, CLAIM, INSTRUCTOR, LEARNER
+
+pytestmark = pytest.mark.django_db(transaction=True)
+AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+
+
+def _student_launch(browser, platform, template_id, *, score: bool = True):
+    browser.launch(sub="teacher-1", roles=INSTRUCTOR)  # makes the course
+    course = Context.objects.get().course
+    CourseQuota.objects.create(course=course, core_percent=800, memory_mib=8 * 65536, instance_count=64)
+    student = type(browser)(browser.tool_url, platform)
+    custom = {"npu_template": str(template_id), **({"npu_score_on_end": "1"} if score else {})}
+    return course, student.launch(
+        sub="student-1",
+        roles=LEARNER,
+        **{
+            CLAIM + "resource_link": {"id": "link-9"},
+            CLAIM + "custom": custom,
+            AGS: {"scope": AGS_SCOPES, "lineitem": platform.url + "/lineitems/3"},
+        },
+    )
+
+
+def test_a_score_the_platform_refuses_is_retried_then_given_up_without_logging_secrets(browser, platform, catalogue, caplog):
+    _course, landing = _student_launch(browser, platform, catalogue[0].pk)
+    assert landing.status_code == 302
+    session = LabSession.objects.get()
+    session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student-1"))
+    platform.scores_status = 503
+
+    with caplog.at_level(logging.INFO):
+        assert score_post_task.apply(args=[str(session.pk)]).get() is False
+
+    score = Score.objects.get(session=session)
+    assert score.state == Score.State.FAILED
+    assert score.attempts == 6
+    assert "HTTP 503" in score.last_error
+    assert platform.scores == []
+    for token in platform.tokens_issued:
+        assert token not in caplog.text and token not in score.last_error
+    assert "BEGIN" not in caplog.text  # no key material
+
+
+def test_a_session_without_a_scored_link_owes_no_score(browser, platform, catalogue):
+    _student_launch(browser, platform, catalogue[0].pk, score=False)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("celery")
+
+    session_stop(session_id=LabSession.objects.get().pk, reason=Reason.of("session.stopped_by", who="student-1"))
+
+    assert not Score.objects.exists()
+    assert not any(b"lti.tasks.score_post" in m for m in broker.lrange("celery", 0, -1))
+
+
+def test_a_link_naming_another_institutions_template_launches_nothing(browser, platform, catalogue):
+    foreign = TemplateFactory(institution=InstitutionFactory(slug="elsewhere"), name="Foreign lab")
+
+    course, landing = _student_launch(browser, platform, foreign.pk)
+
+    assert landing.status_code == 302 and landing.headers["Location"] == "/"
+    assert not LabSession.objects.exists()
+    assert not course.templates.filter(pk=foreign.pk).exists()
+
+
+def test_beat_syncs_every_linked_course_from_its_platform(browser, platform):
+    browser.launch(sub="teacher-1", roles=INSTRUCTOR)
+    context = Context.objects.get()
+    platform.members = [
+        {"user_id": "teacher-1", "roles": INSTRUCTOR, "status": "Active"},
+        {"user_id": "s-9", "roles": LEARNER, "status": "Active"},
+        {"user_id": "s-10", "roles": LEARNER, "status": "Inactive"},
+    ]
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("celery")
+
+    assert roster_sync_all_task.apply().get() == 1
+    assert any(b"lti.tasks.roster_sync" in m for m in broker.lrange("celery", 0, -1))
+    assert roster_sync_task.apply(args=[context.pk]).get() == {"added": 1, "changed": 0, "removed": 0}
+
+    subjects = set(Enrollment.objects.filter(course=context.course).values_list("user__lti_identities__subject", flat=True))
+    assert subjects == {"teacher-1", "s-9"}
+    assert "lti-roster-sync" in settings.CELERY_BEAT_SCHEDULE
+
+
+def test_a_platform_that_hangs_costs_the_instructor_the_timeout_not_the_request(browser, platform, settings):
+    settings.LTI_HTTP_TIMEOUT_SECONDS = 1
+    platform.memberships_delay = 5
+    browser.launch(sub="teacher-1", roles=INSTRUCTOR)
+    course = Context.objects.get().course
+    roster = browser.get(f"/courses/{course.pk}/roster/")
+
+    started = time.monotonic()
+    response = browser.post_form(f"/lti/courses/{course.pk}/roster-sync/", roster.text, {})
+
+    assert time.monotonic() - started < 4
+    assert response.status_code == 302
+    assert "did not answer" in browser.get(f"/courses/{course.pk}/roster/").text
+
+
+def test_expired_launch_data_is_pruned(browser, platform):
+    browser.authenticate()  # leaves state and a nonce behind
+    assert LaunchData.objects.exists()
+    LaunchData.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert launch_data_prune_task.apply().get() >= 1
+    assert not LaunchData.objects.exists()
