@@ -46,7 +46,7 @@ from labs.selectors.console import (
 )
 from labs.selectors.courses import course_quota_use
 from labs.selectors.sessions import session_event_payloads
-from labs.selectors.usage import student_budgets
+from labs.selectors.usage import student_budgets, usage_chart
 from labs.services import budgets, catalog, courses, roster
 from labs.services.sessions import session_stop
 
@@ -417,12 +417,7 @@ def course_usage_view(request: HttpRequest, course) -> HttpResponse:
         stamp = timezone.localdate().isoformat()
         response["Content-Disposition"] = f'attachment; filename="usage-{course.code}-{stamp}.csv"'
         return response
-    chart = {
-        "days": [d.isoformat() for d in usage.days],
-        "core": [round(v, 2) for v in usage.core_hours_by_day],
-        "gib": [round(v, 2) for v in usage.gib_hours_by_day],
-        "labels": {"core": _("AI-Core-% × hours"), "gib": _("GiB × hours")},
-    }
+    chart = usage_chart(usage.days, usage.core_hours_by_day, usage.gib_hours_by_day)
     quota = getattr(course, "quota", None)
     budgeted = quota is not None and (quota.budget_core_percent_hours is not None or quota.budget_gib_hours is not None)
     budget_of = {}

@@ -38,7 +38,7 @@ from labs.selectors.operations import (
     repairs,
     session_for_operator,
 )
-from labs.selectors.usage import usage_report, usage_report_csv
+from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
 from labs.services import catalog, operations
 from labs.templatetags.units import gib_text
 
@@ -308,12 +308,7 @@ def usage_view(request: HttpRequest) -> HttpResponse:
         response = HttpResponse(usage_report_csv(report), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="usage-{days}d-{timezone.localdate().isoformat()}.csv"'
         return response
-    chart = {
-        "days": [d.isoformat() for d in report.days],
-        "core": [round(v, 2) for v in report.core_hours_by_day],
-        "gib": [round(v, 2) for v in report.gib_hours_by_day],
-        "labels": {"core": _("AI-Core-% × hours"), "gib": _("GiB × hours")},
-    }
+    chart = usage_chart(report.days, report.core_hours_by_day, report.gib_hours_by_day)
     return render(request, "labs/ops/usage.html", {"report": report, "chart": chart, "days": days, "windows": USAGE_WINDOWS})
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -17,9 +18,8 @@ from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
 from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
 from labs.selectors.usage import student_budgets
-from labs.services.activity import KeepRefused
 from labs.services.activity import session_keep_running as keep_service
-from labs.services.sessions import ExtendRefused, LaunchRefused
+from labs.services.sessions import LaunchRefused
 from labs.services.sessions import session_extend as extend_service
 from labs.services.sessions import session_launch as launch_service
 from labs.services.sessions import session_stop as stop_service
@@ -109,42 +109,42 @@ def session_stop(request: HttpRequest, session_id) -> HttpResponse:
     return redirect("labs:home")
 
 
-@login_required
-@require_POST
-def session_extend(request: HttpRequest, session_id) -> HttpResponse:
+def _own_session_action(request: HttpRequest, session_id, act, done: str) -> HttpResponse:
+    """A student's action on their own session (``act`` raises ``ValidationError`` with the
+    reason when it cannot be done): JSON for the page's script, else back to the page with a message."""
     if not LabSession.objects.filter(pk=session_id, student=request.user).exists():
-        raise Http404(_("No such session."))  # only its student extends a session
+        raise Http404(_("No such session."))  # only its student does this
     try:
-        left = extend_service(session_id=session_id, student=request.user)
-    except ExtendRefused as exc:
+        answer = act()
+    except ValidationError as exc:
         error = " ".join(exc.messages)
         if _wants_json(request):
             return JsonResponse({"error": error}, status=409)
         messages.error(request, error)
         return redirect("labs:home")
     if _wants_json(request):
-        return JsonResponse({"ok": True, "extensions_left": left})
-    messages.success(request, _("Extended."))
+        return JsonResponse({"ok": True, **answer})
+    messages.success(request, done)
     return redirect("labs:home")
 
 
 @login_required
 @require_POST
+def session_extend(request: HttpRequest, session_id) -> HttpResponse:
+    def extend():
+        return {"extensions_left": extend_service(session_id=session_id, student=request.user)}
+
+    return _own_session_action(request, session_id, extend, _("Extended."))
+
+
+@login_required
+@require_POST
 def session_keep(request: HttpRequest, session_id) -> HttpResponse:
-    if not LabSession.objects.filter(pk=session_id, student=request.user).exists():
-        raise Http404(_("No such session."))  # only its student answers a warning
-    try:
+    def keep():
         keep_service(session_id=session_id, student=request.user)
-    except KeepRefused:
-        error = _("This session has no idle warning to answer.")
-        if _wants_json(request):
-            return JsonResponse({"error": error}, status=409)
-        messages.info(request, error)
-        return redirect("labs:home")
-    if _wants_json(request):
-        return JsonResponse({"ok": True})
-    messages.success(request, _("It keeps running."))
-    return redirect("labs:home")
+        return {}
+
+    return _own_session_action(request, session_id, keep, _("It keeps running."))
 
 
 @login_required

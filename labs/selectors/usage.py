@@ -16,6 +16,7 @@ from datetime import date, datetime, time, timedelta
 
 from django.db.models import Count, Sum
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from labs.domain.fairness import decayed
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
@@ -302,3 +303,13 @@ def recent_usage_core_percent_hours(
         held = span.core_percent * span.seconds_within(since, now) / 3600
         total += decayed(held, (now - span.end).total_seconds(), half_life)
     return total
+
+
+def usage_chart(days: list[date], core_hours: list[float], gib_hours: list[float]) -> dict:
+    """What the usage chart (``labs/static/labs/console.js``) draws: NPU time per day, labels in the reader's language."""
+    return {
+        "days": [d.isoformat() for d in days],
+        "core": [round(v, 2) for v in core_hours],
+        "gib": [round(v, 2) for v in gib_hours],
+        "labels": {"core": gettext("AI-Core-% × hours"), "gib": gettext("GiB × hours")},
+    }

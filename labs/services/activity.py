@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
 
 from labs.domain.idle import Activity, Verdict, idle_verdict
 from labs.domain.reasons import Reason
@@ -179,7 +181,7 @@ def activity_check(*, now: datetime | None = None) -> ActivityReport:
     return report
 
 
-class KeepRefused(Exception):
+class KeepRefused(ValidationError):
     """The session has no idle warning to answer (not warned, not running, not the student's)."""
 
 
@@ -192,7 +194,7 @@ def session_keep_running(*, session_id, student) -> None:
             .first()
         )
         if session is None:
-            raise KeepRefused(str(session_id))
+            raise KeepRefused(_("This session has no idle warning to answer."))
         words = reason_fields(None) if session.reason_code == "session.idle_warning" else {}
         LabSession.objects.filter(pk=session.pk).update(
             cull_at=None, last_active_at=timezone.now(), version=F("version") + 1, **words
