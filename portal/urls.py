@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from accounts import views as accounts_views
+from api import ops as api_ops
 from labs.metrics import metrics
 
 urlpatterns = [
@@ -12,5 +13,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Django's set_language (the URL django.conf.urls.i18n gives it), keeping a signed-in user's choice.
     path("i18n/setlang/", accounts_views.set_language, name="set_language"),
+    path("api/v1/", include("api.urls")),
+    path("ops/tokens/", api_ops.tokens, name="ops-tokens"),
+    path("ops/tokens/<int:token_id>/revoke/", api_ops.token_revoke, name="ops-token-revoke"),
     path("", include("labs.urls")),
 ]
