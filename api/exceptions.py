@@ -36,16 +36,19 @@ class Refused(exceptions.APIException):
     default_code = "refused"
 
 
-def _flat(detail) -> object:
+def _fields(detail, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as ``{"members.3.role": ["..."]}``: one level, every value a list of messages."""
     if isinstance(detail, dict):
-        return {str(k): _flat(v) for k, v in detail.items()}
-    if isinstance(detail, list):
-        flat: list = []
-        for item in detail:
-            value = _flat(item)
-            flat.extend(value if isinstance(value, list) else [value])
-        return flat
-    return str(detail)
+        items = detail.items()
+    elif isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
+        items = ((str(i), item) for i, item in enumerate(detail))
+    else:
+        messages = [str(m) for m in (detail if isinstance(detail, list) else [detail])]
+        return {prefix or "non_field_errors": messages} if messages else {}
+    fields: dict[str, list[str]] = {}
+    for key, value in items:
+        fields.update(_fields(value, f"{prefix}.{key}" if prefix else str(key)))
+    return fields
 
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
@@ -57,10 +60,9 @@ def exception_handler(exc, context):
     if response is None:
         return None  # a 500: Django's handler logs it and answers
     if isinstance(exc, exceptions.ValidationError):
-        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        fields = _flat(detail)
-        first = next((messages[0] for messages in fields.values() if messages), "Invalid input.")
-        response.data = error_body("invalid", f"Invalid input: {first}", fields)
+        fields = _fields(exc.detail)
+        name, messages = next(iter(fields.items()), ("", ["Invalid input."]))
+        response.data = error_body("invalid", f"Invalid input: {name}: {messages[0]}" if name else messages[0], fields)
     else:
         code = getattr(exc, "default_code", "error")
         if isinstance(exc, exceptions.APIException):
