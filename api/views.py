@@ -8,13 +8,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC
 from decimal import Decimal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpResponse, StreamingHttpResponse
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, generics, status
@@ -59,6 +62,7 @@ AUTH_ERRORS = {
     429: _error("Too many requests with this token (`throttled`); Retry-After says when to try again."),
 }
 NOT_FOUND = {404: _error("No such object in the token's institution (`not_found`).")}
+PAST_THE_END = {404: _error("A page past the last one (`not_found`).")}
 INVALID = {400: _error("Invalid input (`invalid`, `parse_error`): `fields` says which and why; nothing was changed.")}
 PRECONDITIONS = {
     412: _error("If-Match does not match the current ETag (`precondition_failed`): GET it again; nothing was changed."),
@@ -132,7 +136,9 @@ class CourseList(generics.ListAPIView):
             return Course.objects.none()
         return selectors.courses_of(institution=_institution(self.request))
 
-    @extend_schema(summary="List the institution's courses", responses={200: CourseSerializer(many=True), **AUTH_ERRORS})
+    @extend_schema(
+        summary="List the institution's courses", responses={200: CourseSerializer(many=True), **AUTH_ERRORS, **PAST_THE_END}
+    )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
 
@@ -322,7 +328,10 @@ class Catalogue(generics.ListAPIView):
             return LabTemplate.objects.none()
         return selectors.catalogue_of(institution=_institution(self.request))
 
-    @extend_schema(summary="The institution's template catalogue", responses={200: TemplateSerializer(many=True), **AUTH_ERRORS})
+    @extend_schema(
+        summary="The institution's template catalogue",
+        responses={200: TemplateSerializer(many=True), **AUTH_ERRORS, **PAST_THE_END},
+    )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
 
@@ -380,12 +389,27 @@ class CourseRoster(APIView):
 # --- sessions ------------------------------------------------------------------------------------
 
 
+class UTCDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time, as UTC: PostgreSQL refuses offsets beyond ±15:59, which Python accepts."""
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        try:
+            return parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else parsed
+        except OverflowError:
+            raise ValidationError("The time is out of range.", code="invalid") from None
+
+
+class UTCDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UTCDateTimeField
+
+
 class SessionFilter(filters.FilterSet):
     course = filters.NumberFilter(field_name="course_id", min_value=1, max_value=selectors.MAX_ID)
     student = filters.CharFilter(field_name="student__username", max_length=150)
     state = filters.ChoiceFilter(choices=LabSession.State.choices)
-    since = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UTCDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = LabSession
@@ -403,7 +427,10 @@ class SessionList(generics.ListAPIView):
             return LabSession.objects.none()
         return selectors.sessions_of(institution=_institution(self.request))
 
-    @extend_schema(summary="The institution's sessions", responses={200: SessionSerializer(many=True), **INVALID, **AUTH_ERRORS})
+    @extend_schema(
+        summary="The institution's sessions",
+        responses={200: SessionSerializer(many=True), **INVALID, **AUTH_ERRORS, **PAST_THE_END},
+    )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
 
