@@ -6,6 +6,7 @@ production sets ``DATABASE_URL`` to PostgreSQL and chooses the ``kubernetes`` dr
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -408,6 +409,10 @@ SPECTACULAR_SETTINGS = {
 # Requests per token (DRF's rate syntax, e.g. 600/minute), counted in Redis so every web process
 # shares the count.
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/minute")
+if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_RATE={API_THROTTLE_RATE!r}: requests per second, minute, hour or day, e.g. 600/minute."
+    )
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "api": {
