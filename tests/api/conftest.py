@@ -13,7 +13,7 @@ from api.services import token_create
 from labs.models import Institution
 
 
-class ApiClient(Client):
+class TokenClient(Client):
     """Django's test client sending a bearer token and JSON bodies."""
 
     def __init__(self, token: str | None = None, **kwargs) -> None:
@@ -46,9 +46,9 @@ def make_token(db):
 
 
 @pytest.fixture
-def api(world, make_token) -> ApiClient:
+def api(world, make_token) -> TokenClient:
     """A client with a token of the world's institution holding every scope."""
-    return ApiClient(make_token(world["course"].institution))
+    return TokenClient(make_token(world["course"].institution))
 
 
 @pytest.fixture

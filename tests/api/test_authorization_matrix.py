@@ -14,7 +14,7 @@ from django.utils import timezone
 from api.models import ApiToken
 from api.scopes import SCOPES
 from labs.models import Course, LabSession
-from tests.api.conftest import ApiClient
+from tests.api.conftest import TokenClient
 
 QUOTA = {"instance_count": 4, "core_percent": 40, "memory_mib": 16384, "sessions_per_student": 1, "max_session_minutes": 60}
 
@@ -77,7 +77,7 @@ def token_for(caller: str, scope: str, make_token, world, elsewhere) -> str | No
 @pytest.mark.parametrize("caller", CALLERS)
 @pytest.mark.parametrize(("method", "path", "scope", "body", "ok", "other"), ENDPOINTS, ids=[f"{e[0]} {e[1]}" for e in ENDPOINTS])
 def test_authorization(caller, method, path, scope, body, ok, other, objects, make_token, world, elsewhere):
-    client = ApiClient(token_for(caller, scope, make_token, world, elsewhere))
+    client = TokenClient(token_for(caller, scope, make_token, world, elsewhere))
     if isinstance(body, str):
         body = objects[body.strip("{}")]
     url = "/api/v1/" + path.format(**objects)

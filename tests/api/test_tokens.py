@@ -11,7 +11,7 @@ from django.test import Client
 
 from api.models import ApiToken
 from labs.models import AuditEvent, Institution, InstitutionRole
-from tests.api.conftest import ApiClient
+from tests.api.conftest import TokenClient
 from tests.factories import UserFactory
 
 
@@ -19,21 +19,21 @@ def test_only_a_digest_and_a_prefix_are_stored(make_token, world):
     secret = make_token(world["course"].institution)
     token = ApiToken.objects.get()
     assert secret not in (token.secret_sha256, token.prefix) and secret.startswith(token.prefix)
-    assert ApiClient(secret).call("GET", "/api/v1/courses/").status_code == 200
+    assert TokenClient(secret).call("GET", "/api/v1/courses/").status_code == 200
     token.refresh_from_db()
     assert token.last_used_at is not None
 
 
 def test_a_wrong_secret_with_a_right_prefix_is_refused(make_token, world):
     secret = make_token(world["course"].institution)
-    response = ApiClient(secret[:-2] + "xx").call("GET", "/api/v1/courses/")
+    response = TokenClient(secret[:-2] + "xx").call("GET", "/api/v1/courses/")
     assert response.status_code == 401
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
 def test_too_many_requests_are_throttled_per_token(make_token, world, settings):
     settings.API_THROTTLE_RATE = "3/minute"
-    busy, other = ApiClient(make_token(world["course"].institution)), ApiClient(make_token(world["course"].institution))
+    busy, other = TokenClient(make_token(world["course"].institution)), TokenClient(make_token(world["course"].institution))
     assert [busy.call("GET", "/api/v1/courses/").status_code for _ in range(4)] == [200, 200, 200, 429]
     throttled = busy.call("GET", "/api/v1/courses/")
     assert throttled.json()["error"]["code"] == "throttled" and int(throttled["Retry-After"]) > 0
@@ -44,13 +44,13 @@ def test_the_command_prints_a_working_token_once(world):
     out = io.StringIO()
     call_command("api_token", "create", "--institution", "uni-test", "--name", "moodle", "--scopes", "courses:read", stdout=out)
     secret = out.getvalue().strip()
-    assert ApiClient(secret).call("GET", "/api/v1/courses/").status_code == 200
-    assert ApiClient(secret).call("GET", "/api/v1/sessions/").status_code == 403
+    assert TokenClient(secret).call("GET", "/api/v1/courses/").status_code == 200
+    assert TokenClient(secret).call("GET", "/api/v1/sessions/").status_code == 403
     listing = io.StringIO()
     call_command("api_token", "list", stdout=listing)
     assert "moodle" in listing.getvalue() and secret not in listing.getvalue()
     call_command("api_token", "revoke", ApiToken.objects.get().prefix, stdout=io.StringIO())
-    assert ApiClient(secret).call("GET", "/api/v1/courses/").status_code == 401
+    assert TokenClient(secret).call("GET", "/api/v1/courses/").status_code == 401
 
 
 def test_the_command_refuses_unknown_scopes_and_institutions(world):
@@ -96,7 +96,7 @@ def test_an_operator_makes_a_token_for_their_institution_and_sees_it_once(operat
     assert token.scopes == ["courses:read", "roster:write"] and token.created_by == operators["operator"]
     html = response.content.decode()
     secret = html.split('<code class="token-secret">')[1].split("<")[0]
-    assert ApiClient(secret).call("GET", "/api/v1/courses/").status_code == 200
+    assert TokenClient(secret).call("GET", "/api/v1/courses/").status_code == 200
     assert response["Cache-Control"] == "no-store"
     assert secret not in client.get("/ops/tokens/").content.decode()
     assert AuditEvent.objects.filter(action="api_token.create", actor=operators["operator"]).exists()
@@ -123,10 +123,10 @@ def test_revoking_asks_for_confirmation_and_a_reason(operators, make_token, worl
     url = f"/ops/tokens/{token.pk}/revoke/"
     unconfirmed = csrf_post(client, url, {"reason": "leaked"})
     assert unconfirmed.status_code == 200
-    assert ApiClient(secret).call("GET", "/api/v1/courses/").status_code == 200
+    assert TokenClient(secret).call("GET", "/api/v1/courses/").status_code == 200
     confirmed = csrf_post(client, url, {"reason": "leaked", "confirm": "on"})
     assert confirmed.status_code == 302
-    assert ApiClient(secret).call("GET", "/api/v1/courses/").status_code == 401
+    assert TokenClient(secret).call("GET", "/api/v1/courses/").status_code == 401
     assert AuditEvent.objects.get(action="api_token.revoke").after == {"reason": "leaked"}
 
 
