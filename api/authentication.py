@@ -1,7 +1,8 @@
-"""``Authorization: Bearer <token>`` with an institution API token.
+"""Who calls the API: an institution's LMS, with an API token (``Authorization: Bearer npl_...``)
+or an OAuth 2.0 access token it got with the client-credentials grant (``api.oauth``).
 
-The request's user is an ``ApiClient`` (not a Django user): it acts inside its token's
-institution only, and the audit log names the token.
+Either way the request's user is an ``ApiClient`` (not a Django user): it acts inside one
+institution with a set of scopes, and the audit log names the token or the OAuth client.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
+from oauth2_provider.contrib.rest_framework import OAuth2Authentication
 from rest_framework import authentication, exceptions
 
-from api.models import ApiToken
-from api.tokens import token_digest, token_prefix
+from api.models import ApiToken, OAuthClient
+from api.tokens import TOKEN_PREFIX, token_digest, token_prefix
 
 # last_used_at is written at most this often per token, not on every request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -22,38 +24,43 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 @dataclass(frozen=True)
 class ApiClient:
-    """Who is calling: an institution's token. Quacks enough like a user for ``audit_record``."""
+    """The caller. Quacks enough like a user for ``audit_record`` (``pk`` None, ``get_username``)."""
 
-    token: ApiToken
+    institution: object
+    scopes: frozenset[str]
+    actor_name: str
+    throttle_key: str  # one rate limit per API token or OAuth client
     pk = None
     is_authenticated = True
     is_anonymous = False
     is_superuser = False
 
-    @property
-    def institution(self):
-        return self.token.institution
-
     def get_username(self) -> str:
-        return self.token.actor_name
+        return self.actor_name
 
     def __str__(self) -> str:
-        return self.token.actor_name
+        return self.actor_name
+
+
+def _bearer(request) -> str | None:
+    header = authentication.get_authorization_header(request).split()
+    if not header or header[0].lower() != b"bearer":
+        return None
+    if len(header) != 2:
+        raise exceptions.AuthenticationFailed("The Authorization header is 'Bearer <token>', with no spaces in the token.")
+    try:
+        return header[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.") from None
 
 
 class InstitutionTokenAuthentication(authentication.BaseAuthentication):
-    keyword = "Bearer"
+    """API tokens (``npl_...``); other bearer tokens are left to the OAuth authentication."""
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        presented = _bearer(request)
+        if presented is None or not presented.startswith(TOKEN_PREFIX):
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("The Authorization header is 'Bearer <token>', with no spaces in the token.")
-        try:
-            presented = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.") from None
         digest = token_digest(presented)
         token = (
             ApiToken.objects.select_related("institution").filter(prefix=token_prefix(presented), secret_sha256=digest).first()
@@ -66,7 +73,29 @@ class InstitutionTokenAuthentication(authentication.BaseAuthentication):
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
-        return ApiClient(token), token
+        client = ApiClient(token.institution, frozenset(token.scopes), token.actor_name, f"token:{token.pk}")
+        return client, token
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="api"'
+
+
+class InstitutionOAuth2Authentication(OAuth2Authentication):
+    """OAuth 2.0 access tokens of an institution's ``OAuthClient``; the scopes are the access token's."""
+
+    def authenticate(self, request):
+        presented = _bearer(request)
+        if presented is None or presented.startswith(TOKEN_PREFIX):
+            return None
+        found = super().authenticate(request)
+        if found is None:
+            raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.")
+        _user, access_token = found
+        client = OAuthClient.objects.select_related("institution").filter(application_id=access_token.application_id).first()
+        if client is None:
+            raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.")
+        scopes = frozenset(access_token.scope.split()) & frozenset(client.scopes)
+        return ApiClient(client.institution, scopes, client.actor_name, f"oauth:{client.pk}"), access_token
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="api"'

@@ -44,6 +44,29 @@ class ApiToken(models.Model):
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
+class OAuthClient(models.Model):
+    """An institution's OAuth 2.0 client (client-credentials grant): an LMS back end that asks for
+    short-lived access tokens instead of holding an API token. Its scopes bound what it may ask for."""
+
+    application = models.OneToOneField(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="institution_client"
+    )
+    institution = models.ForeignKey("labs.Institution", on_delete=models.CASCADE, related_name="oauth_clients")
+    scopes = models.JSONField(_("scopes"), default=list)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["institution", "-created_at"]
+
+    def __str__(self) -> str:
+        return self.application.name
+
+    @property
+    def actor_name(self) -> str:
+        return f"oauth-client:{self.institution.slug}/{self.application.name}"
+
+
 class IdempotencyKey(models.Model):
     """A launch made with an ``Idempotency-Key``: the same key and body give the same session again."""
 

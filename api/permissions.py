@@ -14,6 +14,6 @@ class HasScope(permissions.BasePermission):
         required = getattr(view, "required_scopes", {}).get(request.method)
         if required is None:
             return request.method == "OPTIONS"
-        if required not in request.auth.scopes:
+        if required not in request.user.scopes:
             raise exceptions.PermissionDenied(f"This token lacks the scope {required}.")
         return True

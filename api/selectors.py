@@ -14,7 +14,7 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from api.models import ApiToken
+from api.models import ApiToken, OAuthClient
 from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate
 from labs.selectors.console import term_start
 from labs.selectors.operations import OperatorScope
@@ -79,6 +79,11 @@ def session_of(*, institution: Institution, session_id) -> LabSession | None:
 def tokens_for(*, scope: OperatorScope) -> QuerySet[ApiToken]:
     tokens = ApiToken.objects.select_related("institution", "created_by").order_by("institution__name", "-created_at")
     return tokens if scope.platform else tokens.filter(institution_id__in=scope.institutions)
+
+
+def oauth_clients_for(*, scope: OperatorScope) -> QuerySet[OAuthClient]:
+    clients = OAuthClient.objects.select_related("institution", "application").order_by("institution__name", "-created_at")
+    return clients if scope.platform else clients.filter(institution_id__in=scope.institutions)
 
 
 # --- ETags ---------------------------------------------------------------------------------------

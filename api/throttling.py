@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.cache import caches
 from rest_framework.throttling import SimpleRateThrottle
 
+from api.authentication import ApiClient
+
 
 class TokenRateThrottle(SimpleRateThrottle):
     scope = "token"
@@ -17,6 +19,6 @@ class TokenRateThrottle(SimpleRateThrottle):
         self.num_requests, self.duration = self.parse_rate(self.rate)
 
     def get_cache_key(self, request, view) -> str | None:
-        if request.auth is None:
+        if not isinstance(request.user, ApiClient):
             return None  # refused before it counts
-        return f"throttle:token:{request.auth.pk}"
+        return f"throttle:{request.user.throttle_key}"

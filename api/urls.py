@@ -1,6 +1,7 @@
 from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from oauth2_provider.views import TokenView
 
 from api import views
 
@@ -14,6 +15,8 @@ docs = csp_update({"img-src": ["data:"]})(
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # OAuth 2.0 client credentials (api.oauth): a form POST, not part of the REST schema.
+    path("oauth/token/", TokenView.as_view(), name="oauth-token"),
     path("docs/", docs, name="docs"),
     path("courses/", views.CourseList.as_view(), name="courses"),
     path("courses/<str:course_id>/", views.CourseDetail.as_view(), name="course"),

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "oauth2_provider",
     "accounts",
     "labs",
     "api",
@@ -379,7 +380,10 @@ LOGGING = {
 # Institution tokens only (Authorization: Bearer ...): no session or basic auth, so no CSRF to
 # think about and no browser can call it with a signed-in user's cookie.
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.InstitutionTokenAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.InstitutionTokenAuthentication",
+        "api.authentication.InstitutionOAuth2Authentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["api.permissions.HasScope"],
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -405,6 +409,14 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+# OAuth 2.0 for LMS back ends (django-oauth-toolkit): client-credentials only, an application per
+# institution (api.OAuthClient, made on /ops/tokens/), its scopes the API's (api.scopes, through
+# api.oauth.InstitutionScopes); access tokens live an hour.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"  # api.OAuthClient refers to it
+OAUTH2_PROVIDER = {
+    "SCOPES_BACKEND_CLASS": "api.oauth.InstitutionScopes",
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("API_OAUTH_TOKEN_SECONDS", 3600, minimum=60),
 }
 # Requests per token (DRF's rate syntax, e.g. 600/minute), counted in Redis so every web process
 # shares the count.

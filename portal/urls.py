@@ -16,5 +16,6 @@ urlpatterns = [
     path("api/v1/", include("api.urls")),
     path("ops/tokens/", api_ops.tokens, name="ops-tokens"),
     path("ops/tokens/<int:token_id>/revoke/", api_ops.token_revoke, name="ops-token-revoke"),
+    path("ops/tokens/oauth/<int:client_id>/revoke/", api_ops.oauth_client_revoke, name="ops-oauth-client-revoke"),
     path("", include("labs.urls")),
 ]

@@ -143,3 +143,29 @@ def test_the_page_speaks_chinese(operators, world):
     client = logged_in(operators["operator"])
     page = client.get("/ops/tokens/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "API 令牌" in page
+
+
+def test_an_operator_makes_an_oauth_client_and_revokes_it(operators, world):
+    from tests.api.test_oauth import access_token
+
+    client = logged_in(operators["operator"])
+    institution = world["course"].institution
+    response = csrf_post(
+        client,
+        "/ops/tokens/",
+        {"kind": "oauth", "oauth-institution": institution.pk, "oauth-name": "Canvas", "oauth-scopes": ["usage:read"]},
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    client_id = html.split('<code class="client-id">')[1].split("<")[0]
+    secret = html.split('<code class="client-secret">')[1].split("<")[0]
+    token = access_token(client_id, secret)
+    assert token.status_code == 200 and token.json()["scope"] == "usage:read"
+    assert secret not in client.get("/ops/tokens/").content.decode()
+    from api.models import OAuthClient
+
+    oauth_client = OAuthClient.objects.get()
+    assert csrf_post(client, f"/ops/tokens/oauth/{oauth_client.pk}/revoke/", {"reason": "r", "confirm": "on"}).status_code == 302
+    assert not OAuthClient.objects.exists()
+    assert AuditEvent.objects.filter(action__startswith="oauth_client.").count() == 2
+    assert logged_in(operators["foreign"]).get(f"/ops/tokens/oauth/{oauth_client.pk}/revoke/").status_code == 404
