@@ -35,9 +35,13 @@ def courses_of(*, institution: Institution) -> QuerySet[Course]:
     return Course.objects.filter(institution=institution).select_related("quota").order_by("code", "term", "pk")
 
 
-def course_of(*, institution: Institution, course_id) -> Course | None:
+def course_of(*, institution: Institution, course_id, lock: bool = False) -> Course | None:
+    """The course, if it is ``institution``'s; ``lock``: its row locked until the transaction ends."""
     pk = _id(course_id)
-    return None if pk is None else courses_of(institution=institution).select_related("institution").filter(pk=pk).first()
+    if pk is None:
+        return None
+    courses = courses_of(institution=institution).select_related("institution").filter(pk=pk)
+    return (courses.select_for_update(of=("self",)) if lock else courses).first()
 
 
 def templates_of_course(*, course: Course) -> QuerySet[LabTemplate]:

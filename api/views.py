@@ -105,8 +105,8 @@ def _institution(request):
     return request.user.institution
 
 
-def _course_or_404(request, course_id) -> Course:
-    course = selectors.course_of(institution=_institution(request), course_id=course_id)
+def _course_or_404(request, course_id, *, lock: bool = False) -> Course:
+    course = selectors.course_of(institution=_institution(request), course_id=course_id, lock=lock)
     if course is None:
         raise exceptions.NotFound("No such course.")
     return course
@@ -175,8 +175,8 @@ class CourseDetail(APIView):
         serializer = (CoursePatchSerializer if partial else CourseSerializer)(data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         with transaction.atomic():
-            course = _course_or_404(request, course_id)
-            Course.objects.select_for_update().filter(pk=course.pk).first()
+            # Locked before the ETag is compared: a change committed meanwhile is seen, and waits for us.
+            course = _course_or_404(request, course_id, lock=True)
             _check_if_match(request, selectors.etag_of(_course_json(course)))
             values = {name: getattr(course, name) for name in CourseForm.Meta.fields}
             if not partial:
@@ -278,8 +278,8 @@ class CourseQuotaView(APIView):
             if values.get(name) is not None:
                 values[name] = str(Decimal(values[name]) / 1024)  # the form takes GiB
         with transaction.atomic():
-            course = _course_or_404(request, course_id)
-            Course.objects.select_for_update().filter(pk=course.pk).first()
+            # Locked before the ETag is compared: a change committed meanwhile is seen, and waits for us.
+            course = _course_or_404(request, course_id, lock=True)
             _check_if_match(request, selectors.etag_of(_quota_json(selectors.quota_of(course=course))))
             form = QuotaForm(
                 values,
