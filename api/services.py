@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -203,8 +203,11 @@ def session_launch_for(
     """
     digest = _request_digest(request or {})
     institution = course.institution
-    for _attempt in range(2):
+    with transaction.atomic():
         if idempotency_key:
+            # Two requests with one key wait for each other here, so the second sees the first's
+            # session (rather than racing it to the student's session limit).
+            _idempotency_lock(institution.pk, idempotency_key)
             earlier = (
                 IdempotencyKey.objects.select_related("session").filter(institution=institution, key=idempotency_key).first()
             )
@@ -212,27 +215,25 @@ def session_launch_for(
                 if earlier.request_sha256 != digest:
                     raise IdempotencyConflict()
                 return earlier.session, False
-        try:
-            with transaction.atomic():
-                session = session_launch(student=student, course=course, template=template)
-                if idempotency_key:
-                    IdempotencyKey.objects.create(
-                        institution=institution, key=idempotency_key, request_sha256=digest, session=session
-                    )
-                audit_record(
-                    by=by,
-                    action="session.launch",
-                    target=f"{student.get_username()} in {course.code}",
-                    institution=institution,
-                    after={"session": str(session.pk), "template": template.slug},
-                )
-            return session, True
-        except IntegrityError:
-            if not idempotency_key:
-                raise
-            # Another request with the same key committed first: this launch was rolled back;
-            # answer with theirs (or a conflict) on the next round.
-    raise IdempotencyConflict()
+        session = session_launch(student=student, course=course, template=template)
+        if idempotency_key:
+            IdempotencyKey.objects.create(institution=institution, key=idempotency_key, request_sha256=digest, session=session)
+        audit_record(
+            by=by,
+            action="session.launch",
+            target=f"{student.get_username()} in {course.code}",
+            institution=institution,
+            after={"session": str(session.pk), "template": template.slug},
+        )
+    return session, True
+
+
+def _idempotency_lock(institution_id: int, key: str) -> None:
+    """Hold a lock on (institution, key) until the transaction ends. PostgreSQL: an advisory lock
+    on the key's hash; SQLite's transactions already take its single write lock at the start."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"api-idempotency:{institution_id}:{key}"])
 
 
 def session_stop_by(*, session: LabSession, by) -> bool:

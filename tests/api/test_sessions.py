@@ -130,3 +130,35 @@ async def test_progress_ends_when_its_time_is_up(world, make_token, settings):
 
     events = await asyncio.wait_for(read_events(response), timeout=10)
     assert [e["state"] for e in events] == ["queued"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_with_one_key_at_once_launch_one_session(world, make_token):
+    """The second waits for the first and answers with its session (not a refusal for the student's limit)."""
+    import threading
+
+    from django.db import connection as thread_connection
+
+    from tests.api.conftest import TokenClient
+
+    token = make_token(world["course"].institution)
+    barrier, answers = threading.Barrier(2), []
+
+    def post() -> None:
+        try:
+            barrier.wait()
+            response = TokenClient(token).call(
+                "POST", "/api/v1/sessions/", launch_body(world), headers={"Idempotency-Key": "race"}
+            )
+            answers.append((response.status_code, response.json().get("id")))
+        finally:
+            thread_connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(status for status, _id in answers) == [200, 201], answers
+    assert len({session_id for _status, session_id in answers}) == 1
+    assert LabSession.objects.count() == 1
