@@ -59,11 +59,13 @@ test-fast: $(VENV)/.installed-dev $(MO_FILES)
 	$(VENV)/bin/pytest -m "not browser and not slow"
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on
-## PostgreSQL; a class of 128 starting on the portal beside JupyterHub (PostgreSQL, Redis, npm; ~3 min)
+## PostgreSQL; the LMS roster sync of 5,000 members, twice; a class of 128 starting on the portal
+## beside JupyterHub (PostgreSQL, Redis, npm; ~3 min)
 bench: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench || status=1; \
 	$(PY) -m bench.pass_scale || status=1; \
+	$(PY) -m bench.roster_sync || status=1; \
 	$(PY) -m bench.side_by_side --launches 128 --repeats 3 || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status
 

@@ -6,6 +6,7 @@ production sets ``DATABASE_URL`` to PostgreSQL and chooses the ``kubernetes`` dr
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,15 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "csp",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "oauth2_provider",
     "accounts",
     "labs",
     "lti",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -407,3 +414,76 @@ LOGGING = {
     # django-axes: failures and lockouts are warnings; its INFO lines repeat them at every login.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
+
+# --- The LMS API (/api/v1/, README "REST API") ------------------------------------------------------
+# Institution tokens only (Authorization: Bearer ...): no session or basic auth, so no CSRF to
+# think about and no browser can call it with a signed-in user's cookie.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.InstitutionTokenAuthentication",
+        "api.authentication.InstitutionOAuth2Authentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.HasScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.Pagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "NPU Lab Portal LMS API",
+    "DESCRIPTION": (
+        "The API a learning-management system uses to run courses on the portal, with an institution token "
+        "(`Authorization: Bearer <token>`, made on /ops/tokens/ or with `manage.py api_token create`). "
+        'Every error is `{"error": {"code", "message", "fields"}}`.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+# OAuth 2.0 for LMS back ends (django-oauth-toolkit): client-credentials only, an application per
+# institution (api.OAuthClient, made on /ops/tokens/), its scopes the API's (api.scopes, through
+# api.oauth.InstitutionScopes); access tokens live an hour.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"  # api.OAuthClient refers to it
+OAUTH2_PROVIDER = {
+    "SCOPES_BACKEND_CLASS": "api.oauth.InstitutionScopes",
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("API_OAUTH_TOKEN_SECONDS", 3600, minimum=60),
+    # RFC 9700 (the OAuth 2.0 security BCP) throughout: tokens stored hashed, only in the
+    # Authorization header, no implicit or password grant, https redirect URIs (none are used).
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
+}
+# Requests per token (DRF's rate syntax, e.g. 600/minute), counted in Redis so every web process
+# shares the count.
+API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/minute")
+if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_RATE={API_THROTTLE_RATE!r}: requests per second, minute, hour or day, e.g. 600/minute."
+    )
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("API_CACHE_PREFIX", "portal-api"),
+        "TIMEOUT": 3600,
+    },
+}
+# How long GET /api/v1/sessions/<id>/progress streams at most before it ends (the client reconnects).
+API_PROGRESS_MAX_SECONDS = env_int("API_PROGRESS_MAX_SECONDS", 300, minimum=1)
+API_PROGRESS_POLL_SECONDS = env_float("API_PROGRESS_POLL_SECONDS", 1.0, minimum=0.05)

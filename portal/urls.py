@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from accounts import views as accounts_views
+from api import ops as api_ops
 from labs.metrics import metrics
 
 urlpatterns = [
@@ -13,5 +14,9 @@ urlpatterns = [
     # Django's set_language (the URL django.conf.urls.i18n gives it), keeping a signed-in user's choice.
     path("i18n/setlang/", accounts_views.set_language, name="set_language"),
     path("", include("lti.urls")),
+    path("api/v1/", include("api.urls")),
+    path("ops/tokens/", api_ops.tokens, name="ops-tokens"),
+    path("ops/tokens/<int:token_id>/revoke/", api_ops.token_revoke, name="ops-token-revoke"),
+    path("ops/tokens/oauth/<int:client_id>/revoke/", api_ops.oauth_client_revoke, name="ops-oauth-client-revoke"),
     path("", include("labs.urls")),
 ]

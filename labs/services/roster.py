@@ -23,6 +23,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
+from django.db.models.functions import Lower
 from django.utils.translation import gettext as _
 
 from labs.domain.states import TERMINAL
@@ -72,19 +73,35 @@ class RosterPlan:
         return not self.error and any(r.action in (Action.ADD, Action.CREATE, Action.ROLE) for r in self.rows)
 
 
+class _Accounts:
+    """The accounts a roster's rows name, looked up in two queries rather than one per row."""
+
+    def __init__(self, usernames: set[str], emails: set[str]) -> None:
+        User = get_user_model()
+        self.by_username = {u.get_username(): u for u in User.objects.filter(username__in=usernames)} if usernames else {}
+        self.by_email: dict[str, list] = {}
+        if emails:
+            for user in User.objects.annotate(email_lower=Lower("email")).filter(email_lower__in=emails).order_by("pk"):
+                self.by_email.setdefault(user.email.lower(), []).append(user)
+
+    def find(self, username: str, email: str):
+        if username:
+            user = self.by_username.get(username)
+            if user is not None and email and user.email and user.email.lower() != email.lower():
+                return None, _("the account %(username)s has another e-mail address") % {"username": username}
+            return user, ""
+        users = self.by_email.get(email.lower(), [])
+        if len(users) > 1:
+            return None, _("more than one account has this e-mail; give the username")
+        if not users:
+            return None, _("no account has this e-mail; give a username to create one")
+        return users[0], ""
+
+
 def _find_user(username: str, email: str):
-    User = get_user_model()
-    if username:
-        user = User.objects.filter(username=username).first()
-        if user is not None and email and user.email and user.email.lower() != email.lower():
-            return None, _("the account %(username)s has another e-mail address") % {"username": username}
-        return user, ""
-    users = list(User.objects.filter(email__iexact=email)[:2])
-    if len(users) > 1:
-        return None, _("more than one account has this e-mail; give the username")
-    if not users:
-        return None, _("no account has this e-mail; give a username to create one")
-    return users[0], ""
+    return _Accounts({username} if username else set(), {email.lower()} if email and not username else set()).find(
+        username, email
+    )
 
 
 def roster_plan(*, course: Course, text: str) -> RosterPlan:
@@ -108,66 +125,72 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
     instructors_left = sum(1 for r in members.values() if r == Enrollment.Role.INSTRUCTOR)
     User = get_user_model()
     try:
+        raws = []
         for number, raw in enumerate(reader, start=2):
             if number - 1 > MAX_ROWS:
                 return RosterPlan(error=_("The file has more than %(n)s rows; split it.") % {"n": MAX_ROWS})
-            row = {k: (v or "").strip() for k, v in raw.items() if k}
-            if not any(row.values()):
-                continue  # a blank line
-            username, email = row.get("username", ""), row.get("email", "")
-            role = (row.get("role") or Enrollment.Role.STUDENT).lower()
-            entry = RowPlan(number, username, email, role, Action.ERROR)
-            entry.first_name, entry.last_name = row.get("first_name", ""), row.get("last_name", "")
-            plan.rows.append(entry)
-            if not username and not email:
-                entry.message = _("no username and no e-mail")
-                continue
-            if email:
-                try:
-                    validate_email(email)
-                except ValidationError:
-                    entry.message = _("%(email)s is not an e-mail address") % {"email": email}
-                    continue
-            if role not in ROLES:
-                entry.message = _("unknown role %(role)s: use student, assistant or instructor") % {"role": role}
-                continue
-            if username:
-                try:
-                    User.username_validator(username)
-                except ValidationError:
-                    entry.message = _("%(username)s is not a valid username") % {"username": username}
-                    continue
-            key = (username or email).lower()
-            if key in seen:
-                entry.message = _("listed twice in this file")
-                continue
-            seen.add(key)
-            user, problem = _find_user(username, email)
-            if problem:
-                entry.message = problem
-                continue
-            if user is None:
-                entry.action = Action.CREATE
-                continue
-            entry.user_id = user.pk
-            entry.username = user.get_username()
-            current = members.get(user.pk)
-            if current is None:
-                entry.action = Action.ADD
-            elif current == role:
-                entry.action = Action.UNCHANGED
-            elif current == Enrollment.Role.INSTRUCTOR and instructors_left <= 1:
-                entry.message = _("a course keeps at least one instructor; make someone else instructor first")
-            else:
-                if current == Enrollment.Role.INSTRUCTOR:
-                    instructors_left -= 1
-                entry.action = Action.ROLE
-                entry.message = _("%(old)s → %(new)s") % {
-                    "old": Enrollment.Role(current).label,
-                    "new": Enrollment.Role(role).label,
-                }
+            raws.append((number, {k: (v or "").strip() for k, v in raw.items() if k}))
     except csv.Error as exc:
         return RosterPlan(error=_("This is not a CSV file: %(error)s") % {"error": exc})
+    accounts = _Accounts(
+        {row["username"] for _n, row in raws if row.get("username")},
+        {row["email"].lower() for _n, row in raws if row.get("email") and not row.get("username")},
+    )
+    for number, row in raws:
+        if not any(row.values()):
+            continue  # a blank line
+        username, email = row.get("username", ""), row.get("email", "")
+        role = (row.get("role") or Enrollment.Role.STUDENT).lower()
+        entry = RowPlan(number, username, email, role, Action.ERROR)
+        entry.first_name, entry.last_name = row.get("first_name", ""), row.get("last_name", "")
+        plan.rows.append(entry)
+        if not username and not email:
+            entry.message = _("no username and no e-mail")
+            continue
+        if email:
+            try:
+                validate_email(email)
+            except ValidationError:
+                entry.message = _("%(email)s is not an e-mail address") % {"email": email}
+                continue
+        if role not in ROLES:
+            entry.message = _("unknown role %(role)s: use student, assistant or instructor") % {"role": role}
+            continue
+        if username:
+            try:
+                User.username_validator(username)
+            except ValidationError:
+                entry.message = _("%(username)s is not a valid username") % {"username": username}
+                continue
+        key = (username or email).lower()
+        if key in seen:
+            entry.message = _("listed twice in this file")
+            continue
+        seen.add(key)
+        user, problem = accounts.find(username, email)
+        if problem:
+            entry.message = problem
+            continue
+        if user is None:
+            entry.action = Action.CREATE
+            continue
+        entry.user_id = user.pk
+        entry.username = user.get_username()
+        current = members.get(user.pk)
+        if current is None:
+            entry.action = Action.ADD
+        elif current == role:
+            entry.action = Action.UNCHANGED
+        elif current == Enrollment.Role.INSTRUCTOR and instructors_left <= 1:
+            entry.message = _("a course keeps at least one instructor; make someone else instructor first")
+        else:
+            if current == Enrollment.Role.INSTRUCTOR:
+                instructors_left -= 1
+            entry.action = Action.ROLE
+            entry.message = _("%(old)s → %(new)s") % {
+                "old": Enrollment.Role(current).label,
+                "new": Enrollment.Role(role).label,
+            }
     return plan
 
 
@@ -178,16 +201,23 @@ def roster_apply(*, course: Course, text: str, by=None) -> RosterPlan:
         plan = roster_plan(course=course, text=text)
         if plan.error:
             return plan
+        creating = [row for row in plan.rows if row.action == Action.CREATE]
+        accounts = [
+            User(username=row.username, email=row.email, first_name=row.first_name, last_name=row.last_name) for row in creating
+        ]
+        for account in accounts:
+            account.set_unusable_password()  # they sign in through the university's login
+        for row, account in zip(creating, User.objects.bulk_create(accounts, batch_size=1000), strict=True):
+            row.user_id = account.pk
+        joining = [row for row in plan.rows if row.action in (Action.CREATE, Action.ADD)]
+        # ignore_conflicts: someone added meanwhile stays as they were added (get_or_create's answer).
+        Enrollment.objects.bulk_create(
+            (Enrollment(user_id=row.user_id, course=course, role=row.role) for row in joining),
+            batch_size=1000,
+            ignore_conflicts=True,
+        )
         for row in plan.rows:
-            if row.action == Action.CREATE:
-                user = User(username=row.username, email=row.email, first_name=row.first_name, last_name=row.last_name)
-                user.set_unusable_password()
-                user.save()
-                row.user_id = user.pk
-                Enrollment.objects.create(user=user, course=course, role=row.role)
-            elif row.action == Action.ADD:
-                Enrollment.objects.get_or_create(user_id=row.user_id, course=course, defaults={"role": row.role})
-            elif row.action == Action.ROLE:
+            if row.action == Action.ROLE:
                 _set_role(course, row.user_id, row.role)
         counts = {action.value: plan.count(action) for action in Action}
         if any(counts[a] for a in (Action.ADD, Action.CREATE, Action.ROLE)):

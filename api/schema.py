@@ -1,0 +1,33 @@
+"""What drf-spectacular needs to describe the token authentication."""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+
+class InstitutionTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "api.authentication.InstitutionTokenAuthentication"
+    name = "institutionToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An institution API token (/ops/tokens/ or `manage.py api_token create`).",
+        }
+
+
+class InstitutionOAuthScheme(OpenApiAuthenticationExtension):
+    target_class = "api.authentication.InstitutionOAuth2Authentication"
+    name = "oauth2ClientCredentials"
+
+    def get_security_definition(self, auto_schema):
+        from api.scopes import SCOPES
+
+        return {
+            "type": "oauth2",
+            "flows": {
+                "clientCredentials": {
+                    "tokenUrl": "/api/v1/oauth/token/",
+                    "scopes": {name: str(label) for name, label in SCOPES.items()},
+                }
+            },
+        }

@@ -1,0 +1,179 @@
+"""Reads for the API. Every function takes the token's institution (or a course already found
+through it), so nothing here can return another institution's rows."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from api.models import ApiToken, OAuthClient
+from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate
+from labs.selectors.console import term_start
+from labs.selectors.operations import OperatorScope
+
+MAX_ID = 2**63 - 1
+
+
+def _id(value) -> int | None:
+    """A database id from a URL or query parameter; ``None`` for anything that cannot be one."""
+    try:
+        number = int(str(value))
+    except ValueError:
+        return None
+    return number if 0 < number <= MAX_ID else None
+
+
+def courses_of(*, institution: Institution) -> QuerySet[Course]:
+    return Course.objects.filter(institution=institution).select_related("quota").order_by("code", "term", "pk")
+
+
+def course_of(*, institution: Institution, course_id, lock: bool = False) -> Course | None:
+    """The course, if it is ``institution``'s; ``lock``: its row locked until the transaction ends."""
+    pk = _id(course_id)
+    if pk is None:
+        return None
+    courses = courses_of(institution=institution).select_related("institution").filter(pk=pk)
+    return (courses.select_for_update(of=("self",)) if lock else courses).first()
+
+
+def templates_of_course(*, course: Course) -> QuerySet[LabTemplate]:
+    return course.templates.order_by("core_percent", "name", "pk")
+
+
+def catalogue_of(*, institution: Institution) -> QuerySet[LabTemplate]:
+    """The institution's catalogue: its templates that are not one course's own."""
+    return LabTemplate.objects.filter(institution=institution, course__isnull=True).order_by("core_percent", "name", "pk")
+
+
+def template_of(*, institution: Institution, ref) -> LabTemplate | None:
+    """A template of ``institution`` by id or slug."""
+    templates = LabTemplate.objects.filter(institution=institution)
+    pk = _id(ref)
+    return templates.filter(pk=pk).first() if pk is not None else templates.filter(slug=str(ref)).first()
+
+
+def roster_of(*, course: Course) -> QuerySet[Enrollment]:
+    return Enrollment.objects.filter(course=course).select_related("user").order_by("user__username")
+
+
+def sessions_of(*, institution: Institution) -> QuerySet[LabSession]:
+    return (
+        LabSession.objects.filter(course__institution=institution)
+        .select_related("student", "course", "template")
+        .order_by("-created_at", "pk")
+    )
+
+
+def session_of(*, institution: Institution, session_id) -> LabSession | None:
+    try:
+        pk = uuid.UUID(str(session_id))
+    except ValueError:
+        return None
+    return sessions_of(institution=institution).filter(pk=pk).first()
+
+
+def tokens_for(*, scope: OperatorScope) -> QuerySet[ApiToken]:
+    tokens = ApiToken.objects.select_related("institution", "created_by").order_by("institution__name", "-created_at")
+    return tokens if scope.platform else tokens.filter(institution_id__in=scope.institutions)
+
+
+def oauth_clients_for(*, scope: OperatorScope) -> QuerySet[OAuthClient]:
+    clients = OAuthClient.objects.select_related("institution", "application").order_by("institution__name", "-created_at")
+    return clients if scope.platform else clients.filter(institution_id__in=scope.institutions)
+
+
+# --- ETags ---------------------------------------------------------------------------------------
+
+
+def etag_of(representation: dict) -> str:
+    """A strong ETag of a resource's JSON representation: it changes exactly when what a GET shows changes."""
+    text = json.dumps(representation, sort_keys=True, default=str, separators=(",", ":"))
+    return '"' + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+
+
+def quota_of(*, course: Course) -> CourseQuota | None:
+    return CourseQuota.objects.filter(course=course).first()
+
+
+# --- usage ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class UsageRow:
+    username: str
+    name: str
+    sessions: int = 0
+    core_percent_hours: float = 0.0  # AI-Core-% x hours held
+    gib_hours: float = 0.0  # GiB x hours held
+
+
+@dataclass(frozen=True)
+class Usage:
+    since: datetime
+    until: datetime
+    rows: list[UsageRow]
+
+
+def _overlap_hours(start: datetime, end: datetime, lo: datetime, hi: datetime) -> float:
+    return max(0.0, (min(end, hi) - max(start, lo)).total_seconds()) / 3600
+
+
+def course_usage_between(
+    *, course: Course, since: datetime | None = None, until: datetime | None = None, student: str = ""
+) -> Usage:
+    """Per student of ``course``: sessions launched in [since, until) and the NPU time their
+    allocations held in it (as in the console: AI-Core-% x hours, GiB x hours). ``since`` defaults
+    to the start of the term, ``until`` to now; ``student`` narrows to one username."""
+    until = until or timezone.now()
+    since = since or term_start(course)
+    rows: dict[int, UsageRow] = {}
+    members = Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT).select_related("user")
+    sessions = (
+        LabSession.objects.filter(course=course, created_at__lt=until)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=since))
+        .select_related("allocation", "student")
+    )
+    if student:
+        members = members.filter(user__username=student)
+        sessions = sessions.filter(student__username=student)
+    for e in members:
+        rows[e.user_id] = UsageRow(e.user.get_username(), e.user.get_full_name())
+    for s in sessions:
+        row = rows.get(s.student_id)
+        if row is None:  # a former student: still counted
+            row = rows[s.student_id] = UsageRow(s.student.get_username(), s.student.get_full_name())
+        if s.created_at >= since:
+            row.sessions += 1
+        allocation = getattr(s, "allocation", None)
+        if allocation is None:
+            continue
+        hours = _overlap_hours(allocation.created_at, allocation.released_at or until, since, until)
+        row.core_percent_hours += allocation.core_percent * hours
+        row.gib_hours += allocation.memory_mib / 1024 * hours
+    return Usage(since, until, sorted(rows.values(), key=lambda r: r.username))
+
+
+USAGE_CSV_HEADER = ["username", "name", "sessions", "core_percent_hours", "gib_hours"]
+
+
+def usage_csv(usage: Usage) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(USAGE_CSV_HEADER)
+    for r in usage.rows:
+        writer.writerow([r.username, r.name, r.sessions, f"{r.core_percent_hours:.2f}", f"{r.gib_hours:.2f}"])
+    return out.getvalue()
+
+
+def member_of(*, course: Course, username: str):
+    """The user called ``username`` if they are on the course's roster."""
+    enrollment = Enrollment.objects.filter(course=course, user__username=username).select_related("user").first()
+    return enrollment.user if enrollment is not None else None

@@ -1,0 +1,180 @@
+"""The API's representations. Shape and types only: the rules (a course code's form, a quota's
+limits) are the console's forms', which the views call."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from labs.models import Enrollment, LabSession
+
+INT4_MAX = 2**31 - 1
+INT8_MAX = 2**63 - 1
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable, for programs: invalid, not_authenticated, not_found, ...")
+    message = serializers.CharField(help_text="For people.")
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), help_text="Invalid input only: field → problems."
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+# --- courses -------------------------------------------------------------------------------------
+
+
+class CourseSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    code = serializers.CharField(max_length=64, help_text="Letters, digits, dot, dash or underscore, e.g. AI101.")
+    title = serializers.CharField(max_length=200)
+    term = serializers.CharField(max_length=64, help_text="e.g. 2026 Autumn; a code may be used again in another term.")
+    starts_on = serializers.DateField(required=False, allow_null=True)
+    ends_on = serializers.DateField(required=False, allow_null=True)
+    archived_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class CoursePatchSerializer(CourseSerializer):
+    code = serializers.CharField(max_length=64, required=False)
+    title = serializers.CharField(max_length=200, required=False)
+    term = serializers.CharField(max_length=64, required=False)
+
+
+class QuotaSerializer(serializers.Serializer):
+    """Memory in MiB (a multiple of the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none."""
+
+    instance_count = serializers.IntegerField(min_value=0, max_value=INT4_MAX)
+    core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, help_text="% of one card, summed.")
+    memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX)
+    cohort = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    borrow_instances = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    borrow_core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    borrow_memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
+    lend_instances = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    lend_core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    lend_memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
+    sessions_per_student = serializers.IntegerField(min_value=1, max_value=INT4_MAX)
+    max_session_minutes = serializers.IntegerField(min_value=1, max_value=INT4_MAX)
+
+
+class QuotaResponseSerializer(QuotaSerializer):
+    below_use = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="After a PUT: the guarantee's resources now below what the course uses (nothing is stopped).",
+    )
+
+
+# --- templates -----------------------------------------------------------------------------------
+
+
+class TemplateSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    kind = serializers.CharField()
+    scenario = serializers.CharField()
+    core_percent = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+    course = serializers.IntegerField(source="course_id", allow_null=True, help_text="A course's own template; null: catalogue.")
+
+
+# --- roster --------------------------------------------------------------------------------------
+
+
+class MemberSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+    email = serializers.CharField(max_length=254, required=False, allow_blank=True, default="")
+    role = serializers.ChoiceField(choices=[r.value for r in Enrollment.Role], default=Enrollment.Role.STUDENT.value)
+    first_name = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+    last_name = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+
+
+class RosterMemberSerializer(serializers.Serializer):
+    username = serializers.CharField(source="user.username")
+    email = serializers.CharField(source="user.email")
+    role = serializers.CharField()
+    first_name = serializers.CharField(source="user.first_name")
+    last_name = serializers.CharField(source="user.last_name")
+
+
+class RosterSerializer(serializers.Serializer):
+    members = RosterMemberSerializer(many=True)
+
+
+class RosterPutSerializer(serializers.Serializer):
+    members = MemberSerializer(many=True, max_length=5000, allow_empty=True)
+
+
+class RosterRowSerializer(serializers.Serializer):
+    index = serializers.IntegerField(allow_null=True, help_text="The row's place in the body; null for a removed member.")
+    username = serializers.CharField()
+    email = serializers.CharField()
+    role = serializers.CharField()
+    result = serializers.ChoiceField(choices=["added", "updated", "unchanged", "removed", "rejected"])
+    reason = serializers.CharField()
+
+
+class RosterSyncSerializer(serializers.Serializer):
+    added = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    removed = serializers.IntegerField()
+    rejected = serializers.IntegerField()
+    rows = RosterRowSerializer(many=True)
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+
+class SessionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    course = serializers.IntegerField(source="course_id")
+    course_code = serializers.CharField(source="course.code")
+    template = serializers.CharField(source="template.slug")
+    student = serializers.CharField(source="student.username")
+    state = serializers.ChoiceField(choices=[s.value for s in LabSession.State])
+    reason_code = serializers.CharField()
+    reason = serializers.CharField(help_text="The reason in words, in the request's language.")
+    created_at = serializers.DateTimeField()
+    running_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    access_url = serializers.CharField(help_text="Where the student opens the lab once it runs (its token is not included).")
+
+
+class LaunchSerializer(serializers.Serializer):
+    course = serializers.IntegerField(min_value=1, max_value=INT8_MAX)
+    template = serializers.CharField(max_length=100, help_text="The template's slug or id.")
+    student = serializers.CharField(max_length=150, help_text="The student's username; they must be enrolled.")
+
+
+# --- usage ---------------------------------------------------------------------------------------
+
+
+class UsageRowSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    name = serializers.CharField()
+    sessions = serializers.IntegerField()
+    core_percent_hours = serializers.FloatField()
+    gib_hours = serializers.FloatField()
+
+
+class UsageSerializer(serializers.Serializer):
+    course = serializers.IntegerField()
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    rows = UsageRowSerializer(many=True)
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+    student = serializers.CharField(max_length=150, required=False, default="")
+
+    def validate(self, data):
+        if data.get("since") and data.get("until") and data["until"] <= data["since"]:
+            raise serializers.ValidationError({"until": "until must be after since."})
+        return data

@@ -1,0 +1,32 @@
+from csp.decorators import csp_update
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from oauth2_provider.views import TokenView
+
+from api import views
+
+app_name = "api"
+
+# Swagger UI draws its icons as data: SVG images; everything else on the page is the portal's own
+# (static files from drf-spectacular-sidecar, the init script from its own URL: no inline script).
+docs = csp_update({"img-src": ["data:"]})(
+    SpectacularSwaggerSplitView.as_view(url_name="api:schema", template_name="api/swagger_ui.html")
+)
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # OAuth 2.0 client credentials (api.oauth): a form POST, not part of the REST schema.
+    path("oauth/token/", TokenView.as_view(), name="oauth-token"),
+    path("docs/", docs, name="docs"),
+    path("courses/", views.CourseList.as_view(), name="courses"),
+    path("courses/<str:course_id>/", views.CourseDetail.as_view(), name="course"),
+    path("courses/<str:course_id>/quota/", views.CourseQuotaView.as_view(), name="course-quota"),
+    path("courses/<str:course_id>/templates/", views.CourseTemplates.as_view(), name="course-templates"),
+    path("courses/<str:course_id>/roster/", views.CourseRoster.as_view(), name="course-roster"),
+    path("courses/<str:course_id>/usage/", views.CourseUsage.as_view(), name="course-usage"),
+    path("templates/", views.Catalogue.as_view(), name="templates"),
+    path("sessions/", views.SessionList.as_view(), name="sessions"),
+    path("sessions/<str:session_id>/", views.SessionDetail.as_view(), name="session"),
+    path("sessions/<str:session_id>/stop/", views.SessionStop.as_view(), name="session-stop"),
+    path("sessions/<str:session_id>/progress", views.SessionProgress.as_view(), name="session-progress"),
+]

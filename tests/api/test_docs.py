@@ -1,0 +1,37 @@
+"""The schema and the docs page: served without a token, and the page works under the portal's CSP."""
+
+from __future__ import annotations
+
+import re
+
+from django.test import Client
+
+
+def test_the_schema_describes_every_endpoint(db):
+    response = Client().get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert {"/api/v1/courses/", "/api/v1/courses/{course_id}/roster/", "/api/v1/sessions/{session_id}/progress"} <= set(
+        schema["paths"]
+    )
+    assert schema["components"]["securitySchemes"]["institutionToken"]["scheme"] == "bearer"
+    assert "412" in schema["paths"]["/api/v1/courses/{course_id}/"]["patch"]["responses"]
+
+
+def test_the_docs_page_has_no_inline_script_or_style_and_its_files_load(db):
+    client = Client()
+    page = client.get("/api/v1/docs/")
+    assert page.status_code == 200
+    policy = page["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "style-src 'self'" in policy
+    html = page.content.decode()
+    assert "<style" not in html
+    scripts = re.findall(r"<script([^>]*)>", html)
+    assert scripts and all("src=" in attributes for attributes in scripts)
+    for url in re.findall(r'(?:src|href)="([^"]+)"', html):
+        url = url.replace("&amp;", "&")
+        loaded = client.get(url)
+        assert loaded.status_code == 200, url
+    init = client.get("/api/v1/docs/?script=")
+    assert init["Content-Type"].startswith("application/javascript")
+    assert "/api/v1/schema/" in init.content.decode()

@@ -1,0 +1,46 @@
+"""A course's quota through the API: checked as the console checks it, changed only with the current ETag."""
+
+from __future__ import annotations
+
+from labs.models import AuditEvent, CourseQuota
+
+QUOTA = {
+    "instance_count": 16,
+    "core_percent": 160,
+    "memory_mib": 64 * 1024,
+    "sessions_per_student": 2,
+    "max_session_minutes": 120,
+}
+
+
+def test_it_sets_the_quota_with_the_current_etag(api, world):
+    url = f"/api/v1/courses/{world['course'].pk}/quota/"
+    got = api.call("GET", url)
+    assert got.status_code == 200
+    assert got.json()["memory_mib"] == world["course"].quota.memory_mib
+    response = api.call("PUT", url, QUOTA, headers={"If-Match": got["ETag"]})
+    assert response.status_code == 200, response.content
+    quota = CourseQuota.objects.get(course=world["course"])
+    assert (quota.instance_count, quota.core_percent, quota.memory_mib, quota.sessions_per_student) == (16, 160, 65536, 2)
+    assert response.json()["below_use"] == []
+    assert AuditEvent.objects.filter(action="quota.set", actor_name="api-token:uni-test/lms").exists()
+    assert api.call("PUT", url, {**QUOTA, "instance_count": 4}, headers={"If-Match": got["ETag"]}).status_code == 412
+    assert api.call("PUT", url, QUOTA).status_code == 428
+
+
+def test_the_consoles_rules_apply(api, world):
+    """The 8-card node holds at most 128 development instances, and memory comes in 128 MiB steps."""
+    url = f"/api/v1/courses/{world['course'].pk}/quota/"
+    etag = api.call("GET", url)["ETag"]
+    response = api.call("PUT", url, {**QUOTA, "instance_count": 500, "memory_mib": 1000}, headers={"If-Match": etag})
+    assert response.status_code == 400
+    assert {"instance_count", "memory_mib"} <= set(response.json()["error"]["fields"])
+    assert CourseQuota.objects.get(course=world["course"]).instance_count == world["course"].quota.instance_count
+
+
+def test_a_course_without_quota_takes_one_with_if_match_star(api, world):
+    CourseQuota.objects.filter(course=world["course"]).delete()
+    url = f"/api/v1/courses/{world['course'].pk}/quota/"
+    assert api.call("GET", url).status_code == 404
+    assert api.call("PUT", url, QUOTA, headers={"If-Match": "*"}).status_code == 200
+    assert CourseQuota.objects.filter(course=world["course"]).exists()

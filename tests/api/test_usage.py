@@ -1,0 +1,61 @@
+"""Usage through the API: per student, for a time range, as JSON and as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+from django.utils import timezone
+
+from labs.models import Allocation
+from labs.services.allocation import allocation_pass
+from labs.services.sessions import session_launch
+
+
+def held_two_hours(world):
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["medium"])
+    allocation_pass()
+    now = timezone.now()
+    Allocation.objects.filter(session=session).update(created_at=now - timedelta(hours=3), released_at=now - timedelta(hours=1))
+    session.__class__.objects.filter(pk=session.pk).update(created_at=now - timedelta(hours=3))
+    return now
+
+
+def test_usage_counts_what_allocations_held_in_the_range(api, world):
+    now = held_two_hours(world)
+    url = f"/api/v1/courses/{world['course'].pk}/usage/"
+    rows = {r["username"]: r for r in api.call("GET", url).json()["rows"]}
+    mine = rows[world["students"][0].username]
+    assert mine["sessions"] == 1
+    assert round(mine["core_percent_hours"], 2) == 20.0  # 10 % for 2 hours
+    assert round(mine["gib_hours"], 2) == 16.0  # 8 GiB for 2 hours
+    assert rows[world["students"][1].username]["sessions"] == 0
+    since = (now - timedelta(hours=2)).isoformat()
+    narrowed = api.call("GET", url, data={"since": since, "student": world["students"][0].username}).json()["rows"]
+    assert [r["username"] for r in narrowed] == [world["students"][0].username]
+    assert round(narrowed[0]["core_percent_hours"], 2) == 10.0  # only the last hour of it is in range
+    assert narrowed[0]["sessions"] == 0  # launched before the range
+
+
+def test_usage_as_csv(api, world):
+    held_two_hours(world)
+    response = api.call("GET", f"/api/v1/courses/{world['course'].pk}/usage/", data={"format": "csv"})
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert len(rows) == len(world["students"])
+    first = next(r for r in rows if r["username"] == world["students"][0].username)
+    assert first["core_percent_hours"] == "20.00" and first["sessions"] == "1"
+    by_accept = api.call("GET", f"/api/v1/courses/{world['course'].pk}/usage/", headers={"Accept": "text/csv"})
+    assert by_accept.content == response.content
+
+
+def test_a_range_that_ends_before_it_starts_is_invalid(api, world):
+    response = api.call(
+        "GET",
+        f"/api/v1/courses/{world['course'].pk}/usage/",
+        data={"since": "2026-02-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
+    )
+    assert response.status_code == 400
+    assert "until" in response.json()["error"]["fields"]
