@@ -18,11 +18,11 @@ from django.utils import timezone
 from api.models import ApiToken, IdempotencyKey
 from api.scopes import unknown_scopes
 from api.tokens import token_digest, token_new, token_prefix
-from labs.domain.reasons import Reason
 from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
 from labs.services.audit import audit_record
+from labs.services.operations import session_stop_by_operator
 from labs.services.roster import Action, RosterError, roster_apply
-from labs.services.sessions import session_launch, session_stop
+from labs.services.sessions import session_launch
 
 # --- tokens --------------------------------------------------------------------------------------
 
@@ -237,15 +237,5 @@ def _idempotency_lock(institution_id: int, key: str) -> None:
 
 
 def session_stop_by(*, session: LabSession, by) -> bool:
-    """Stop ``session`` on the LMS's request; ``False`` when it was ending already."""
-    with transaction.atomic():
-        stopped = session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who=by.get_username()))
-        if stopped:
-            audit_record(
-                by=by,
-                action="session.stop",
-                target=f"{session.student.get_username()} in {session.course.code}",
-                institution=session.course.institution,
-                after={"session": str(session.pk)},
-            )
-    return stopped
+    """Stop ``session`` on the LMS's request; ``False`` when it was ending already. Audited like an operator's stop."""
+    return session_stop_by_operator(session=session, by=by, reason="requested through the API")
