@@ -43,7 +43,10 @@ class CoursePatchSerializer(CourseSerializer):
 
 
 class QuotaSerializer(serializers.Serializer):
-    """Memory in MiB (a multiple of the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none."""
+    """Memory in MiB (a multiple of the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none.
+
+    A PUT replaces the whole quota: a field left out takes its default (no extensions, no budget).
+    """
 
     instance_count = serializers.IntegerField(min_value=0, max_value=INT4_MAX)
     core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, help_text="% of one card, summed.")
@@ -57,6 +60,32 @@ class QuotaSerializer(serializers.Serializer):
     lend_memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
     sessions_per_student = serializers.IntegerField(min_value=1, max_value=INT4_MAX)
     max_session_minutes = serializers.IntegerField(min_value=1, max_value=INT4_MAX)
+    extensions_allowed = serializers.IntegerField(
+        min_value=0,
+        max_value=INT4_MAX,
+        required=False,
+        default=0,
+        help_text="Extensions a student may take of a running session.",
+    )
+    extension_minutes = serializers.IntegerField(
+        min_value=1, max_value=INT4_MAX, required=False, default=30, help_text="Minutes each extension adds."
+    )
+    budget_core_percent_hours = serializers.IntegerField(
+        min_value=1,
+        max_value=INT4_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Weekly NPU budget per student in AI-Core-% x hours; null: none.",
+    )
+    budget_gib_hours = serializers.IntegerField(
+        min_value=1,
+        max_value=INT4_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Weekly NPU budget per student in GiB x hours; null: none.",
+    )
 
 
 class QuotaResponseSerializer(QuotaSerializer):

@@ -44,3 +44,28 @@ def test_a_course_without_quota_takes_one_with_if_match_star(api, world):
     assert api.call("GET", url).status_code == 404
     assert api.call("PUT", url, QUOTA, headers={"If-Match": "*"}).status_code == 200
     assert CourseQuota.objects.filter(course=world["course"]).exists()
+
+
+def test_extensions_and_weekly_budgets_round_trip_and_a_put_replaces_them(api, world):
+    url = f"/api/v1/courses/{world['course'].pk}/quota/"
+    etag = api.call("GET", url)["ETag"]
+    policy = {"extensions_allowed": 2, "extension_minutes": 45, "budget_core_percent_hours": 100, "budget_gib_hours": 80}
+    response = api.call("PUT", url, {**QUOTA, **policy}, headers={"If-Match": etag})
+    assert response.status_code == 200, response.content
+    got = api.call("GET", url)
+    assert {k: got.json()[k] for k in policy} == policy
+    quota = CourseQuota.objects.get(course=world["course"])
+    assert (quota.extensions_allowed, quota.extension_minutes, quota.budget_core_percent_hours) == (2, 45, 100)
+
+    bad = api.call("PUT", url, {**QUOTA, "budget_gib_hours": 0, "extension_minutes": 0}, headers={"If-Match": got["ETag"]})
+    assert bad.status_code == 400 and {"budget_gib_hours", "extension_minutes"} <= set(bad.json()["error"]["fields"])
+    assert CourseQuota.objects.get(course=world["course"]).budget_gib_hours == 80  # nothing changed
+
+    api.call("PUT", url, QUOTA, headers={"If-Match": got["ETag"]})  # left out: the defaults
+    quota.refresh_from_db()
+    assert (quota.extensions_allowed, quota.extension_minutes, quota.budget_core_percent_hours, quota.budget_gib_hours) == (
+        0,
+        30,
+        None,
+        None,
+    )
