@@ -353,3 +353,47 @@ def new_token() -> str:
 def write_json(path: str | None, figures: dict) -> None:
     if path:
         Path(path).write_text(json.dumps(figures, indent=2, default=str))
+
+
+# --- the portal inside the bench's own process ------------------------------------------------
+
+
+def portal_in_process(res: Resources, name: str, rid: str, *, connection_limit: int = 10, **env: str) -> Path:
+    """Django with ``portal.settings`` in this process, on its own migrated PostgreSQL database
+    (``bench_<name>_<rid>``, dropped by ``res.close()``) and Redis database number (released).
+
+    The environment is cleared of the portal's own settings (``DJANGO_``, ``LAB_``, ``CELERY_``,
+    ``METRICS_``, ``API_``, ``LTI_``) so a developer's shell cannot change a bench; ``env`` adds
+    the bench's. The simulator driver unless ``env`` names another. Returns the run's temp dir.
+    """
+    temp = res.make_temp_dir(f"npu-lab-bench-{name}-{rid}-")
+    db_name = f"bench_{name}_{rid}"
+    database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=connection_limit)
+    res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
+    owner = f"bench-{name}-{rid}"
+    redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
+    res.on_close(f"release {redis_url}", lambda: redis_release_database(redis_url, owner))
+    for key in [k for k in os.environ if k.startswith(("DJANGO_", "LAB_", "CELERY_", "METRICS_", "API_", "LTI_"))]:
+        del os.environ[key]
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "SECRET_KEY": new_token(),
+            "DEBUG": "0",
+            "PORTAL_VAR_DIR": str(temp),
+            "CHANNELS_PREFIX": f"bench-{rid}",
+            "LAB_DRIVER": "labs.drivers.simulator.SimulatorDriver",
+            "LOG_LEVEL": "WARNING",
+            **env,
+        }
+    )
+    import django
+    from django.core.management import call_command
+    from django.db import connections
+
+    django.setup()
+    res.on_close("close this process's database connections", connections.close_all)
+    call_command("migrate", interactive=False, verbosity=0)
+    return temp

@@ -22,22 +22,16 @@ alone, so the slow part is named.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from datetime import timedelta
 
 from bench.harness import (
-    POSTGRES_SERVER_URL,
-    REDIS_SERVER_URL,
     Resources,
     new_token,
-    postgres_create_database,
-    postgres_drop_database,
+    portal_in_process,
     raise_keyboard_interrupt_on_sigterm,
-    redis_claim_database,
-    redis_release_database,
     run_id,
     write_json,
 )
@@ -90,11 +84,11 @@ def add_history(*, recent: int, history: int, repair_events: int) -> None:
             """
             INSERT INTO labs_labsession (id, student_id, course_id, template_id, state, end_state, reason_code,
                 reason_params, version, created_at, admitted_at, started_at, running_at, stopping_at, ended_at,
-                access_url, secret, driver_ref, create_attempts)
+                access_url, secret, driver_ref, create_attempts, extensions_used, activity)
             SELECT gen_random_uuid(), s.student_id, s.course_id, s.template_id,
                    CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'stopped' END, '', '', '{}', 6,
                    t, t + interval '3 seconds', t + interval '4 seconds', t + interval '6 seconds',
-                   t + interval '2 hours', t + interval '2 hours 5 seconds', '', md5(g::text), '', 0
+                   t + interval '2 hours', t + interval '2 hours 5 seconds', '', md5(g::text), '', 0, 0, '{}'
             FROM generate_series(1, %s) g
             CROSS JOIN LATERAL (SELECT now() - interval '100 days' + g * (interval '100 days' / %s) AS t) ts
             CROSS JOIN (SELECT student_id, course_id, template_id FROM labs_labsession WHERE state = 'running' LIMIT 1) s
@@ -130,35 +124,12 @@ def add_history(*, recent: int, history: int, repair_events: int) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     rid = run_id()
-    db_name = f"bench_metrics_{rid}"
     res = Resources()
     try:
-        temp = res.make_temp_dir(f"npu-lab-bench-metrics-{rid}-")
-        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=10)
-        res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
-        owner = f"bench-metrics-{rid}"
-        redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
-        res.on_close(f"release {redis_url}", lambda: redis_release_database(redis_url, owner))
-        for key in [k for k in os.environ if k.startswith(("DJANGO_", "LAB_", "CELERY_", "METRICS_"))]:
-            del os.environ[key]
         token = new_token()
-        os.environ.update(
-            DJANGO_SETTINGS_MODULE="portal.settings",
-            DATABASE_URL=database_url,
-            REDIS_URL=redis_url,
-            SECRET_KEY=new_token(),
-            METRICS_TOKEN=token,
-            DEBUG="0",
-            PORTAL_VAR_DIR=str(temp),
-            CHANNELS_PREFIX=f"bench-{rid}",
-            LAB_DRIVER="labs.drivers.simulator.SimulatorDriver",
-            LOG_LEVEL="WARNING",
-        )
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-        from django.db import connection, connections
+        started = time.monotonic()
+        portal_in_process(res, "metrics", rid, METRICS_TOKEN=token)
+        from django.db import connection
         from django.test import RequestFactory
         from django.utils import timezone
 
@@ -166,9 +137,6 @@ def run(args: argparse.Namespace) -> dict:
         from labs import metrics
         from labs.selectors import metrics as ledger
 
-        res.on_close("close this process's database connections", connections.close_all)
-        started = time.monotonic()
-        call_command("migrate", interactive=False, verbosity=0)
         build(args.nodes, args.live, args.queued)
         add_history(recent=args.recent, history=args.history, repair_events=args.repair_events)
         with connection.cursor() as cursor:

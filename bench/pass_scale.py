@@ -23,21 +23,15 @@ figures of Kueue and Volcano (published, not measured here, and of whole control
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
 from bench.harness import (
-    POSTGRES_SERVER_URL,
-    REDIS_SERVER_URL,
     Resources,
     new_token,
-    postgres_create_database,
-    postgres_drop_database,
+    portal_in_process,
     raise_keyboard_interrupt_on_sigterm,
-    redis_claim_database,
-    redis_release_database,
     run_id,
     write_json,
 )
@@ -155,40 +149,15 @@ def requeue(klass) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     rid = run_id()
-    db_name = f"bench_pass_{rid}"
     res = Resources()
     try:
-        temp = res.make_temp_dir(f"npu-lab-bench-pass-{rid}-")
-        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=10)
-        res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
-        owner = f"bench-pass-{rid}"
-        redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
-        res.on_close(f"release {redis_url}", lambda: redis_release_database(redis_url, owner))
-        for key in [k for k in os.environ if k.startswith(("DJANGO_", "LAB_", "CELERY_"))]:
-            del os.environ[key]
-        os.environ.update(
-            DJANGO_SETTINGS_MODULE="portal.settings",
-            DATABASE_URL=database_url,
-            REDIS_URL=redis_url,
-            SECRET_KEY=new_token(),
-            DEBUG="0",
-            PORTAL_VAR_DIR=str(temp),
-            CHANNELS_PREFIX=f"bench-{rid}",
-            LAB_DRIVER="labs.drivers.simulator.SimulatorDriver",
-            LOG_LEVEL="WARNING",
-        )
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-        from django.db import connection, connections
+        started = time.monotonic()
+        portal_in_process(res, "pass", rid)
+        from django.db import connection
 
         from labs.models import LabSession
         from labs.services.allocation import allocation_pass
 
-        res.on_close("close this process's database connections", connections.close_all)
-        started = time.monotonic()
-        call_command("migrate", interactive=False, verbosity=0)
         klass = build(args.nodes, args.live, args.queued)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")  # as autovacuum would have by the time a real cluster got this full

@@ -15,21 +15,14 @@ second must write nothing; the exit status is 1 when it does.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from dataclasses import dataclass
 
 from bench.harness import (
-    POSTGRES_SERVER_URL,
-    REDIS_SERVER_URL,
     Resources,
-    new_token,
-    postgres_create_database,
-    postgres_drop_database,
+    portal_in_process,
     raise_keyboard_interrupt_on_sigterm,
-    redis_claim_database,
-    redis_release_database,
     run_id,
 )
 
@@ -72,42 +65,16 @@ def timed_sync(client, url: str, token: str, body: dict) -> SyncFigures:
 
 def run(members: int) -> int:
     rid = run_id()
-    db_name = f"bench_roster_{rid}"
     res = Resources()
     try:
-        temp = res.make_temp_dir(f"npu-lab-bench-roster-{rid}-")
-        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=5)
-        res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
-        owner = f"bench-roster-{rid}"
-        redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
-        res.on_close(f"release {redis_url}", lambda: redis_release_database(redis_url, owner))
-        for key in [k for k in os.environ if k.startswith(("DJANGO_", "LAB_", "CELERY_", "API_"))]:
-            del os.environ[key]
-        os.environ.update(
-            DJANGO_SETTINGS_MODULE="portal.settings",
-            DATABASE_URL=database_url,
-            REDIS_URL=redis_url,
-            SECRET_KEY=new_token(),
-            DEBUG="0",
-            PORTAL_VAR_DIR=str(temp),
-            CHANNELS_PREFIX=f"bench-{rid}",
-            LAB_DRIVER="labs.drivers.simulator.SimulatorDriver",
-            LOG_LEVEL="WARNING",
-        )
-        import django
-
-        django.setup()
+        portal_in_process(res, "roster", rid, connection_limit=5)
         from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-        from django.db import connections
         from django.test import Client
 
         from api.scopes import SCOPES
         from api.services import token_create
         from labs.models import Course, Enrollment, Institution
 
-        res.on_close("close this process's database connections", connections.close_all)
-        call_command("migrate", interactive=False, verbosity=0)
         institution = Institution.objects.create(name="Bench University", slug="bench")
         course = Course.objects.create(institution=institution, code="BIG101", title="Big class", term="bench")
         teacher = get_user_model().objects.create(username="teacher")
