@@ -8,6 +8,8 @@ the same instances. Failures can be injected three ways:
 * an image starting with ``"reject:"`` makes ``create`` itself raise ``DriverRefused``;
 * ``create_failure_rate`` makes that share of ``create`` calls raise ``DriverError`` (a flaky
   cluster API), ``delete_failure_rate`` the same for ``delete``;
+* ``access_url``: where a running instance says its lab is (``{session_id}`` is filled in); a
+  bench points it at a stand-in lab server that answers the idle check's questions;
 * ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED``, and
   ``inject_card(session_id, index)`` moves it to another card, as a device plugin that chose
   another card than the ledger would show; both from any process.
@@ -31,7 +33,15 @@ class SimulatorDriver(ClusterDriver):
     """Simulated instances: ``PENDING`` for ``start_delay_seconds`` after ``create``, then ``RUNNING``."""
 
     option_names = frozenset(
-        {"state_dir", "start_delay_seconds", "fail_images", "create_delay_seconds", "create_failure_rate", "delete_failure_rate"}
+        {
+            "state_dir",
+            "start_delay_seconds",
+            "fail_images",
+            "create_delay_seconds",
+            "create_failure_rate",
+            "delete_failure_rate",
+            "access_url",
+        }
     )
 
     def __init__(
@@ -43,7 +53,11 @@ class SimulatorDriver(ClusterDriver):
         create_delay_seconds: float = 0.0,
         create_failure_rate: float = 0.0,
         delete_failure_rate: float = 0.0,
+        access_url: str = ACCESS_URL,
     ) -> None:
+        if "{session_id}" not in access_url or not access_url.startswith(("http://", "https://")):
+            raise ValueError(f"access_url must be an http(s) URL with {{session_id}} in it, got {access_url!r}")
+        self.access_url = access_url
         for name, rate in (("create_failure_rate", create_failure_rate), ("delete_failure_rate", delete_failure_rate)):
             if not 0.0 <= float(rate) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {rate!r}")
@@ -104,7 +118,7 @@ class SimulatorDriver(ClusterDriver):
             return Observed(sid, PollStatus.FAILED, message=record["failure"], **where)
         if now - record["created"] < self.start_delay_seconds:
             return Observed(sid, PollStatus.PENDING, message="starting (simulated)", **where)
-        return Observed(sid, PollStatus.RUNNING, access_url=ACCESS_URL.format(session_id=sid), **where)
+        return Observed(sid, PollStatus.RUNNING, access_url=self.access_url.format(session_id=sid), **where)
 
     def delete(self, session_id: str) -> None:
         if self.delete_failure_rate and random.random() < self.delete_failure_rate:

@@ -118,3 +118,17 @@ def test_build_driver_passes_the_simulator_its_options(state_dir: str) -> None:
 def test_a_negative_start_delay_is_a_configuration_error(state_dir: str) -> None:
     with pytest.raises(ValueError):
         SimulatorDriver(state_dir=state_dir, start_delay_seconds=-1)
+
+
+def test_the_access_url_can_point_at_a_stand_in_lab(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0, access_url="http://127.0.0.1:8123/{session_id}/")
+    spec = make_spec()
+    driver.create(spec)
+
+    assert driver.poll(spec.session_id).access_url == f"http://127.0.0.1:8123/{spec.session_id}/"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8123/lab/", "ftp://x/{session_id}/", "{session_id}"])
+def test_an_access_url_without_the_session_or_not_http_is_a_configuration_error(state_dir: str, url: str) -> None:
+    with pytest.raises(ValueError, match="access_url must be an http"):
+        SimulatorDriver(state_dir=state_dir, access_url=url)
