@@ -37,7 +37,6 @@ encode, hand to the socket).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import time
@@ -234,23 +233,36 @@ class Cost:
     samples: int
 
 
-def logged_in_client(user):
-    """A test client with the user's session and a CSRF cookie (the token the page's script sends)."""
+HEADERS = {"accept-language": "en"}
+
+
+def csrf_token() -> str:
     from django.middleware.csrf import _get_new_csrf_string
+
+    return _get_new_csrf_string()  # an unmasked secret: valid as both the cookie and the header
+
+
+def logged_in_client(user):
+    """A test client (sync, for counting queries) with the user's session and a CSRF cookie."""
     from django.test import Client
 
-    client = Client(HTTP_ACCEPT_LANGUAGE="en", HTTP_HOST="127.0.0.1")
+    client = Client(headers=HEADERS)
     client.force_login(user)
-    token = _get_new_csrf_string()
-    client.cookies["csrftoken"] = token
-    client.csrf = token  # type: ignore[attr-defined]
+    client.csrf = csrf_token()  # type: ignore[attr-defined]
+    client.cookies["csrftoken"] = client.csrf
     return client
 
 
-def timed(call: Callable[[], object]) -> float:
-    began = time.process_time()
-    call()
-    return (time.process_time() - began) * 1000
+async def logged_in_async_client(user):
+    """The same through Django's ASGI handler, as Daphne serves it: sync views in a worker thread,
+    the websocket publish on commit going back to the event loop (``async_to_sync``)."""
+    from django.test import AsyncClient
+
+    client = AsyncClient(headers=HEADERS)
+    await client.aforce_login(user)
+    client.csrf = csrf_token()  # type: ignore[attr-defined]
+    client.cookies["csrftoken"] = client.csrf
+    return client
 
 
 def queries_of(call: Callable[[], object]) -> int:
@@ -270,113 +282,152 @@ def check(response, status: int, what: str):
 
 
 def measure(world: dict, *, repeat: int) -> list[Cost]:
-    """Every endpoint ``repeat`` times (after two untimed warm-up requests), then once more counting queries."""
+    """Every endpoint ``repeat`` times through the ASGI handler (after two untimed warm-up requests);
+    the queries of one more request of each kind, counted with the sync client."""
+    from asgiref.sync import async_to_sync
+    from django.conf import settings
     from django.test.utils import override_settings
 
-    with override_settings(ROOT_URLCONF=__name__.replace("__main__", "bench.request_cost")):
-        return _measure(world, repeat=repeat)
+    urlconf = __name__.replace("__main__", "bench.request_cost")
+    with override_settings(ROOT_URLCONF=urlconf, ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "testserver"]):
+        queries = _count_queries(world)
+        # async_to_sync, not asyncio.run: the views' thread is then this one, with its database
+        # connection (a test's transaction included).
+        times = async_to_sync(_time_all)(world, repeat=repeat)
+    return [Cost(name, statistics.median(ms), min(ms), queries.get(name), len(ms)) for name, ms in times.items()]
 
 
-def _measure(world: dict, *, repeat: int) -> list[Cost]:
-    course, template = world["course"], world["template"]
+def _launch_body(world: dict) -> dict:
+    return {"course": world["course"].pk, "template": world["template"].pk}
+
+
+def _count_queries(world: dict) -> dict[str, int]:
+    course = world["course"]
     student = logged_in_client(world["busy"][0])
     instructor = logged_in_client(world["instructor"])
     operator = logged_in_client(world["operator"])
-    costs = []
+    counts = {}
+    for name, client, url in (
+        (FLOOR, student, "/bench/floor/"),
+        (DASHBOARD, student, "/"),
+        (COURSE_PAGE, instructor, f"/courses/{course.pk}/"),
+        (OPS, operator, "/ops/"),
+        (OPS_JSON, operator, "/ops/cluster.json"),
+    ):
+        counts[name] = queries_of(lambda c=client, u=url, n=name: check(c.get(u), 200, n))
+    client = logged_in_client(world["idle"][-1])
+    headers = {"HTTP_ACCEPT": "application/json", "HTTP_X_CSRFTOKEN": client.csrf}
+    answer = {}
+    counts[LAUNCH] = queries_of(
+        lambda: answer.setdefault("r", check(client.post("/sessions/launch/", _launch_body(world), **headers), 201, LAUNCH))
+    )
+    session_id = answer["r"].json()["session"]["id"]
+    counts[STOP] = queries_of(lambda: check(client.post(f"/sessions/{session_id}/stop/", {}, **headers), 200, STOP))
+    counts[PUBLISH] = queries_of(lambda: _publish_one(world)())
+    return counts
 
-    def page(name: str, client, url: str) -> None:
-        get = lambda: check(client.get(url), 200, name)  # noqa: E731
+
+def _publish_one(world: dict) -> Callable[[], None]:
+    from labs.models import LabSession
+    from labs.services import events
+
+    session_id = str(LabSession.objects.filter(student__in=world["busy"]).order_by("pk").values_list("pk", flat=True)[0])
+    return lambda: events._send({session_id})
+
+
+async def _timed(call) -> float:
+    began = time.process_time()
+    await call()
+    return (time.process_time() - began) * 1000
+
+
+async def _time_all(world: dict, *, repeat: int) -> dict[str, list[float]]:
+    from asgiref.sync import sync_to_async
+
+    course = world["course"]
+    student = await logged_in_async_client(world["busy"][0])
+    instructor = await logged_in_async_client(world["instructor"])
+    operator = await logged_in_async_client(world["operator"])
+    times: dict[str, list[float]] = {}
+
+    async def page(name: str, client, url: str) -> None:
+        async def get():
+            check(await client.get(url), 200, name)
+
         for _ in range(2):
-            get()
-        times = [timed(get) for _ in range(repeat)]
-        costs.append(Cost(name, statistics.median(times), min(times), queries_of(get), len(times)))
+            await get()
+        times[name] = [await _timed(get) for _ in range(repeat)]
 
-    page(FLOOR, student, "/bench/floor/")
-    page(DASHBOARD, student, "/")
-    page(COURSE_PAGE, instructor, f"/courses/{course.pk}/")
-    page(OPS, operator, "/ops/")
-    page(OPS_JSON, operator, "/ops/cluster.json")
-    costs[3:3] = _launch_and_stop(world, repeat=repeat)
-    costs.extend(_websocket(world, repeat=repeat))
-    del template
-    return costs
+    await page(FLOOR, student, "/bench/floor/")
+    await page(DASHBOARD, student, "/")
+    times[LAUNCH], times[STOP] = await _launch_and_stop(world, repeat=repeat)
+    await page(COURSE_PAGE, instructor, f"/courses/{course.pk}/")
+    await page(OPS, operator, "/ops/")
+    await page(OPS_JSON, operator, "/ops/cluster.json")
+    publish = sync_to_async(await sync_to_async(_publish_one)(world))
+    for _ in range(2):
+        await publish()
+    times[PUBLISH] = [await _timed(publish) for _ in range(repeat)]
+    times[DELIVER] = await _deliver(world, repeat=repeat)
+    return times
 
 
-def _launch_and_stop(world: dict, *, repeat: int) -> list[Cost]:
-    """Students without a lab launch (the answer is the queued session) and stop it again, each in turn."""
-    course, template = world["course"], world["template"]
+async def _launch_and_stop(world: dict, *, repeat: int) -> tuple[list[float], list[float]]:
+    """Students without a lab launch (the answer is the queued session) and stop it again, in turn."""
     idle = world["idle"]
-    body = {"course": course.pk, "template": template.pk}
     launches: list[float] = []
     stops: list[float] = []
-    launch_queries = stop_queries = None
-    for n in range(repeat + 3):
-        client = logged_in_client(idle[n % len(idle)])
-        headers = {"HTTP_ACCEPT": "application/json", "HTTP_X_CSRFTOKEN": client.csrf}
+    for n in range(repeat + 2):
+        client = await logged_in_async_client(idle[n % len(idle)])
+        headers = {"accept": "application/json", "x-csrftoken": client.csrf}
         answer: dict = {}
 
-        def launch():
-            answer["r"] = check(client.post("/sessions/launch/", body, **headers), 201, LAUNCH)  # noqa: B023
+        async def launch():
+            answer["r"] = check(await client.post("/sessions/launch/", _launch_body(world), headers=headers), 201, LAUNCH)  # noqa: B023
 
-        def stop():
+        async def stop():
             session_id = answer["r"].json()["session"]["id"]  # noqa: B023
-            check(client.post(f"/sessions/{session_id}/stop/", {}, **headers), 200, STOP)  # noqa: B023
+            check(await client.post(f"/sessions/{session_id}/stop/", {}, headers=headers), 200, STOP)  # noqa: B023
 
-        if n < 2:  # warm-up
-            launch()
-            stop()
-        elif n == 2:
-            launch_queries = queries_of(launch)
-            stop_queries = queries_of(stop)
-        else:
-            launches.append(timed(launch))
-            stops.append(timed(stop))
-    return [
-        Cost(LAUNCH, statistics.median(launches), min(launches), launch_queries, len(launches)),
-        Cost(STOP, statistics.median(stops), min(stops), stop_queries, len(stops)),
-    ]
+        launched, stopped = await _timed(launch), await _timed(stop)
+        if n >= 2:  # the first two warm up
+            launches.append(launched)
+            stops.append(stopped)
+    return launches, stops
 
 
-def _websocket(world: dict, *, repeat: int) -> list[Cost]:
-    """``publish``: the web process's work for one launch's event; ``deliver``: one consumer's for one message."""
+async def _deliver(world: dict, *, repeat: int) -> list[float]:
+    """One consumer handling one student's message: words in the reader's language, JSON, to the socket."""
+    from asgiref.sync import sync_to_async
+
     from labs.consumers import SessionUpdatesConsumer
     from labs.models import LabSession
     from labs.selectors.sessions import session_event_payload
-    from labs.services import events
 
-    session = LabSession.objects.filter(student__in=world["busy"]).order_by("pk").first()
-    publish = lambda: events._send({str(session.pk)})  # noqa: E731
-    for _ in range(2):
-        publish()
-    publishes = [timed(publish) for _ in range(repeat)]
-    publish_queries = queries_of(publish)
+    def payload():
+        session = (
+            LabSession.objects.select_related("template", "course__quota", "student").filter(student__in=world["busy"]).first()
+        )
+        return session_event_payload(session, for_owner=True)
 
+    message = {"type": "sessions.update", "sessions": [await sync_to_async(payload)()]}
     consumer = SessionUpdatesConsumer()
     consumer.language = "en"
     sent: list[dict] = []
 
-    async def base_send(message: dict) -> None:
-        sent.append(message)
+    async def base_send(event: dict) -> None:
+        sent.append(event)
 
     consumer.base_send = base_send
-    message = {"type": "sessions.update", "sessions": [session_event_payload(session, for_owner=True)]}
-
-    async def deliver_all() -> list[float]:
-        times = []
-        for n in range(repeat + 2):
-            began = time.process_time()
-            await consumer.sessions_update(message)
-            if n >= 2:
-                times.append((time.process_time() - began) * 1000)
-        return times
-
-    delivers = asyncio.run(deliver_all())
+    times = []
+    for n in range(repeat + 2):
+        began = time.process_time()
+        await consumer.sessions_update(message)
+        if n >= 2:
+            times.append((time.process_time() - began) * 1000)
     if not sent or '"sessions"' not in sent[-1]["text"]:
         raise RuntimeError("the consumer sent nothing")
-    return [
-        Cost(PUBLISH, statistics.median(publishes), min(publishes), publish_queries, len(publishes)),
-        Cost(DELIVER, statistics.median(delivers), min(delivers), None, len(delivers)),
-    ]
+    return times
 
 
 def report(costs: list[Cost], *, students: int) -> None:
