@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 VAR := var
 
-.PHONY: demo test test-fast bench bench-classstart bench-metrics chaos load lint venv clean messages compilemessages
+.PHONY: demo test test-fast bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,11 @@ bench-classstart: $(VENV)/.installed-dev
 ## 1,000,000 ended sessions on PostgreSQL (~3 min, most of it writing the data)
 bench-metrics: $(VENV)/.installed-dev
 	$(PY) -m bench.metrics_scale
+
+## bench-requests: CPU time and SQL queries per request of the hot endpoints (dashboard, launch, stop, course page,
+## cluster page, websocket publish and deliver), in-process on PostgreSQL, beside a trivial view as the floor (~1 min)
+bench-requests: $(VENV)/.installed-dev $(MO_FILES)
+	$(PY) -m bench.request_cost
 
 ## load: Locust against Daphne: 300 students (dashboard, websocket, launch and stop on the simulator), 20 instructors,
 ## 2 operators; rates, p50/p99 per endpoint, websocket delay, PASS/FAIL (~5 min; LOAD_ARGS="--quick" for 30 users, 20 s)

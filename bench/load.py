@@ -8,7 +8,8 @@ What runs, all on this machine and all real processes, each run with its own res
 helpers of bench.harness and bench.classstart):
   - a new PostgreSQL database (bench_load_<run>, migrated, dropped at the end, its login role
     limited to --db-connection-limit connections) and a Redis database number of its own;
-  - Daphne serving portal.asgi on a free port, DEBUG off; --workers Celery workers (prefork,
+  - --web-processes Daphne processes (one per core by default) serving portal.asgi on one listening
+    socket on a free port, bound here and inherited (``daphne --fd``), DEBUG off; --workers Celery workers (prefork,
     --concurrency each) and beat; the simulator driver, whose labs start --start-delay seconds
     after they are created;
   - Locust (bench/locustfile.py) as a headless subprocess, with FastHttpUser clients and
@@ -139,8 +140,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--web-processes",
         type=int,
-        default=1,
-        help="Daphne processes accepting on one socket, default 1 (as deployed: one per pod; one uses at most one core)",
+        default=os.cpu_count() or 1,
+        help="Daphne processes accepting on one listening socket, default one per core "
+        f"({os.cpu_count() or 1} here): one process uses at most one core",
     )
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes, default 1")
     parser.add_argument("--concurrency", type=int, default=4, help="prefork children per worker, default 4")

@@ -36,7 +36,10 @@ def home(request: HttpRequest) -> HttpResponse:
     if not any(e.role == Enrollment.Role.STUDENT for e in enrollments) and is_teacher(user=request.user):
         return redirect("labs:console")  # an instructor lands on the courses they teach
     studies = [e for e in enrollments if e.role == Enrollment.Role.STUDENT]
-    budgets = student_budgets(pairs=[(e.course_id, request.user.pk) for e in studies])
+    budgets = student_budgets(
+        pairs=[(e.course_id, request.user.pk) for e in studies],
+        quotas={e.course_id: getattr(e.course, "quota", None) for e in studies},  # read with the enrolments
+    )
     for e in studies:
         e.budget = budgets.get((e.course_id, request.user.pk))
     return render(
@@ -60,7 +63,10 @@ def session_launch(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         error = _("Choose a course and a template to launch.")
     else:
-        course = Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).first()
+        # With its quota: the answer's session payload shows the course's limits.
+        course = (
+            Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).select_related("quota").first()
+        )
         # Only the course's own institution: the refusal names the template, and another
         # tenant's template names must not be readable by guessing ids.
         template = (

@@ -69,8 +69,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    # Last of those that act, as django-axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
+    # Keeps the whole chain in sync mode under Daphne (one thread hop a request, not twenty).
+    "portal.middleware.SyncMiddlewareChain",
 ]
 
 ROOT_URLCONF = "portal.urls"

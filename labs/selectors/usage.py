@@ -251,20 +251,36 @@ class Budget:
         return int(self.fraction * 100)
 
 
-def student_budgets(*, pairs: Iterable[tuple[int, int]], now: datetime | None = None) -> dict[tuple[int, int], Budget]:
-    """The budgets of ``(course_id, student_id)`` pairs whose course sets one, for the week of ``now``."""
+def student_budgets(
+    *, pairs: Iterable[tuple[int, int]], now: datetime | None = None, quotas: dict[int, CourseQuota | None] | None = None
+) -> dict[tuple[int, int], Budget]:
+    """The budgets of ``(course_id, student_id)`` pairs whose course sets one, for the week of ``now``.
+
+    ``quotas``: the courses' quotas (``None`` for a course without one) when the caller has them
+    already, e.g. loaded with the enrolments; they are read otherwise.
+    """
     now = now or timezone.now()
     pairs = set(pairs)
     courses = {c for c, _ in pairs}
-    quotas = {
-        q.course_id: q
-        for q in CourseQuota.objects.filter(course_id__in=courses).exclude(
-            budget_core_percent_hours__isnull=True, budget_gib_hours__isnull=True
-        )
-    }
+    if quotas is None:
+        quotas = {q.course_id: q for q in CourseQuota.objects.filter(course_id__in=courses)}
+    quotas = {c: quotas[c] for c in courses if _sets_budget(quotas.get(c))}
     pairs = {p for p in pairs if p[0] in quotas}
     if not pairs:
         return {}
+    since = week_start(now)
+    spans = usage_spans(since=since, until=now, courses={c for c, _ in pairs}, students={s for _, s in pairs}, now=now)
+    return _budgets(pairs, quotas, spans, now)
+
+
+def _sets_budget(quota: CourseQuota | None) -> bool:
+    return quota is not None and (quota.budget_core_percent_hours is not None or quota.budget_gib_hours is not None)
+
+
+def _budgets(
+    pairs: set[tuple[int, int]], quotas: dict[int, CourseQuota], spans: Iterable[Span], now: datetime
+) -> dict[tuple[int, int], Budget]:
+    """The week's budgets from the courses' quotas, the week's grants and spans covering (at least) the week."""
     since = week_start(now)
     extra: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
     for course_id, student_id, core, gib in BudgetGrant.objects.filter(
@@ -273,7 +289,7 @@ def student_budgets(*, pairs: Iterable[tuple[int, int]], now: datetime | None = 
         extra[(course_id, student_id)][0] += core
         extra[(course_id, student_id)][1] += gib
     used: dict[tuple[int, int], Totals] = defaultdict(Totals)
-    for span in usage_spans(since=since, until=now, courses={c for c, _ in pairs}, students={s for _, s in pairs}, now=now):
+    for span in spans:
         if (span.course_id, span.student_id) in pairs:
             used[(span.course_id, span.student_id)].add(span, span.seconds_within(since, now))
     budgets = {}
@@ -296,13 +312,42 @@ def recent_usage_core_percent_hours(
     now = now or timezone.now()
     if half_life_hours <= 0:
         return 0.0
+    since = now - timedelta(hours=4 * half_life_hours)
+    spans = usage_spans(since=since, until=now, courses=[course_id], students=[student_id], now=now)
+    return _recent_usage(spans, half_life_hours=half_life_hours, now=now)
+
+
+def _recent_usage(spans: Iterable[Span], *, half_life_hours: float, now: datetime) -> float:
+    """Decayed AI-Core-% x hours of ``spans`` (covering at least the last four half-lives; older parts count nothing)."""
+    if half_life_hours <= 0:
+        return 0.0
     half_life = half_life_hours * 3600
     since = now - timedelta(seconds=4 * half_life)
     total = 0.0
-    for span in usage_spans(since=since, until=now, courses=[course_id], students=[student_id], now=now):
+    for span in spans:
         held = span.core_percent * span.seconds_within(since, now) / 3600
         total += decayed(held, (now - span.end).total_seconds(), half_life)
     return total
+
+
+def launch_usage(
+    *, course_id: int, student_id: int, quota: CourseQuota, half_life_hours: float, now: datetime
+) -> tuple[Budget | None, float]:
+    """What a launch checks: the student's budget in the course this week (``None`` when the
+    course sets none; as :func:`student_budgets`) and their decayed recent usage (as
+    :func:`recent_usage_core_percent_hours`), from one read of the ledger covering both windows."""
+    windows = []
+    if _sets_budget(quota):
+        windows.append(week_start(now))
+    if half_life_hours > 0:
+        windows.append(now - timedelta(hours=4 * half_life_hours))
+    if not windows:
+        return None, 0.0
+    spans = list(usage_spans(since=min(windows), until=now, courses=[course_id], students=[student_id], now=now))
+    budget = None
+    if _sets_budget(quota):
+        budget = _budgets({(course_id, student_id)}, {course_id: quota}, spans, now)[(course_id, student_id)]
+    return budget, _recent_usage(spans, half_life_hours=half_life_hours, now=now)
 
 
 def usage_chart(days: list[date], core_hours: list[float], gib_hours: list[float]) -> dict:

@@ -23,8 +23,8 @@ from labs.dispatch import controller_wake, session_ended
 from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
-from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate, UsageRecord
-from labs.selectors.usage import recent_usage_core_percent_hours, student_budgets
+from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
+from labs.selectors.usage import launch_usage
 from labs.services.events import session_changes_publish
 
 _TIMESTAMP_OF = {
@@ -136,16 +136,22 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
     with transaction.atomic():
         # Locking the enrolment row serialises two launches by the same student, so both
         # cannot pass the concurrent-session check at once.
-        enrollment = Enrollment.objects.select_for_update().filter(user=student, course=course).first()
+        # The course's archived flag and quota come with it, read now, in the same statement.
+        enrollment = (
+            Enrollment.objects.select_for_update(of=("self",))
+            .select_related("course__quota")
+            .filter(user=student, course=course)
+            .first()
+        )
         if enrollment is None:
             raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
-        if Course.objects.filter(pk=course.pk, archived_at__isnull=False).exists():
+        if enrollment.course.archived_at is not None:
             raise LaunchRefused(_("%(course)s has ended and is archived: no new sessions.") % {"course": course.code})
         if not course.templates.filter(pk=template.pk).exists():
             raise LaunchRefused(
                 _("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code}
             )
-        quota = CourseQuota.objects.filter(course=course).first()
+        quota = getattr(enrollment.course, "quota", None)
         if quota is None:
             raise LaunchRefused(_("%(course)s has no NPU quota yet; ask your instructor.") % {"course": course.code})
         open_count = LabSession.objects.filter(student=student, course=course, state__in=ACTIVE).count()
@@ -154,16 +160,19 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
                 _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
                 % {"open": open_count, "limit": quota.sessions_per_student, "course": course.code}
             )
-        budget = student_budgets(pairs=[(course.pk, student.pk)]).get((course.pk, student.pk))
+        now = timezone.now()
+        budget, recent = launch_usage(
+            course_id=course.pk,
+            student_id=student.pk,
+            quota=quota,
+            half_life_hours=settings.LAB_FAIR_SHARE_HALF_LIFE_HOURS,
+            now=now,
+        )
         if budget is not None and budget.fraction >= 1:
             raise LaunchRefused(
                 _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
                 % {"course": course.code}
             )
-        now = timezone.now()
-        recent = recent_usage_core_percent_hours(
-            course_id=course.pk, student_id=student.pk, half_life_hours=settings.LAB_FAIR_SHARE_HALF_LIFE_HOURS, now=now
-        )
         delay = queue_delay_seconds(
             recent,
             seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
@@ -178,6 +187,8 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
             secret=secrets.token_urlsafe(32),
             **reason_fields(Reason.of("session.queued")),
         )
+        # A new session holds nothing yet: its page payload need not ask for an allocation.
+        LabSession.allocation.related.set_cached_value(session, None)
         # No page update from here: the launching page has the session from the response, and
         # the controller run this wakes publishes it with the rest of the batch a moment later.
         controller_wake()
