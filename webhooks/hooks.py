@@ -56,5 +56,7 @@ def session_events(events: Sequence[SessionEvent]) -> list[Delivery]:
                 and event.kind in subscription.event_types
                 and (not courses_of[subscription.pk] or session.course_id in courses_of[subscription.pk])
             ):
-                deliveries.append(Delivery(subscription=subscription, event_type=event.kind, payload=body))
+                deliveries.append(
+                    Delivery(subscription=subscription, event_type=event.kind, payload=body, ordering_key=event.session_id)
+                )
     return deliveries_create(deliveries) if deliveries else []

@@ -56,7 +56,11 @@ class Delivery(models.Model):
     worker claims it (``lease_until``), posts it and records an ``Attempt``; a failure is retried
     at ``next_attempt_at``, which beat also watches, so a lost task or a killed worker only
     delays it. ``message_id`` is the ``webhook-id`` header: the same on every attempt and on a
-    redelivery, so a receiver can drop duplicates."""
+    redelivery, so a receiver can drop duplicates.
+
+    Deliveries with the same ``ordering_key`` (a session's id) to one subscription go out one at
+    a time, oldest first: an LMS hears that a session ran before it hears that it ended, even
+    when the first delivery needed retries. Other sessions' events do not wait for them."""
 
     class State(models.TextChoices):
         PENDING = "pending", _("pending")
@@ -66,6 +70,7 @@ class Delivery(models.Model):
     subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="deliveries")
     message_id = models.CharField(max_length=64, default=new_message_id, db_index=True)
     event_type = models.CharField(_("event"), max_length=32)
+    ordering_key = models.CharField(max_length=64, blank=True)
     payload = models.JSONField()
     state = models.CharField(_("state"), max_length=16, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(_("attempts"), default=0)
@@ -81,6 +86,9 @@ class Delivery(models.Model):
             models.Index(fields=["next_attempt_at"], condition=Q(state="pending"), name="webhook_delivery_due"),
             models.Index(fields=["subscription", "-created_at"], name="webhook_delivery_sub_created"),
             models.Index(fields=["completed_at"], name="webhook_delivery_completed"),
+            models.Index(
+                fields=["subscription", "ordering_key", "id"], condition=Q(state="pending"), name="webhook_delivery_queue"
+            ),
         ]
         constraints = [
             models.CheckConstraint(

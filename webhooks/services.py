@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import requests
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from labs import dispatch
@@ -171,6 +171,7 @@ def delivery_redeliver(*, delivery: Delivery, by=None) -> Delivery:
             subscription=delivery.subscription,
             message_id=delivery.message_id,
             event_type=delivery.event_type,
+            ordering_key=delivery.ordering_key,
             payload=delivery.payload,
             next_attempt_at=timezone.now(),
         )
@@ -186,9 +187,37 @@ def delivery_redeliver(*, delivery: Delivery, by=None) -> Delivery:
 
 
 def _due(now) -> Q:
-    return Q(state=Delivery.State.PENDING, next_attempt_at__lte=now, subscription__active=True) & (
-        Q(lease_until__isnull=True) | Q(lease_until__lte=now)
+    """Pending, due, of an active subscription, held by no worker, and first in its queue."""
+    earlier = Delivery.objects.filter(
+        subscription_id=OuterRef("subscription_id"),
+        ordering_key=OuterRef("ordering_key"),
+        state=Delivery.State.PENDING,
+        pk__lt=OuterRef("pk"),
+    ).exclude(ordering_key="")
+    return (
+        Q(state=Delivery.State.PENDING, next_attempt_at__lte=now, subscription__active=True)
+        & (Q(lease_until__isnull=True) | Q(lease_until__lte=now))
+        & ~Exists(earlier)
     )
+
+
+def _next_in_queue(delivery: Delivery) -> None:
+    """The delivery is finished: send the next of its queue (the same session's next event) now."""
+    if not delivery.ordering_key:
+        return
+    following = (
+        Delivery.objects.filter(
+            subscription_id=delivery.subscription_id,
+            ordering_key=delivery.ordering_key,
+            state=Delivery.State.PENDING,
+            pk__gt=delivery.pk,
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if following is not None:
+        deliveries_send([following])
 
 
 def deliveries_due(*, limit: int = 1000) -> list[int]:
@@ -219,7 +248,7 @@ def delivery_attempt(*, delivery_id: int) -> Attempt | None:
     now = timezone.now()
     lease = now + timedelta(seconds=2 * settings.WEBHOOK_TIMEOUT_SECONDS + 1)
     if Delivery.objects.filter(_due(now), pk=delivery_id).update(lease_until=lease) != 1:
-        return None  # not due, done, paused, or another worker has it
+        return None  # not due, done, paused, behind an earlier one, or another worker has it
     delivery = Delivery.objects.select_related("subscription").get(pk=delivery_id)
     outcome = _post(delivery)
     attempts = delivery.attempts + 1
@@ -249,6 +278,8 @@ def delivery_attempt(*, delivery_id: int) -> Attempt | None:
                 )
             if delay is not None:
                 transaction.on_commit(lambda: dispatch.send(DELIVER_TASK, delivery_id, countdown=delay), robust=True)
+            else:
+                _next_in_queue(delivery)
     return attempt
 
 
