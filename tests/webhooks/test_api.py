@@ -114,3 +114,21 @@ def test_the_delivery_log_lists_attempts_and_a_finished_delivery_can_be_redelive
     refused = api.call("POST", f"/api/v1/webhooks/{made['id']}/deliveries/{pending.pk}/redeliver/")
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "conflict"
     assert AuditEvent.objects.filter(action="webhook.redeliver").count() == 1
+
+
+def test_the_lists_and_the_console_pages_do_not_grow_with_their_rows(api, world):
+    from tests.api.test_query_counts import queries_for
+
+    made = api.call("POST", "/api/v1/webhooks/", {**GOOD, "courses": [world["course"].pk]}).json()
+    subscription = Subscription.objects.get()
+
+    def add(n: int) -> None:
+        for _ in range(n):
+            api.call("POST", "/api/v1/webhooks/", {**GOOD, "courses": [world["course"].pk]})
+            done = Delivery.objects.create(subscription=subscription, event_type="session.ended", payload={}, state="failed")
+            done.attempt_log.create(at=done.created_at, status_code=500, duration_ms=3)
+
+    add(2)
+    few = queries_for(api, "/api/v1/webhooks/"), queries_for(api, f"/api/v1/webhooks/{made['id']}/deliveries/")
+    add(10)
+    assert (queries_for(api, "/api/v1/webhooks/"), queries_for(api, f"/api/v1/webhooks/{made['id']}/deliveries/")) == few
