@@ -194,9 +194,12 @@ def _due(now) -> Q:
         state=Delivery.State.PENDING,
         pk__lt=OuterRef("pk"),
     ).exclude(ordering_key="")
+    # Every condition on the delivery's own row, no join: then an UPDATE that waited for another
+    # worker's claim re-checks the lease on the row that worker wrote, and finds it taken.
     return (
-        Q(state=Delivery.State.PENDING, next_attempt_at__lte=now, subscription__active=True)
+        Q(state=Delivery.State.PENDING, next_attempt_at__lte=now)
         & (Q(lease_until__isnull=True) | Q(lease_until__lte=now))
+        & Q(subscription_id__in=Subscription.objects.filter(active=True).values("pk"))
         & ~Exists(earlier)
     )
 

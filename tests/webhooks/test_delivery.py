@@ -172,3 +172,27 @@ def test_the_backoff_grows_fourfold_with_jitter_up_to_the_maximum():
         assert full / 2 <= delay <= full
     with pytest.raises(ValueError):
         retry_delay_seconds(0, base=1, maximum=2)
+
+
+def test_workers_racing_for_one_delivery_post_it_once(transactional_db, world, receiver):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    subscription, receiver.secret = subscription_create(
+        institution=world["course"].institution, url=receiver.url, event_types=["session.ended"]
+    )
+    delivery = owed(subscription)
+    receiver.hold_next = 0.5  # the winner's POST takes a while: the others try meanwhile
+
+    def attempt(_):
+        try:
+            return delivery_attempt(delivery_id=delivery.pk)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(attempt, range(4)))
+    assert sum(r is not None for r in results) == 1 and len(receiver.got) == 1
+    delivery.refresh_from_db()
+    assert delivery.state == "succeeded" and delivery.attempts == 1
