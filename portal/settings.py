@@ -501,6 +501,8 @@ WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1, maximum=30)
 WEBHOOK_RETRY_BASE_SECONDS = env_float("WEBHOOK_RETRY_BASE_SECONDS", 15.0, minimum=0.05)
 WEBHOOK_RETRY_MAX_SECONDS = env_float("WEBHOOK_RETRY_MAX_SECONDS", 21600.0, minimum=1.0)
+# A subscription is paused after this many deliveries in a row failed for good (0: never).
+WEBHOOK_AUTO_PAUSE_FAILURES = env_int("WEBHOOK_AUTO_PAUSE_FAILURES", 20, minimum=0)
 # Beat looks this often for deliveries that are due and held by no worker (lost retries, killed workers).
 WEBHOOK_SWEEP_SECONDS = env_float("WEBHOOK_SWEEP_SECONDS", 30.0, minimum=0.2)
 # Finished deliveries and their log are deleted after this many days.

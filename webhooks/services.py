@@ -276,14 +276,29 @@ def delivery_attempt(*, delivery_id: int) -> Attempt | None:
             if outcome.succeeded:
                 Subscription.objects.filter(pk=delivery.subscription_id).update(consecutive_failures=0)
             elif update.get("state") == Delivery.State.FAILED:
-                Subscription.objects.filter(pk=delivery.subscription_id).update(
-                    consecutive_failures=F("consecutive_failures") + 1
-                )
+                _failed_for_good(delivery.subscription)
             if delay is not None:
                 transaction.on_commit(lambda: dispatch.send(DELIVER_TASK, delivery_id, countdown=delay), robust=True)
             else:
                 _next_in_queue(delivery)
     return attempt
+
+
+def _failed_for_good(subscription: Subscription) -> None:
+    """Count a delivery given up; pause the subscription after ``WEBHOOK_AUTO_PAUSE_FAILURES`` in a row."""
+    Subscription.objects.filter(pk=subscription.pk).update(consecutive_failures=F("consecutive_failures") + 1)
+    limit = settings.WEBHOOK_AUTO_PAUSE_FAILURES
+    if limit and Subscription.objects.filter(pk=subscription.pk, active=True, consecutive_failures__gte=limit).update(
+        active=False
+    ):
+        audit_record(
+            by=None,
+            action="webhook.auto_pause",
+            target=_target(subscription),
+            institution=subscription.institution,
+            after={"failed_deliveries_in_a_row": limit},
+        )
+        logger.warning("webhook subscription %s paused after %s failed deliveries in a row", subscription.pk, limit)
 
 
 def _post(delivery: Delivery) -> Outcome:

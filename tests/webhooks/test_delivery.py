@@ -87,6 +87,25 @@ def test_it_gives_up_after_the_last_attempt(subscription, receiver, settings):
     assert subscription.consecutive_failures == 1
 
 
+def test_a_subscription_is_paused_after_deliveries_failed_in_a_row_and_a_success_resets_the_count(
+    subscription, receiver, settings
+):
+    from labs.models import AuditEvent
+
+    settings.WEBHOOK_MAX_ATTEMPTS = 1
+    settings.WEBHOOK_AUTO_PAUSE_FAILURES = 2
+    receiver.statuses = [500, 204, 500, 500]
+    for _ in range(3):
+        delivery_attempt(delivery_id=owed(subscription).pk)
+    subscription.refresh_from_db()
+    assert (subscription.active, subscription.consecutive_failures) == (True, 1)  # fail, success, fail
+    delivery_attempt(delivery_id=owed(subscription).pk)
+    subscription.refresh_from_db()
+    assert (subscription.active, subscription.consecutive_failures) == (False, 2)
+    assert AuditEvent.objects.get(action="webhook.auto_pause").actor_name == "system"
+    assert delivery_attempt(delivery_id=owed(subscription).pk) is None and len(receiver.got) == 4  # paused: nothing sent
+
+
 def test_timeouts_and_refused_connections_are_logged_as_errors(subscription, receiver, settings):
     settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
     receiver.hold_next = 2
