@@ -14,8 +14,9 @@ A message carries the reason as a code and parameters; each consumer renders it 
 language of its own reader.
 
 Session events (``session_event``: queued, running, ended, usage recorded) go the same way to
-the hooks in ``settings.LAB_SESSION_EVENT_HOOKS`` (the LMS webhooks): after the commit, all the
-events of a transaction, or of an ``events_batch()``, in one call, in the order they happened.
+the hooks in ``settings.LAB_SESSION_EVENT_HOOKS`` (the LMS webhooks), after the commit: one call
+per event, or inside an ``events_batch()`` one call with all of its events, in the order they
+happened (so a controller pass that starts 128 labs calls each hook once).
 """
 
 from __future__ import annotations
