@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from api.exceptions import Conflict
 from api.serializers import INT8_MAX
-from api.views import AUTH_ERRORS, ERROR_EXAMPLE, INVALID, NOT_FOUND, PAST_THE_END, PRECONDITIONS, _error, _form_errors
+from api.views import AUTH_ERRORS, ERROR_EXAMPLE, INVALID, NOT_FOUND, PAST_THE_END, PRECONDITIONS, error_response, form_errors
 from webhooks import selectors, services
 from webhooks.catalogue import EVENT_TYPES
 from webhooks.forms import SubscriptionForm
@@ -138,7 +138,7 @@ def _validated(request, values: dict) -> dict:
     institution = _institution(request)
     form = SubscriptionForm(values, institutions=None, institution=institution)
     if not form.is_valid():
-        raise _form_errors(form)
+        raise form_errors(form)
     return form.cleaned_data
 
 
@@ -294,7 +294,7 @@ class DeliveryRedeliver(APIView):
         request=None,
         responses={
             202: DeliverySerializer,
-            409: _error("The delivery is still pending (`conflict`)."),
+            409: error_response("The delivery is still pending (`conflict`)."),
             **AUTH_ERRORS,
             **NOT_FOUND,
         },
