@@ -16,6 +16,8 @@ SCOPES: dict[str, object] = {
     "sessions:read": _("Read sessions and their progress"),
     "sessions:write": _("Launch and stop sessions on a student's behalf"),
     "usage:read": _("Read usage"),
+    "webhooks:read": _("Read webhook subscriptions and their delivery log"),
+    "webhooks:write": _("Create, change, pause and delete webhook subscriptions; rotate their secret; redeliver"),
 }
 
 

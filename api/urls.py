@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from oauth2_provider.views import TokenView
 
 from api import views
+from webhooks import api as webhooks
 
 app_name = "api"
 
@@ -29,4 +30,13 @@ urlpatterns = [
     path("sessions/<str:session_id>/", views.SessionDetail.as_view(), name="session"),
     path("sessions/<str:session_id>/stop/", views.SessionStop.as_view(), name="session-stop"),
     path("sessions/<str:session_id>/progress", views.SessionProgress.as_view(), name="session-progress"),
+    path("webhooks/", webhooks.WebhookList.as_view(), name="webhooks"),
+    path("webhooks/<str:webhook_id>/", webhooks.WebhookDetail.as_view(), name="webhook"),
+    path("webhooks/<str:webhook_id>/secret/", webhooks.WebhookSecret.as_view(), name="webhook-secret"),
+    path("webhooks/<str:webhook_id>/deliveries/", webhooks.WebhookDeliveries.as_view(), name="webhook-deliveries"),
+    path(
+        "webhooks/<str:webhook_id>/deliveries/<str:delivery_id>/redeliver/",
+        webhooks.DeliveryRedeliver.as_view(),
+        name="webhook-redeliver",
+    ),
 ]

@@ -52,22 +52,22 @@ from labs.services.roster import RosterError
 from labs.services.sessions import LaunchRefused
 
 
-def _error(description: str) -> OpenApiResponse:
+def error_response(description: str) -> OpenApiResponse:
     return OpenApiResponse(ErrorSerializer, description=description)
 
 
 AUTH_ERRORS = {
-    401: _error("No token, or an unknown, revoked or expired one (`not_authenticated`, `authentication_failed`)."),
-    403: _error("The token lacks the scope this needs (`permission_denied`)."),
-    429: _error("Too many requests with this token (`throttled`); Retry-After says when to try again."),
+    401: error_response("No token, or an unknown, revoked or expired one (`not_authenticated`, `authentication_failed`)."),
+    403: error_response("The token lacks the scope this needs (`permission_denied`)."),
+    429: error_response("Too many requests with this token (`throttled`); Retry-After says when to try again."),
 }
-NOT_FOUND = {404: _error("No such object in the token's institution (`not_found`).")}
-PAST_THE_END = {404: _error("A page past the last one (`not_found`).")}
-INVALID = {400: _error("Invalid input (`invalid`, `parse_error`): `fields` says which and why; nothing was changed.")}
+NOT_FOUND = {404: error_response("No such object in the token's institution (`not_found`).")}
+PAST_THE_END = {404: error_response("A page past the last one (`not_found`).")}
+INVALID = {400: error_response("Invalid input (`invalid`, `parse_error`): `fields` says which and why; nothing was changed.")}
 PRECONDITIONS = {
-    412: _error("If-Match does not match the current ETag (`precondition_failed`): GET it again; nothing was changed."),
-    428: _error("If-Match is missing (`precondition_required`); nothing was changed."),
-    415: _error("The body is not JSON (`unsupported_media_type`)."),
+    412: error_response("If-Match does not match the current ETag (`precondition_failed`): GET it again; nothing was changed."),
+    428: error_response("If-Match is missing (`precondition_required`); nothing was changed."),
+    415: error_response("The body is not JSON (`unsupported_media_type`)."),
 }
 IF_MATCH = OpenApiParameter(
     "If-Match",
@@ -112,7 +112,7 @@ def _course_or_404(request, course_id, *, lock: bool = False) -> Course:
     return course
 
 
-def _form_errors(form) -> exceptions.ValidationError:
+def form_errors(form) -> exceptions.ValidationError:
     fields = {name: [str(e) for e in errors] for name, errors in form.errors.items()}
     if "__all__" in fields:
         fields["non_field_errors"] = fields.pop("__all__")
@@ -157,7 +157,7 @@ class CourseList(generics.ListAPIView):
         institution = _institution(request)
         form = CourseForm(serializer.validated_data, institution=institution)
         if not form.is_valid():
-            raise _form_errors(form)
+            raise form_errors(form)
         course = services.course_create(institution=institution, by=request.user, **form.cleaned_data)
         data = _course_json(course)
         return Response(data, status=status.HTTP_201_CREATED, headers={"ETag": selectors.etag_of(data)})
@@ -184,7 +184,7 @@ class CourseDetail(APIView):
             values.update(serializer.validated_data)
             form = CourseForm(values, instance=course)
             if not form.is_valid():
-                raise _form_errors(form)
+                raise form_errors(form)
             course_services.course_update(
                 course=course, by=request.user, **{f: form.cleaned_data[f] for f in CourseForm.Meta.fields}
             )
@@ -288,7 +288,7 @@ class CourseQuotaView(APIView):
                 scenarios=set(course.templates.values_list("scenario", flat=True)),
             )
             if not form.is_valid():
-                raise _form_errors(form)
+                raise form_errors(form)
             change = course_services.quota_set(
                 course=course, values=form.cleaned_data, in_use=course_quota_use(course=course), by=request.user
             )
@@ -450,7 +450,9 @@ class SessionList(generics.ListAPIView):
         responses={
             201: SessionSerializer,
             200: OpenApiResponse(SessionSerializer, description="The session an earlier request with this key launched."),
-            409: _error("The launch is refused (`refused`), or the key was used with another body (`idempotency_conflict`)."),
+            409: error_response(
+                "The launch is refused (`refused`), or the key was used with another body (`idempotency_conflict`)."
+            ),
             **INVALID,
             **AUTH_ERRORS,
             415: PRECONDITIONS[415],

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "labs",
     "lti",
     "api",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -489,3 +490,28 @@ CACHES = {
 # How long GET /api/v1/sessions/<id>/progress streams at most before it ends (the client reconnects).
 API_PROGRESS_MAX_SECONDS = env_int("API_PROGRESS_MAX_SECONDS", 300, minimum=1)
 API_PROGRESS_POLL_SECONDS = env_float("API_PROGRESS_POLL_SECONDS", 1.0, minimum=0.05)
+
+# --- Webhooks (webhooks/, README "Webhooks") ----------------------------------------------------------
+# Called after session events commit (labs.services.events.session_event): the LMS webhooks.
+LAB_SESSION_EVENT_HOOKS = ["webhooks.hooks.session_events"]
+# Plain http and local or private addresses are refused unless allowed (both allowed under DEBUG).
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", DEBUG)
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", DEBUG)
+# One attempt waits this long for an answer; a failed delivery is tried again after about
+# base, 4 x base, 16 x base, ... (at most WEBHOOK_RETRY_MAX_SECONDS), WEBHOOK_MAX_ATTEMPTS times in all.
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1, maximum=30)
+WEBHOOK_RETRY_BASE_SECONDS = env_float("WEBHOOK_RETRY_BASE_SECONDS", 15.0, minimum=0.05)
+WEBHOOK_RETRY_MAX_SECONDS = env_float("WEBHOOK_RETRY_MAX_SECONDS", 21600.0, minimum=1.0)
+# A subscription is paused after this many deliveries in a row failed for good (0: never).
+WEBHOOK_AUTO_PAUSE_FAILURES = env_int("WEBHOOK_AUTO_PAUSE_FAILURES", 20, minimum=0)
+# Beat looks this often for deliveries that are due and held by no worker (lost retries, killed workers).
+WEBHOOK_SWEEP_SECONDS = env_float("WEBHOOK_SWEEP_SECONDS", 30.0, minimum=0.2)
+# Finished deliveries and their log are deleted after this many days.
+WEBHOOK_RETENTION_DAYS = env_int("WEBHOOK_RETENTION_DAYS", 30, minimum=1, maximum=3650)
+CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
+    "task": "webhooks.tasks.sweep",
+    "schedule": WEBHOOK_SWEEP_SECONDS,
+    "options": {"expires": max(5.0, 2 * WEBHOOK_SWEEP_SECONDS)},
+}
+CELERY_BEAT_SCHEDULE["webhooks-prune"] = {"task": "webhooks.tasks.prune", "schedule": 3600.0}

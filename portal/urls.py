@@ -5,6 +5,7 @@ from django.urls import include, path
 from accounts import views as accounts_views
 from api import ops as api_ops
 from labs.metrics import metrics
+from webhooks import ops as webhooks_ops
 
 urlpatterns = [
     path("metrics", metrics, name="metrics"),
@@ -18,5 +19,7 @@ urlpatterns = [
     path("ops/tokens/", api_ops.tokens, name="ops-tokens"),
     path("ops/tokens/<int:token_id>/revoke/", api_ops.token_revoke, name="ops-token-revoke"),
     path("ops/tokens/oauth/<int:client_id>/revoke/", api_ops.oauth_client_revoke, name="ops-oauth-client-revoke"),
+    path("ops/webhooks/", webhooks_ops.webhooks, name="ops-webhooks"),
+    path("ops/webhooks/<int:subscription_id>/", webhooks_ops.webhook_detail, name="ops-webhook"),
     path("", include("labs.urls")),
 ]

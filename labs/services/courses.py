@@ -18,6 +18,7 @@ from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
 from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession
 from labs.services.audit import audit_record
+from labs.services.events import events_batch
 from labs.services.sessions import session_stop
 
 
@@ -52,7 +53,7 @@ def course_update(*, course: Course, by, **fields) -> Course:
 def course_archive(*, course: Course, by) -> int:
     """Archive ``course`` at term end: its open sessions stop with a notice, nothing new launches,
     history is kept. Returns how many sessions were stopped; archiving twice changes nothing."""
-    with transaction.atomic():
+    with events_batch(), transaction.atomic():
         changed = Course.objects.filter(pk=course.pk, archived_at__isnull=True).update(archived_at=timezone.now())
         course.refresh_from_db(fields=["archived_at"])
         if not changed:

@@ -12,6 +12,11 @@ same per-group messages, so a pass that admits 128 still sends one message per g
 
 A message carries the reason as a code and parameters; each consumer renders it in the
 language of its own reader.
+
+Session events (``session_event``: queued, running, ended, usage recorded) go the same way to
+the hooks in ``settings.LAB_SESSION_EVENT_HOOKS`` (the LMS webhooks), after the commit: one call
+per event, or inside an ``events_batch()`` one call with all of its events, in the order they
+happened (so a controller pass that starts 128 labs calls each hook once).
 """
 
 from __future__ import annotations
@@ -21,14 +26,31 @@ import contextvars
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
 
 logger = logging.getLogger(__name__)
 
 _batch: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("session_events_batch", default=None)
+_event_batch: contextvars.ContextVar[list[SessionEvent] | None] = contextvars.ContextVar("session_hook_batch", default=None)
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """Something an outside system may want to hear about: ``kind`` is ``session.queued``,
+    ``session.running``, ``session.ended`` or ``usage.recorded``; ``at`` is when it happened."""
+
+    kind: str
+    session_id: str
+    at: datetime
 
 
 def student_group(user_id: int) -> str:
@@ -51,6 +73,16 @@ def session_changes_publish(session_ids: Iterable[object]) -> None:
         transaction.on_commit(lambda: _send(ids), robust=True)
 
 
+def session_event(kind: str, session_id: object) -> None:
+    """Record a session event: the event hooks get it once the transaction commits (never on a rollback)."""
+    event = SessionEvent(kind, str(session_id), timezone.now())
+    batch = _event_batch.get()
+    if batch is not None:
+        transaction.on_commit(lambda: batch.append(event))
+    else:
+        transaction.on_commit(lambda: _hooks_call([event]), robust=True)
+
+
 @contextlib.contextmanager
 def events_batch() -> Iterator[None]:
     """Gather the changes committed inside the block; send them, grouped, when it ends."""
@@ -58,13 +90,32 @@ def events_batch() -> Iterator[None]:
         yield  # already inside a batch: the outer one sends
         return
     pending: set[str] = set()
+    events: list[SessionEvent] = []
     token = _batch.set(pending)
+    events_token = _event_batch.set(events)
     try:
         yield
     finally:
         _batch.reset(token)
+        _event_batch.reset(events_token)
         if pending:
             _send(pending)
+        if events:
+            _hooks_call(events)
+
+
+def _hooks_call(events: list[SessionEvent]) -> None:
+    for hook in _event_hooks():
+        try:
+            hook(events)
+        except Exception:
+            # The state change is committed; a hook that fails must not fail it (nor the batch).
+            logger.exception("session event hook %s failed", getattr(hook, "__qualname__", hook))
+
+
+@lru_cache(maxsize=1)
+def _event_hooks() -> tuple:
+    return tuple(import_string(path) for path in settings.LAB_SESSION_EVENT_HOOKS)
 
 
 def _send(session_ids: set[str]) -> None:

@@ -25,7 +25,7 @@ from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
 from labs.selectors.usage import launch_usage
-from labs.services.events import session_changes_publish
+from labs.services.events import session_changes_publish, session_event
 
 _TIMESTAMP_OF = {
     SessionState.ADMITTED: "admitted_at",
@@ -75,7 +75,10 @@ def session_transition(
         updated = LabSession.objects.filter(pk=session_id, state__in=sources).update(**updates)
         if updated != 1:
             return False
+        if to == SessionState.RUNNING:
+            session_event("session.running", session_id)
         if to in TERMINAL:
+            session_event("session.ended", session_id)
             allocation_release(session_id)
             session_ended(session_id)
         session_changes_publish([session_id])
@@ -122,6 +125,7 @@ def allocation_release(session_id) -> bool:
         memory_mib_seconds=allocation.memory_mib * seconds,
         borrowed=allocation.borrowed,
     )
+    session_event("usage.recorded", session_id)
     return True
 
 
@@ -189,6 +193,7 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
         )
         # A new session holds nothing yet: its page payload need not ask for an allocation.
         LabSession.allocation.related.set_cached_value(session, None)
+        session_event("session.queued", session.pk)
         # No page update from here: the launching page has the session from the response, and
         # the controller run this wakes publishes it with the rest of the batch a moment later.
         controller_wake()

@@ -15,6 +15,8 @@ from api.models import ApiToken
 from api.scopes import SCOPES
 from labs.models import Course, LabSession
 from tests.api.conftest import TokenClient
+from webhooks.models import Delivery
+from webhooks.services import subscription_create
 
 QUOTA = {"instance_count": 4, "core_percent": 40, "memory_mib": 16384, "sessions_per_student": 1, "max_session_minutes": 60}
 
@@ -38,6 +40,14 @@ ENDPOINTS = [
     ("GET", "sessions/{session}/", "sessions:read", None, 200, 404),
     ("POST", "sessions/{session}/stop/", "sessions:write", None, 200, 404),
     ("GET", "sessions/{session}/progress", "sessions:read", None, 200, 404),
+    ("GET", "webhooks/", "webhooks:read", None, 200, 200),
+    ("POST", "webhooks/", "webhooks:write", {"url": "https://lms.example.edu/h", "event_types": ["session.ended"]}, 201, 201),
+    ("GET", "webhooks/{webhook}/", "webhooks:read", None, 200, 404),
+    ("PATCH", "webhooks/{webhook}/", "webhooks:write", {"active": False}, 200, 404),
+    ("POST", "webhooks/{webhook}/secret/", "webhooks:write", None, 200, 404),
+    ("GET", "webhooks/{webhook}/deliveries/", "webhooks:read", None, 200, 404),
+    ("POST", "webhooks/{webhook}/deliveries/{delivery}/redeliver/", "webhooks:write", None, 202, 404),
+    ("DELETE", "webhooks/{webhook}/", "webhooks:write", None, 204, 404),
 ]
 CALLERS = ["no token", "wrong scope", "right scope", "other institution", "revoked", "expired"]
 
@@ -49,7 +59,13 @@ def objects(world, elsewhere):
         student=world["students"][3], course=course, template=world["small"], state="running", secret="x"
     )
     Course.objects.create(institution=elsewhere, code="THEIRS", title="theirs", term="T")
+    subscription, _secret = subscription_create(
+        institution=course.institution, url="https://lms.example.edu/h", event_types=["session.ended"]
+    )
+    delivery = Delivery.objects.create(subscription=subscription, event_type="session.ended", payload={}, state="failed")
     return {
+        "webhook": subscription.pk,
+        "delivery": delivery.pk,
         "course": course.pk,
         "session": running.pk,
         "roster": {"members": [{"username": world["instructor"].username, "role": "instructor"}]},

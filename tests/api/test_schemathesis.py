@@ -24,6 +24,8 @@ from schemathesis.specs.openapi.checks import (
 from api.scopes import SCOPES
 from api.services import token_create
 from labs.models import LabSession
+from webhooks.models import Delivery
+from webhooks.services import subscription_create
 
 CHECKS = [
     not_a_server_error,
@@ -65,7 +67,16 @@ def real_ids(world) -> dict[str, str]:
     session = LabSession.objects.create(
         student=world["students"][0], course=world["course"], template=world["small"], state="running", secret="x"
     )
-    return {"course_id": str(world["course"].pk), "session_id": str(session.pk)}
+    subscription, _secret = subscription_create(
+        institution=world["course"].institution, url="https://lms.example.edu/h", event_types=["session.ended"]
+    )
+    delivery = Delivery.objects.create(subscription=subscription, event_type="session.ended", payload={}, state="failed")
+    return {
+        "course_id": str(world["course"].pk),
+        "session_id": str(session.pk),
+        "webhook_id": str(subscription.pk),
+        "delivery_id": str(delivery.pk),
+    }
 
 
 @pytest.mark.slow

@@ -13,6 +13,8 @@ from labs.services.allocation import allocation_pass
 from labs.services.catalog import templates_attachable
 from labs.services.sessions import session_launch
 from tests.factories import UserFactory, course_with_students
+from webhooks.models import Subscription
+from webhooks.services import subscription_create
 
 GIB = 1024
 
@@ -64,6 +66,8 @@ EXPECTED = {
     "ops/repairs/": (302, 404, 404, 200, 200, 200),
     "ops/audit/": (302, 404, 404, 200, 200, 200),
     "ops/usage/": (302, 404, 404, 200, 200, 200),
+    "ops/webhooks/": (302, 404, 404, 200, 200, 200),
+    "ops/webhooks/{webhook}/": (302, 404, 404, 404, 200, 200),
 }
 VISITORS = ("anonymous", "student", "instructor", "foreign_operator", "operator", "platform")
 
@@ -71,9 +75,12 @@ VISITORS = ("anonymous", "student", "instructor", "foreign_operator", "operator"
 @pytest.mark.parametrize("visitor", VISITORS)
 def test_every_operator_page_answers_each_visitor_as_expected(world, people, running, visitor):
     card = running.allocation.card
+    webhook = subscription_create(
+        institution=world["course"].institution, url="https://lms.example.edu/h", event_types=["session.ended"]
+    )[0]
     client = client_for(people[visitor])
     for page, statuses in EXPECTED.items():
-        url = "/" + page.format(card=card.pk, node=card.node_id, session=running.pk)
+        url = "/" + page.format(card=card.pk, node=card.node_id, session=running.pk, webhook=webhook.pk)
         response = client.get(url)
         assert response.status_code == statuses[VISITORS.index(visitor)], (visitor, url)
         if response.status_code in (403, 404):
@@ -278,6 +285,9 @@ def test_node_truth_is_shown_when_cards_are_not_reported(world, people):
 
 def test_every_console_action_refuses_a_post_without_its_csrf_token(world, people, running):
     card = running.allocation.card
+    webhook = Subscription.objects.create(
+        institution=world["course"].institution, url="https://lms.example.edu/h", event_types=["session.ended"], secret="whsec_x"
+    )
     posts = [
         f"/ops/nodes/{card.node_id}/drain/",
         f"/ops/cards/{card.pk}/health/",
@@ -290,6 +300,8 @@ def test_every_console_action_refuses_a_post_without_its_csrf_token(world, peopl
         f"/courses/{world['course'].pk}/archive/",
         f"/courses/{world['course'].pk}/sessions/stop-all/",
         "/teach/courses/new/",
+        "/ops/webhooks/",
+        f"/ops/webhooks/{webhook.pk}/",
     ]
     client = Client(enforce_csrf_checks=True)
     client.force_login(people["platform"])

@@ -1,0 +1,12 @@
+"""The events an LMS may subscribe to (README "Webhooks")."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext_lazy as _
+
+EVENT_TYPES: dict[str, object] = {
+    "session.queued": _("A session was launched and waits for capacity"),
+    "session.running": _("A session is running and can be opened"),
+    "session.ended": _("A session ended (stopped or failed, with the reason)"),
+    "usage.recorded": _("A usage record was written for an ended session"),
+}
