@@ -237,6 +237,12 @@ def test_unclaimed_sessions_stop_after_the_grace_with_the_reason_and_release_onc
         assert Allocation.objects.get(session=stopped).released_at is not None
         assert UsageRecord.objects.filter(session=stopped).count() == 1
     assert LabSession.objects.get(pk=kept.pk).state == "running"
+    from tests.metrics.helpers import scrape, values
+
+    samples = scrape()
+    assert values(samples, "npu_lab_reservation_starts_total") == {(): 3}
+    assert values(samples, "npu_lab_reservation_claims_total") == {(): 1}
+    assert values(samples, "npu_lab_reservation_unclaimed_total") == {(): 2}
 
 
 def test_a_cancelled_reservation_pre_starts_nothing_and_stops_what_nobody_claimed(one_card):
