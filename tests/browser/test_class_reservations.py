@@ -1,5 +1,6 @@
-"""An instructor books a weekly class and is refused one the cluster cannot hold, in English and
-in Chinese; the pages pass axe-core and fit a phone (``Checker``, as the console's other pages)."""
+"""An instructor books a weekly class, is refused one the cluster cannot hold and cancels the first,
+in English and in Chinese; the pages pass axe-core and fit a phone (``Checker``, as the console's
+other pages)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,11 @@ def test_an_instructor_books_a_weekly_class_and_is_refused_one_that_does_not_fit
     expect(refusal).to_contain_text(words[language])
     assert Reservation.objects.count() == 1
     check("reservation-refused")
+
+    page.get_by_role("link", name=t(language, "Cancel…")).click()
+    expect(page.get_by_role("heading", name=t(language, "Cancel a reservation"), exact=True)).to_be_visible()
+    check("reservation-cancel")
+    page.check("input[name=confirm]")
+    page.get_by_role("button", name=t(language, "Cancel the reservation")).click()
+    expect(page.get_by_text(t(language, "No class is booked."))).to_be_visible()
+    assert Reservation.objects.get().cancelled_at is not None
