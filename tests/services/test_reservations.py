@@ -267,3 +267,23 @@ def test_a_cancelled_reservation_pre_starts_nothing_and_stops_what_nobody_claime
 def test_a_slot_whose_claim_window_closed_is_not_pre_started(one_card):
     book(one_card, 2, slot_in(5, length=30))
     assert reservations_enforce(now=timezone.now() + timedelta(minutes=5 + 16)).sessions == []
+
+
+def test_an_unclaimed_pre_started_lab_is_neither_culled_as_idle_nor_charged_to_a_budget(one_card):
+    from labs.models import CourseQuota
+    from labs.services.activity import activity_check
+    from labs.services.budgets import budgets_enforce
+
+    one_card["lab"].idle_timeout_minutes = 1
+    one_card["lab"].save(update_fields=["idle_timeout_minutes"])
+    CourseQuota.objects.filter(course=one_card["course"]).update(budget_core_percent_hours=1)
+    book(one_card, 2, slot_in(5, length=60))
+    reservations_enforce()
+    settle(lambda: LabSession.objects.filter(state="running").count() == 2)
+    UsageRecord.objects.all().delete()  # nothing ended yet; the open allocations are the usage
+    later = timezone.now() + timedelta(hours=3)
+
+    assert activity_check(now=later).looked == 0
+    report = budgets_enforce(now=later)
+    assert report.warned == report.stopping == report.stopped == []
+    assert set(LabSession.objects.values_list("state", "cull_at", "budget_stop_at")) == {("running", None, None)}
