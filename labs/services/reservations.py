@@ -91,7 +91,10 @@ def reserved_demand(course_ids: Iterable[int] | None = None, *, now: datetime | 
 
 def _holder(course: Course):
     """A fresh inactive account to own a reservation's pre-started sessions (it cannot sign in)."""
-    user = get_user_model()(username=f"reserved-{course.pk}-{uuid.uuid4().hex[:12]}", is_active=False)
+    # Its name says what it is on the pages that list users (live sessions, usage).
+    user = get_user_model()(
+        username=f"reserved-{course.pk}-{uuid.uuid4().hex[:12]}", first_name=f"[{course.code} class reservation]", is_active=False
+    )
     user.set_unusable_password()
     user.save()
     return user
@@ -216,6 +219,8 @@ def reservation_book(
     so two cannot each fit only in the other's absence. Audited as ``reservation.create``.
     """
     now = now or timezone.now()
+    if any(timezone.is_naive(moment) for slot in slots for moment in slot):
+        raise ValueError("reservation_book: slots must be aware datetimes (start, end)")
     slots = sorted(set(slots))
     with transaction.atomic():
         reservation_lock()
