@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Count, Min, Q
@@ -39,3 +40,16 @@ def course_reservations(*, course: Course) -> CourseReservations:
 def reservation_of(*, course: Course, reservation_id: int) -> Reservation | None:
     """The course's reservation ``reservation_id``, or ``None`` (another course's is not found)."""
     return Reservation.objects.filter(course=course, pk=reservation_id).select_related("template").first()
+
+
+def upcoming_slots(*, institutions: Iterable[int] | None, limit: int = UPCOMING_SLOTS) -> list[ReservationSlot]:
+    """The next class slots (or under way) of the given institutions' courses (``None``: all, for a
+    platform operator), with ``prestarted`` and ``claimed`` counts: what operators see coming."""
+    slots = ReservationSlot.objects.filter(reservation__cancelled_at__isnull=True, ends_at__gt=timezone.now())
+    if institutions is not None:
+        slots = slots.filter(reservation__course__institution_id__in=list(institutions))
+    return list(
+        slots.select_related("reservation__template", "reservation__course__institution")
+        .annotate(prestarted=Count("sessions"), claimed=Count("sessions", filter=Q(sessions__claimed_at__isnull=False)))
+        .order_by("starts_at", "id")[:limit]
+    )
