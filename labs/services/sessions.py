@@ -131,7 +131,9 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
     Raises ``LaunchRefused`` (nothing created) when the student is not enrolled, the template
     is not offered in the course, the course has no quota, or the student already has as many
     open sessions as the course allows. Capacity and the course guarantee are decided later,
-    by the allocation pass, which the commit triggers.
+    by the allocation pass, which the commit triggers. During a class the course reserved (from
+    the pre-start lead to its end), the student is handed one of the labs pre-started for it
+    instead, already running when it is ready (``_prestarted_claim``).
     """
     with transaction.atomic():
         # Locking the enrolment row serialises two launches by the same student, so both
