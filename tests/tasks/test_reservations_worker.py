@@ -112,3 +112,33 @@ def test_beat_stops_the_labs_nobody_claimed_after_the_grace_and_releases_each_on
         assert session.running_at is not None  # it ran, a lead time ahead, then nobody came
         assert Allocation.objects.filter(session=session, released_at__isnull=False).count() == 1
         assert UsageRecord.objects.filter(session=session).count() == 1
+
+
+@pytest.mark.slow
+def test_the_rule_run_by_several_processes_at_once_pre_starts_a_slot_once(transactional_db):
+    node_with_cards(cards=1)
+    course, _, _, _ = course_with_students(
+        4, quota={"instance_count": 1, "core_percent": 25, "memory_mib": 16 * GIB}, code="CLASS", templates=[]
+    )
+    lab = TemplateFactory(institution=course.institution, name="lab", slug="lab", core_percent=25, memory_mib=16 * GIB)
+    course.templates.add(lab)
+    starts = timezone.now() + timedelta(minutes=5)
+    reservation = reservation_book(course=course, template=lab, count=3, slots=[(starts, starts + timedelta(minutes=30))])
+    at = time.time() + 3
+    script = (
+        "import django, time; django.setup(); from labs.services.reservations import reservations_enforce; "
+        f"time.sleep(max(0, {at} - time.time())); print(len(reservations_enforce().sessions))"
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    made = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err.decode()[-3000:]
+        made.append(int(out.decode().split()[-1]))
+    assert sorted(made) == [0, 0, 0, 3]
+    assert LabSession.objects.filter(reservation_slot__reservation=reservation).count() == 3
