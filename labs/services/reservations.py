@@ -332,33 +332,10 @@ def reservations_enforce(*, now: datetime | None = None) -> ReservationReport:
     )
     with events_batch():
         for slot_id in due:
-            with transaction.atomic():
-                slot = (
-                    ReservationSlot.objects.select_for_update(skip_locked=True, of=("self",))
-                    .select_related("reservation__template")
-                    .filter(pk=slot_id, prestarted_at__isnull=True, reservation__cancelled_at__isnull=True)
-                    .first()
-                )
-                if slot is None:
-                    continue  # another run has it, or had it
-                reservation = slot.reservation
-                made = LabSession.objects.bulk_create(
-                    LabSession(
-                        student_id=reservation.holder_id,
-                        course_id=reservation.course_id,
-                        template=reservation.template,
-                        state=SessionState.QUEUED,
-                        queue_at=now,
-                        secret=secrets.token_urlsafe(32),
-                        reservation_slot=slot,
-                        **reason_fields(Reason.of("session.queued")),
-                    )
-                    for _ in range(reservation.count)
-                )
-                ReservationSlot.objects.filter(pk=slot.pk).update(prestarted_at=now)
-                controller_wake()
-            report.prestarted.append(slot_id)
-            report.sessions.extend(str(s.pk) for s in made)
+            made = reservation_slot_prestart(slot_id=slot_id, now=now)
+            if made:
+                report.prestarted.append(slot_id)
+                report.sessions.extend(made)
         with transaction.atomic():
             closed = Q(reservation_slot__starts_at__lte=now - grace) | Q(reservation_slot__ends_at__lte=now)
             for session_id, starts_at in _unclaimed(closed):
@@ -370,6 +347,44 @@ def reservations_enforce(*, now: datetime | None = None) -> ReservationReport:
                 if session_stop(session_id=session_id, reason=reason):
                     report.unclaimed.append(str(session_id))
     return report
+
+
+def reservation_slot_prestart(*, slot_id: int, now: datetime | None = None) -> list[str]:
+    """Queue the pre-started sessions of slot ``slot_id`` unless it has them already; their ids.
+
+    One transaction: the slot row is locked (``SKIP LOCKED``: a run that finds another at work
+    on it leaves it), checked again to be neither pre-started nor cancelled (a run that listed it
+    before another committed finds it done), and marked in the same transaction that queues the
+    sessions. So the sessions exist exactly once, whoever runs the rule, and a worker that dies
+    before the commit leaves nothing.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        slot = (
+            ReservationSlot.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("reservation__template")
+            .filter(pk=slot_id, prestarted_at__isnull=True, reservation__cancelled_at__isnull=True)
+            .first()
+        )
+        if slot is None:
+            return []
+        reservation = slot.reservation
+        made = LabSession.objects.bulk_create(
+            LabSession(
+                student_id=reservation.holder_id,
+                course_id=reservation.course_id,
+                template=reservation.template,
+                state=SessionState.QUEUED,
+                queue_at=now,
+                secret=secrets.token_urlsafe(32),
+                reservation_slot=slot,
+                **reason_fields(Reason.of("session.queued")),
+            )
+            for _ in range(reservation.count)
+        )
+        ReservationSlot.objects.filter(pk=slot.pk).update(prestarted_at=now)
+        controller_wake()
+    return [str(s.pk) for s in made]
 
 
 def weekly_slots(

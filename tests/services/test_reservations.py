@@ -287,3 +287,14 @@ def test_an_unclaimed_pre_started_lab_is_neither_culled_as_idle_nor_charged_to_a
     report = budgets_enforce(now=later)
     assert report.warned == report.stopping == report.stopped == []
     assert set(LabSession.objects.values_list("state", "cull_at", "budget_stop_at")) == {("running", None, None)}
+
+
+def test_a_run_that_listed_the_slot_before_another_pre_started_it_makes_nothing(one_card):
+    from labs.services.reservations import reservation_slot_prestart
+
+    reservation = book(one_card, 2, slot_in(5, length=30))
+    slot = reservation.slots.get()
+    assert len(reservation_slot_prestart(slot_id=slot.pk)) == 2
+    assert reservation_slot_prestart(slot_id=slot.pk) == []  # as a run that read the due slots too early
+    reservation_cancel(reservation=reservation)
+    assert LabSession.objects.count() == 2
