@@ -27,6 +27,7 @@ from labs.forms import (
     CourseForm,
     PreviewForm,
     QuotaForm,
+    ReservationForm,
     RoleForm,
     RosterAddForm,
     RosterImportForm,
@@ -45,9 +46,10 @@ from labs.selectors.console import (
     roster_of,
 )
 from labs.selectors.courses import course_quota_use
+from labs.selectors.reservations import course_reservations, reservation_of
 from labs.selectors.sessions import session_event_payloads
 from labs.selectors.usage import student_budgets, usage_chart
-from labs.services import budgets, catalog, courses, roster
+from labs.services import budgets, catalog, courses, reservations, roster
 from labs.services.sessions import session_stop
 
 
@@ -465,6 +467,75 @@ def _budget_grant(request: HttpRequest, course) -> HttpResponse:
     )
     messages.success(request, _("Granted %(name)s more budget for this week.") % {"name": student.user.get_username()})
     return redirect("labs:course-usage", course.pk)
+
+
+# --- class reservations --------------------------------------------------------------------------
+
+
+@course_view()
+@require_http_methods(["GET", "POST"])
+def course_reservations_view(request: HttpRequest, course) -> HttpResponse:
+    """Upcoming class slots with their pre-started and claimed sessions, and the booking form
+    (instructors book; assistants read). A booking the cluster cannot hold is refused with the
+    reason on the form; nothing is written."""
+    form = ReservationForm(request.POST or None, course=course, initial={"last_date": course.ends_on})
+    if request.method == "POST":
+        if (guard := _may_change(request, course)) is not None:
+            return guard
+        if form.is_valid():
+            try:
+                booked = reservations.reservation_book(
+                    course=course,
+                    template=form.cleaned_data["template"],
+                    count=form.cleaned_data["count"],
+                    slots=form.cleaned_data["slots"],
+                    rule=form.cleaned_data["rule"],
+                    by=request.user,
+                )
+            except reservations.ReservationRefused as refused:
+                form.add_error(None, refused.messages[0])
+            else:
+                n = len(form.cleaned_data["slots"])
+                messages.success(
+                    request,
+                    ngettext(
+                        "Booked %(count)s sessions of %(template)s for %(n)s class.",
+                        "Booked %(count)s sessions of %(template)s for %(n)s classes.",
+                        n,
+                    )
+                    % {"count": booked.count, "template": booked.template.name, "n": n},
+                )
+                return redirect("labs:course-reservations", course.pk)
+    found = course_reservations(course=course)
+    return render(
+        request,
+        "labs/console/reservations.html",
+        _context(request, course, form=form, reservations=found.reservations, slots=found.slots),
+    )
+
+
+@course_view(manage=True)
+@require_http_methods(["GET", "POST"])
+def reservation_cancel(request: HttpRequest, course, reservation_id: int) -> HttpResponse:
+    reservation = reservation_of(course=course, reservation_id=reservation_id)
+    if reservation is None or reservation.cancelled_at is not None:
+        raise Http404(_("No such reservation in this course."))
+    if request.method == "POST":
+        if request.POST.get("confirm") != "yes":
+            messages.error(request, _("Tick the box to confirm."))
+        else:
+            gone = reservations.reservation_cancel(reservation=reservation, by=request.user)
+            messages.success(
+                request,
+                ngettext(
+                    "Reservation cancelled: %(n)s class to come was removed.",
+                    "Reservation cancelled: %(n)s classes to come were removed.",
+                    gone,
+                )
+                % {"n": gone},
+            )
+            return redirect("labs:course-reservations", course.pk)
+    return render(request, "labs/console/reservation_cancel.html", _context(request, course, reservation=reservation))
 
 
 def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:

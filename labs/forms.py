@@ -403,3 +403,112 @@ class RosterImportForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Enrollment.Role.choices)
+
+
+WEEKDAYS = [
+    (0, gettext_lazy("Monday")),
+    (1, gettext_lazy("Tuesday")),
+    (2, gettext_lazy("Wednesday")),
+    (3, gettext_lazy("Thursday")),
+    (4, gettext_lazy("Friday")),
+    (5, gettext_lazy("Saturday")),
+    (6, gettext_lazy("Sunday")),
+]
+MAX_RESERVED_SESSIONS = 1000
+
+
+class ReservationForm(forms.Form):
+    """A class reservation: N sessions of a template at a time of day, weekly or on single dates.
+
+    The slots are worked out here (in the portal's time zone, ``labs.domain.reservations``) and
+    put in ``cleaned_data["slots"]``, the choices in ``cleaned_data["rule"]``; whether the
+    cluster can hold them is the booking service's check.
+    """
+
+    template = forms.ModelChoiceField(label=gettext_lazy("Template"), queryset=LabTemplate.objects.none(), empty_label=None)
+    count = forms.IntegerField(
+        label=gettext_lazy("Sessions"),
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_RESERVED_SESSIONS)],
+        help_text=gettext_lazy("How many students the class has: one running lab each."),
+    )
+    start_time = forms.TimeField(label=gettext_lazy("Class starts at"), widget=forms.TimeInput(attrs={"type": "time"}))
+    minutes = forms.IntegerField(
+        label=gettext_lazy("Length (minutes)"), validators=[MinValueValidator(1), MaxValueValidator(24 * 60)], initial=90
+    )
+    weekdays = forms.TypedMultipleChoiceField(
+        label=gettext_lazy("Every week on"),
+        choices=WEEKDAYS,
+        coerce=int,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    first_date = forms.DateField(
+        label=gettext_lazy("From"), required=False, widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
+    )
+    last_date = forms.DateField(
+        label=gettext_lazy("Until"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        help_text=gettext_lazy("Empty: the course's last day."),
+    )
+    dates = forms.CharField(
+        label=gettext_lazy("Or on single dates"),
+        required=False,
+        help_text=gettext_lazy("YYYY-MM-DD, separated by commas or spaces."),
+    )
+
+    def __init__(self, *args, course: Course, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.course = course
+        self.fields["template"].queryset = course.templates.order_by("name")
+
+    def clean_dates(self) -> list:
+        from datetime import date
+
+        found = []
+        for word in re.split(r"[\s,;]+", self.cleaned_data.get("dates", "").strip()):
+            if not word:
+                continue
+            try:
+                found.append(date.fromisoformat(word))
+            except ValueError:
+                raise forms.ValidationError(_("%(word)s is not a date like 2026-03-03.") % {"word": word}) from None
+        return found
+
+    def clean(self):
+        from labs.services.reservations import weekly_slots
+
+        data = super().clean()
+        if self.errors:
+            return data
+        weekdays, dates = data.get("weekdays") or [], data.get("dates") or []
+        first, last = data.get("first_date"), data.get("last_date") or self.course.ends_on
+        if not weekdays and not dates:
+            raise forms.ValidationError(_("Tick the weekdays of the class, or give single dates."))
+        if weekdays:
+            if first is None:
+                self.add_error("first_date", _("A weekly class needs its first date."))
+                return data
+            if last is None:
+                self.add_error("last_date", _("The course has no last day: give the date of the last class."))
+                return data
+            if last < first:
+                self.add_error("last_date", _("The last date is before the first."))
+                return data
+        try:
+            data["slots"] = weekly_slots(
+                start=data["start_time"], minutes=data["minutes"], weekdays=weekdays, first=first, last=last, dates=dates
+            )
+        except ValueError:
+            raise forms.ValidationError(_("That is too many classes for one booking; book the term in parts.")) from None
+        if not data["slots"]:
+            raise forms.ValidationError(_("No class falls on the chosen weekdays between those dates."))
+        data["rule"] = {
+            "start_time": data["start_time"],
+            "minutes": data["minutes"],
+            "weekdays": weekdays,
+            "first_date": first if weekdays else None,
+            "last_date": last if weekdays else None,
+            "dates": dates,
+        }
+        return data

@@ -230,7 +230,23 @@ def _repairs(now: datetime) -> list[Family]:
     )
     for policy, n in ledger.policy_stops().items():
         stops.add((policy,), n)
-    return [repairs, breaches, pending, stops]
+    reserved = ledger.reservation_totals()
+    reservations = [
+        Family("npu_lab_reservation_starts_total", "counter", "Sessions pre-started for class reservations"),
+        Family(
+            "npu_lab_reservation_claims_total",
+            "counter",
+            "Pre-started sessions handed to a student who launched during the class (reservations honoured)",
+        ),
+        Family(
+            "npu_lab_reservation_unclaimed_total",
+            "counter",
+            "Pre-started sessions stopped because no student claimed them within the grace time",
+        ),
+    ]
+    for family, key in zip(reservations, ("starts", "claims", "unclaimed"), strict=True):
+        family.add((), reserved[key])
+    return [repairs, breaches, pending, stops, *reservations]
 
 
 def scrape_refusal(authorization: str, *, token: str, debug: bool) -> HttpResponse | None:

@@ -38,6 +38,7 @@ from labs.selectors.operations import (
     repairs,
     session_for_operator,
 )
+from labs.selectors.reservations import upcoming_slots
 from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
 from labs.services import catalog, operations
 from labs.templatetags.units import gib_text
@@ -309,7 +310,12 @@ def usage_view(request: HttpRequest) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="usage-{days}d-{timezone.localdate().isoformat()}.csv"'
         return response
     chart = usage_chart(report.days, report.core_hours_by_day, report.gib_hours_by_day)
-    return render(request, "labs/ops/usage.html", {"report": report, "chart": chart, "days": days, "windows": USAGE_WINDOWS})
+    classes = upcoming_slots(institutions=None if scope.platform else scope.institutions)
+    return render(
+        request,
+        "labs/ops/usage.html",
+        {"report": report, "chart": chart, "days": days, "windows": USAGE_WINDOWS, "classes": classes},
+    )
 
 
 @operator_view()

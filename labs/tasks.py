@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from celery import shared_task
 
-from labs.services import activity, budgets, controller, reconcile
+from labs.services import activity, budgets, controller, reconcile, reservations
 
 
 @shared_task(name="labs.tasks.controller")
@@ -46,3 +46,8 @@ def budgets_task() -> dict[str, int]:
 def activity_task() -> dict[str, int]:
     report = activity.activity_check()
     return {"looked": report.looked, "unanswered": report.unanswered, "warned": len(report.warned), "culled": len(report.culled)}
+
+
+@shared_task(name="labs.tasks.reservations")
+def reservations_task() -> dict[str, int]:
+    return {k: len(v) for k, v in asdict(reservations.reservations_enforce()).items()}

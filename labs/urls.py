@@ -24,6 +24,12 @@ urlpatterns = [
     path("courses/<int:course_id>/roster/import/", console.roster_import, name="roster-import"),
     path("courses/<int:course_id>/sessions/stop-all/", console.sessions_stop_all, name="sessions-stop-all"),
     path("courses/<int:course_id>/usage/", console.course_usage_view, name="course-usage"),
+    path("courses/<int:course_id>/reservations/", console.course_reservations_view, name="course-reservations"),
+    path(
+        "courses/<int:course_id>/reservations/<int:reservation_id>/cancel/",
+        console.reservation_cancel,
+        name="reservation-cancel",
+    ),
     path("ops/", ops.cluster, name="ops"),
     path("ops/cluster.json", ops.cluster_json, name="ops-cluster-json"),
     path("ops/cards/<int:card_id>/", ops.card_detail, name="ops-card"),

@@ -281,6 +281,10 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
     "activity": {"task": "labs.tasks.activity", "schedule": env_float("LAB_IDLE_CHECK_SECONDS", 60.0, minimum=1.0)},
     "budgets": {"task": "labs.tasks.budgets", "schedule": env_float("LAB_BUDGET_CHECK_SECONDS", 30.0, minimum=1.0)},
+    "reservations": {
+        "task": "labs.tasks.reservations",
+        "schedule": env_float("LAB_RESERVATION_CHECK_SECONDS", 30.0, minimum=1.0),
+    },
     # Unavailable nodes only: is the agent back? (cheap when every node is up)
     "nodes-recheck": {
         "task": "labs.tasks.nodes_recheck",
@@ -387,6 +391,11 @@ LAB_IDLE_PROBE_TIMEOUT_SECONDS = env_float("LAB_IDLE_PROBE_TIMEOUT_SECONDS", 3.0
 LAB_BUDGET_WARNING_PERCENT = env_int("LAB_BUDGET_WARNING_PERCENT", 80, minimum=1, maximum=99)
 LAB_BUDGET_GRACE_SECONDS = env_int("LAB_BUDGET_GRACE_SECONDS", 300, minimum=0, maximum=24 * 3600)
 LAB_RECLAIM_WARNING_SECONDS = env_int("LAB_RECLAIM_WARNING_SECONDS", 300, minimum=0, maximum=24 * 3600)
+# Class reservations (beat: LAB_RESERVATION_CHECK_SECONDS): a slot's sessions are pre-started this
+# long before it begins (the course's guarantee is raised from then to its end), and the ones no
+# student claimed are stopped this long after it began.
+LAB_RESERVATION_PRESTART_SECONDS = env_int("LAB_RESERVATION_PRESTART_SECONDS", 600, minimum=0, maximum=24 * 3600)
+LAB_RESERVATION_GRACE_SECONDS = env_int("LAB_RESERVATION_GRACE_SECONDS", 900, minimum=0, maximum=24 * 3600)
 
 # --- Node agents and the reconciler ---------------------------------------------------------------
 # The bearer token the portal sends to every node agent (python -m labs.agent); mount it as a secret.

@@ -250,6 +250,8 @@ class Allocator:
         return None
 
     def _student_wait(self, request: LaunchRequest) -> Reason | None:
+        if request.pooled:
+            return None
         limit = self.quotas[request.course_id].sessions_per_student
         held = self.active.get((request.course_id, request.student_id), 0)
         if held >= limit:

@@ -252,6 +252,9 @@ class LaunchRequest:
     node_policy: Policy | None = None
     card_policy: Policy | None = None
     template_id: int | None = None
+    # Pre-started for a class reservation and not yet anyone's: no student's session limit applies
+    # (the reservation's count bounds them).
+    pooled: bool = False
 
     def __post_init__(self) -> None:
         check_str("LaunchRequest", "key", self.key, empty=False)
@@ -275,6 +278,7 @@ class LaunchRequest:
             raise TypeError(f"LaunchRequest.node_selector must be a tuple of (label, value) str pairs, not {selector!r}")
         check_str("LaunchRequest", "die_id", self.die_id)
         check_optional_int("LaunchRequest", "template_id", self.template_id)
+        check_bool("LaunchRequest", "pooled", self.pooled)
 
 
 Shape = tuple[int, int, bool, int]  # core per card, memory per card, inference, cards

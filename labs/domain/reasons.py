@@ -54,6 +54,10 @@ MESSAGES: dict[str, str] = {
         "your weekly NPU budget in %(course)s is used up: this lab stops at the time shown; save your work"
     ),
     "session.budget_stopped": gettext_noop("stopped: your weekly NPU budget in %(course)s was used up"),
+    "session.reservation_unclaimed": gettext_noop(
+        "stopped: pre-started for the class at %(time)s and not claimed by a student within %(minutes)s minutes"
+    ),
+    "session.reservation_cancelled": gettext_noop("stopped: the class reservation it was pre-started for was cancelled"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- admission and placement (labs/domain) ------------------------------------------------------
     # what the request itself asks for: refused, it can never be placed as asked

@@ -1,6 +1,7 @@
 from labs.models.catalog import AllowedImage, LabTemplate
 from labs.models.cluster import Card, Node
 from labs.models.operations import AuditEvent, InstanceSample, RepairEvent, ResidualCandidate
+from labs.models.reservations import Reservation, ReservationSlot
 from labs.models.sessions import Allocation, LabSession
 from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution, InstitutionRole
 from labs.models.usage import BudgetGrant, UsageRecord
@@ -21,6 +22,8 @@ __all__ = [
     "LabTemplate",
     "Node",
     "RepairEvent",
+    "Reservation",
+    "ReservationSlot",
     "ResidualCandidate",
     "UsageRecord",
 ]

@@ -70,6 +70,13 @@ class LabSession(models.Model):
     last_active_at = models.DateTimeField(null=True, blank=True)
     cull_at = models.DateTimeField(null=True, blank=True)
     activity = models.JSONField(default=dict, blank=True)
+    # Pre-started for a class reservation (labs.services.reservations): owned by the
+    # reservation's holder until a student of the course launches its template during the slot
+    # and is handed it (``claimed_at``).
+    reservation_slot = models.ForeignKey(
+        "labs.ReservationSlot", null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

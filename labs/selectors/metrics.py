@@ -213,6 +213,19 @@ def policy_stops() -> dict[str, int]:
     return {code.removeprefix("session."): counts.get(code, 0) for code in POLICY_STOPS}
 
 
+def reservation_totals() -> dict[str, int]:
+    """Sessions pre-started for class reservations (``starts``), handed to a student (``claims``:
+    reservations honoured) and stopped because nobody claimed them in time (``unclaimed``).
+
+    One query over the pre-started sessions (a join-free filter on ``reservation_slot``).
+    """
+    return LabSession.objects.filter(reservation_slot__isnull=False).aggregate(
+        starts=Count("pk"),
+        claims=Count("pk", filter=Q(claimed_at__isnull=False)),
+        unclaimed=Count("pk", filter=Q(reason_code="session.reservation_unclaimed")),
+    )
+
+
 def reclaims_pending() -> int:
     """Sessions warned of a reclaim that still hold their capacity (``labs.services.allocation._reclaim_follow``)."""
     return LabSession.objects.filter(reclaim_at__isnull=False, state__in=RECLAIMABLE).count()

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
@@ -130,7 +130,14 @@ class ActivityReport:
 def activity_check(*, now: datetime | None = None) -> ActivityReport:
     report = ActivityReport()
     now = now or timezone.now()
-    sessions = list(LabSession.objects.filter(state=SessionState.RUNNING).exclude(access_url="").select_related("template"))
+    # A lab pre-started for a class (labs.services.reservations) is idle by nature until a student
+    # claims it; the reservation rule stops it if nobody does.
+    sessions = list(
+        LabSession.objects.filter(state=SessionState.RUNNING)
+        .exclude(access_url="")
+        .exclude(Q(reservation_slot__isnull=False) & Q(claimed_at__isnull=True))
+        .select_related("template")
+    )
     if not sessions:
         return report
     npu = _npu_busy(sessions, now - timedelta(seconds=2 * settings.LAB_IDLE_PROBE_TIMEOUT_SECONDS + 120))

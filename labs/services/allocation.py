@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -241,7 +241,24 @@ def course_rules(course_ids: set[int] | None = None) -> dict[int, QuotaRule]:
         course_id__in=[q.course_id for q in quotas]
     ).values_list("course_id", "labtemplate_id"):
         allowed[course_id].add(template_id)
-    return {q.course_id: quota_rule(q, frozenset(allowed[q.course_id])) for q in quotas}
+    rules = {q.course_id: quota_rule(q, frozenset(allowed[q.course_id])) for q in quotas}
+    return _with_reservations(rules)
+
+
+def _with_reservations(rules: dict[int, QuotaRule]) -> dict[int, QuotaRule]:
+    """Each course's guarantee raised, per resource, to at least what its reservations hold now
+    (``labs.services.reservations.reserved_demand``: from the pre-start lead before a slot to its
+    end). A raise, not a sum: a course whose guarantee already covers its class keeps it as is.
+    The ceiling of a course outside a cohort (its guarantee) rises with it."""
+    from labs.services.reservations import reserved_demand
+
+    held = reserved_demand(rules.keys())
+    for course_id, demand in held.items():
+        rule = rules[course_id]
+        raised = Resources(*(max(g, d) for g, d in zip(rule.guarantee, demand, strict=True)))
+        if raised != rule.guarantee:
+            rules[course_id] = replace(rule, guarantee=raised)
+    return rules
 
 
 def allocation_pass(*, batch: int | None = None) -> PassResult:
@@ -285,6 +302,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 memory_mib=s.template.memory_mib,
                 scenario=Scenario(s.template.scenario),
                 template_id=s.template_id,
+                pooled=s.reservation_slot_id is not None and s.claimed_at is None,
             )
             for s in queued
         ]

@@ -40,6 +40,8 @@ def budgets_enforce(*, now=None) -> BudgetReport:
     budgeted = Q(course__quota__budget_core_percent_hours__isnull=False) | Q(course__quota__budget_gib_hours__isnull=False)
     sessions = list(
         LabSession.objects.filter(budgeted, state__in=RECLAIMABLE)
+        # A lab pre-started for a class belongs to no student until claimed: no budget applies.
+        .exclude(Q(reservation_slot__isnull=False) & Q(claimed_at__isnull=True))
         .select_related("course")
         .only("pk", "course__code", "student_id", "reason_code", "budget_stop_at", "reclaim_at")
     )

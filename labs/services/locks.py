@@ -21,3 +21,17 @@ def allocation_lock() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ALLOCATION_LOCK_KEY])
+
+
+# Bookings of class reservations, one at a time ("NPU-RESV"): two bookings checked at once
+# could each fit beside the other's absence.
+RESERVATION_LOCK_KEY = 0x4E50_552D_5245_5356
+
+
+def reservation_lock() -> None:
+    """Hold the bookings lock until the current transaction ends (as ``allocation_lock``)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("reservation_lock() must be called inside transaction.atomic()")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RESERVATION_LOCK_KEY])

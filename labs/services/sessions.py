@@ -135,7 +135,9 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
     Raises ``LaunchRefused`` (nothing created) when the student is not enrolled, the template
     is not offered in the course, the course has no quota, or the student already has as many
     open sessions as the course allows. Capacity and the course guarantee are decided later,
-    by the allocation pass, which the commit triggers.
+    by the allocation pass, which the commit triggers. During a class the course reserved (from
+    the pre-start lead to its end), the student is handed one of the labs pre-started for it
+    instead, already running when it is ready (``_prestarted_claim``).
     """
     with transaction.atomic():
         # Locking the enrolment row serialises two launches by the same student, so both
@@ -177,6 +179,9 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
                 _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
                 % {"course": course.code}
             )
+        claimed = _prestarted_claim(student=student, course=course, template=template)
+        if claimed is not None:
+            return claimed
         delay = queue_delay_seconds(
             recent,
             seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
@@ -198,6 +203,55 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
         # the controller run this wakes publishes it with the rest of the batch a moment later.
         controller_wake()
     return session
+
+
+def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabSession | None:
+    """Hand ``student`` a session pre-started for a class reservation of ``course`` running
+    ``template`` whose slot is on now (from the pre-start lead to its end), the readiest first
+    (running, starting, admitted, queued); ``None`` when there is none. In the caller's transaction.
+
+    ``SKIP LOCKED`` on the session row: two students launching at once lock different sessions,
+    never the same one, and neither waits for the other. The session keeps its secret: it was
+    made for it and shown to nobody, its owner until now (the reservation's holder) cannot sign
+    in. Its lifetime and idle clock start again at the hand-over. Its usage record (written at
+    release) is the student's, from the session's admission: one allocation, one record.
+    """
+    from django.db.models import Case, IntegerField, Value, When
+
+    now = timezone.now()
+    lead = timedelta(seconds=settings.LAB_RESERVATION_PRESTART_SECONDS)
+    readiness = Case(
+        When(state=SessionState.RUNNING, then=Value(0)),
+        When(state=SessionState.STARTING, then=Value(1)),
+        When(state=SessionState.ADMITTED, then=Value(2)),
+        default=Value(3),
+        output_field=IntegerField(),
+    )
+    found = (
+        LabSession.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(
+            course=course,
+            template=template,
+            reservation_slot__isnull=False,
+            claimed_at__isnull=True,
+            state__in=[SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING],
+            reservation_slot__starts_at__lte=now + lead,
+            reservation_slot__ends_at__gt=now,
+            reservation_slot__reservation__cancelled_at__isnull=True,
+        )
+        .order_by(readiness, "created_at")
+        .values_list("pk", "state")
+        .first()
+    )
+    if found is None:
+        return None
+    pk, state = found
+    fields: dict[str, object] = {"student": student, "claimed_at": now, "last_active_at": now}
+    if state == SessionState.RUNNING:
+        fields["running_at"] = now
+    LabSession.objects.filter(pk=pk).update(**fields, version=F("version") + 1)
+    session_changes_publish([pk])
+    return LabSession.objects.select_related("course", "template").get(pk=pk)
 
 
 class ExtendRefused(ValidationError):

@@ -7,10 +7,13 @@ another institution.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
-from labs.models import Enrollment, Institution, InstitutionRole
+from labs.models import CourseQuota, Enrollment, Institution, InstitutionRole, Reservation
 from tests.factories import UserFactory, course_with_students
 
 VISITORS = ("anonymous", "student", "assistant", "other_instructor", "instructor", "operator", "foreign_operator")
@@ -27,6 +30,7 @@ PAGES = [
     "usage/",
     "usage/?format=csv",
     "sessions/stop-all/",
+    "reservations/",
 ]
 MANAGE_PAGES = {"edit/", "archive/", "quota/"}
 
@@ -36,6 +40,7 @@ ACTIONS = {
     "templates/": {"action": "detach", "template": "__small__"},
     "roster/": {"action": "add", "identifier": "outsider", "role": "instructor"},
     "roster/import/": {"step": "confirm", "csv": "username,role\noutsider,instructor\n"},
+    "reservations/": {"template": "__medium__", "count": 2, "start_time": "10:00", "minutes": 60, "dates": "__tomorrow__"},
     "archive/": {"confirm": "yes"},
     "sessions/stop-all/": {"confirm": "yes"},
 }
@@ -46,6 +51,8 @@ ANY_STAFF_ACTIONS = {"sessions/stop-all/"}
 def people(world):
     course = world["course"]
     other_course, _, _, other_instructor = course_with_students(0, code="OTHER9")
+    # A guarantee of part of the server, not all of it: a class booking must fit beside it.
+    CourseQuota.objects.filter(course=other_course).update(core_percent=100, memory_mib=64 * 1024, instance_count=8)
     assistant = UserFactory(username="ta")
     Enrollment.objects.create(user=assistant, course=course, role="assistant")
     operator = UserFactory(username="op")
@@ -102,7 +109,11 @@ def test_every_action_is_allowed_only_to_whom_it_should_be(world, people, visito
     course = world["course"]
     client = client_for(people[visitor])
     for action, data in ACTIONS.items():
-        data = {k: (world["small"].pk if v == "__small__" else v) for k, v in data.items()}
+        tomorrow = (timezone.localdate() + timedelta(days=1)).isoformat()
+        data = {
+            k: {"__small__": world["small"].pk, "__medium__": world["medium"].pk, "__tomorrow__": tomorrow}.get(v, v)
+            for k, v in data.items()
+        }
         response = client.post(f"/courses/{course.pk}/{action}", data)
         if visitor == "anonymous":
             expected = {302}
@@ -118,6 +129,24 @@ def test_every_action_is_allowed_only_to_whom_it_should_be(world, people, visito
     assert changed == (visitor in ("instructor", "operator"))
     outsider_in = Enrollment.objects.filter(course=course, user__username="outsider").exists()
     assert outsider_in == (visitor in ("instructor", "operator"))
+    assert Reservation.objects.filter(course=course).exists() == (visitor in ("instructor", "operator"))
+
+
+@pytest.mark.parametrize("visitor", VISITORS)
+def test_only_the_course_s_instructors_may_cancel_its_reservation(world, people, visitor):
+    from labs.services.reservations import reservation_book
+
+    course = world["course"]
+    start = timezone.now() + timedelta(days=1)
+    reservation = reservation_book(course=course, template=world["small"], count=2, slots=[(start, start + timedelta(hours=1))])
+    client = client_for(people[visitor])
+    url = f"/courses/{course.pk}/reservations/{reservation.pk}/cancel/"
+    expected = {"anonymous": 302, "student": 404, "other_instructor": 404, "foreign_operator": 404, "assistant": 403}
+    assert client.get(url).status_code == expected.get(visitor, 200)
+    response = client.post(url, {"confirm": "yes"})
+    assert response.status_code == expected.get(visitor, 302)
+    reservation.refresh_from_db()
+    assert (reservation.cancelled_at is not None) == (visitor in ("instructor", "operator"))
 
 
 @pytest.mark.parametrize(

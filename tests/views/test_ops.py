@@ -372,3 +372,17 @@ def test_usage_shows_each_institution_only_its_own_courses_with_a_chart_and_csv(
     assert lines[0] == "institution,course,term,students,sessions,core_percent_hours,gib_hours"
     assert lines[1].endswith(f",{code},2026 Autumn,1,1,20.00,16.00")
     assert client_for(people["platform"]).get("/ops/usage/", {"days": "9999"}).context["days"] == 7  # not offered: the default
+
+
+def test_operators_see_their_institution_s_class_reservations_on_the_usage_page(world, people):
+    from django.utils import timezone
+
+    from labs.services.reservations import reservation_book
+
+    start = timezone.now() + timedelta(days=1)
+    reservation_book(course=world["course"], template=world["small"], count=3, slots=[(start, start + timedelta(hours=1))])
+
+    (slot,) = client_for(people["operator"]).get("/ops/usage/").context["classes"]
+    assert (slot.reservation.course_id, slot.reservation.count, slot.prestarted, slot.claimed) == (world["course"].pk, 3, 0, 0)
+    assert len(client_for(people["platform"]).get("/ops/usage/").context["classes"]) == 1
+    assert client_for(people["foreign_operator"]).get("/ops/usage/").context["classes"] == []

@@ -1,0 +1,171 @@
+"""Class reservations: a course books N sessions of one shape for its meeting times.
+
+Pure rules, no Django: turning a booking (weekly on chosen weekdays from a first to a last
+date, or a list of single dates; a start time of day and a length) into concrete slots in the
+portal's time zone, and checking whether the cluster can hold a slot's sessions beside what is
+already promised at that time.
+
+The capacity check places the sessions on the cluster as the engine would (``Cluster.choose``,
+the per-card AI-Core floor, memory and instance caps), on the cards as they are but empty: a
+slot is in the future, and what runs now will have ended or is borrowed (reclaimed when the
+class needs it). What is promised at that time is placed or charged first:
+
+- the other bookings whose slots overlap it (any course, this one included), each as its N
+  instances of its own shape, placed before this one;
+- the guarantees of every other course, beyond what their overlapping bookings already place,
+  charged as totals (core %, MiB, instances) against what the cluster has left: a guarantee has
+  no shape, so it is held as amounts, not placed.
+
+The slot fits when all N of its instances are placed and the totals left cover those
+guarantees. ``slot_room`` says how many of the N the cluster can hold, for the refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time, timedelta, tzinfo
+
+from labs.domain.checks import check_int
+from labs.domain.placement import (
+    DEFAULT_CONFIG,
+    CardCapacity,
+    Cluster,
+    LaunchRequest,
+    NodeCapacity,
+    PlacementConfig,
+    instance_charge,
+)
+from labs.domain.quota import Resources
+from labs.domain.units import CORE_PERCENT_MAX, Scenario
+
+# A booking longer than this many slots is a mistake (a term of daily classes is under 200).
+MAX_SLOTS = 400
+_NOTHING = Resources()
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """``count`` instances of ``core_percent`` % / ``memory_mib`` MiB in ``scenario``."""
+
+    core_percent: int
+    memory_mib: int
+    count: int
+    scenario: Scenario = Scenario.DEVELOPMENT
+
+    def __post_init__(self) -> None:
+        check_int("Demand", "core_percent", self.core_percent, 1, CORE_PERCENT_MAX)
+        check_int("Demand", "memory_mib", self.memory_mib, 1)
+        check_int("Demand", "count", self.count, 0)
+
+    @property
+    def charge(self) -> Resources:
+        """What the ``count`` instances charge their course (``instance_charge`` each)."""
+        one = instance_charge(self.core_percent, self.memory_mib)
+        return Resources(one.core_percent * self.count, one.memory_mib * self.count, one.instances * self.count)
+
+
+def slot_times(
+    *,
+    start: time,
+    minutes: int,
+    zone: tzinfo,
+    dates: Iterable[date] = (),
+    weekdays: Iterable[int] = (),
+    first: date | None = None,
+    last: date | None = None,
+) -> list[tuple[datetime, datetime]]:
+    """The slots of a booking as aware (start, end) pairs in ``zone``, in time order, no repeats.
+
+    Either ``dates`` (single dates) or ``weekdays`` (0 = Monday .. 6 = Sunday) from ``first``
+    to ``last`` inclusive; both may be given and are merged. ``start`` is a wall-clock time in
+    ``zone`` (a class at 14:00 stays at 14:00 across a daylight-saving change). ``ValueError``
+    for minutes < 1, a weekday outside 0..6, weekdays without both ends or ends reversed, or
+    more than ``MAX_SLOTS`` slots.
+    """
+    check_int("slot_times", "minutes", minutes, 1, 24 * 60)
+    days = set(dates)
+    weekdays = set(weekdays)
+    if any(not isinstance(d, int) or not 0 <= d <= 6 for d in weekdays):
+        raise ValueError(f"slot_times: weekdays must be 0..6 (Monday..Sunday), not {sorted(weekdays)!r}")
+    if weekdays:
+        if first is None or last is None:
+            raise ValueError("slot_times: a weekly booking needs a first and a last date")
+        if last < first:
+            raise ValueError("slot_times: the last date is before the first")
+        if (last - first).days > 7 * MAX_SLOTS:
+            raise ValueError(f"slot_times: more than {MAX_SLOTS} slots")
+        day = first
+        while day <= last:
+            if day.weekday() in weekdays:
+                days.add(day)
+            day += timedelta(days=1)
+    if len(days) > MAX_SLOTS:
+        raise ValueError(f"slot_times: more than {MAX_SLOTS} slots")
+    slots = []
+    for day in sorted(days):
+        begins = datetime.combine(day, start, tzinfo=zone)
+        slots.append((begins, begins + timedelta(minutes=minutes)))
+    return slots
+
+
+def _empty(nodes: Iterable[NodeCapacity]) -> list[NodeCapacity]:
+    return [replace(n, cards=tuple(replace(c, instances=(), unlisted_mib=0) for c in n.cards)) for n in nodes]
+
+
+def _totals(nodes: Sequence[NodeCapacity]) -> Resources:
+    """What the usable cards of available nodes hold in all: core %, MiB and instance slots."""
+    core = memory = instances = 0
+    for node in nodes:
+        if not node.available:
+            continue
+        usable: list[CardCapacity] = [c for c in node.cards if c.healthy]
+        core += CORE_PERCENT_MAX * len(usable)
+        memory += sum(c.memory_mib for c in usable)
+        # The development scenario's caps: 16 per card, 128 per node (DESIGN §1).
+        instances += min(16 * len(usable), 128)
+    return Resources(core, memory, instances)
+
+
+def _place(cluster: Cluster, demand: Demand, count: int, prefix: str) -> int:
+    """Place up to ``count`` copies of ``demand``'s shape; how many were placed."""
+    for i in range(count):
+        request = LaunchRequest(
+            key=f"{prefix}{i}",
+            course_id=0,
+            student_id=0,
+            core_percent=demand.core_percent,
+            memory_mib=demand.memory_mib,
+            scenario=demand.scenario,
+        )
+        choice = cluster.choose(request)
+        if choice is None:
+            return i
+        cluster.commit(request, choice)
+    return count
+
+
+def slot_room(
+    nodes: Iterable[NodeCapacity],
+    want: Demand,
+    *,
+    others: Sequence[Demand] = (),
+    held_elsewhere: Resources = _NOTHING,
+    config: PlacementConfig = DEFAULT_CONFIG,
+) -> int:
+    """How many of ``want.count`` instances the cluster can hold at a slot (0..``want.count``).
+
+    ``nodes`` is the capacity snapshot (its instances are ignored: see the module docstring);
+    ``others`` the overlapping bookings, placed first (one that does not fit whole is placed
+    as far as it goes: it was accepted against an earlier cluster); ``held_elsewhere`` the other
+    courses' guarantees beyond their bookings, which must still be left over as totals.
+    """
+    empty = _empty(nodes)
+    cluster = Cluster(empty, config)
+    for n, other in enumerate(others):
+        _place(cluster, other, other.count, f"other{n}-")
+    left = _totals(empty) - sum((o.charge for o in others), Resources()) - held_elsewhere
+    placed = _place(cluster, want, want.count, "want-")
+    while placed and not Demand(want.core_percent, want.memory_mib, placed, want.scenario).charge.fits_in(left):
+        placed -= 1
+    return placed

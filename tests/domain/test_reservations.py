@@ -1,0 +1,102 @@
+"""Class reservations, the pure part: a booking's slots, and how many of a slot's sessions the
+cluster can hold beside the other bookings and guarantees."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from labs.domain.placement import CardCapacity, Instance, NodeCapacity
+from labs.domain.quota import Resources
+from labs.domain.reservations import MAX_SLOTS, Demand, slot_room, slot_times
+from labs.domain.units import Scenario
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+BERLIN = ZoneInfo("Europe/Berlin")
+CARD = 64 * 1024
+
+
+def server(cards: int = 8, *, available: bool = True) -> NodeCapacity:
+    return NodeCapacity("n1", tuple(CardCapacity(i, i, CARD) for i in range(cards)), available)
+
+
+def test_weekly_slots_fall_on_the_chosen_weekdays_between_the_first_and_last_date():
+    slots = slot_times(
+        start=time(14, 0), minutes=90, zone=SHANGHAI, weekdays=[1, 3], first=date(2026, 3, 2), last=date(2026, 3, 15)
+    )
+    assert [s.date().isoformat() for s, _ in slots] == ["2026-03-03", "2026-03-05", "2026-03-10", "2026-03-12"]
+    start, end = slots[0]
+    assert start == datetime(2026, 3, 3, 14, 0, tzinfo=SHANGHAI) and (end - start).total_seconds() == 90 * 60
+
+
+def test_single_dates_and_weekdays_merge_without_repeats():
+    slots = slot_times(
+        start=time(9, 0),
+        minutes=60,
+        zone=SHANGHAI,
+        dates=[date(2026, 3, 3), date(2026, 3, 20)],
+        weekdays=[1],
+        first=date(2026, 3, 1),
+        last=date(2026, 3, 10),
+    )
+    assert [s.date().day for s, _ in slots] == [3, 10, 20]
+
+
+def test_a_class_keeps_its_wall_clock_time_across_a_daylight_saving_change():
+    slots = slot_times(start=time(14, 0), minutes=60, zone=BERLIN, dates=[date(2026, 3, 27), date(2026, 3, 30)])
+    assert [s.utcoffset().total_seconds() / 3600 for s, _ in slots] == [1, 2]
+    assert {(s.hour, s.minute) for s, _ in slots} == {(14, 0)}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"minutes": 0, "dates": [date(2026, 3, 3)]}, "minutes"),
+        ({"minutes": 60, "weekdays": [7], "first": date(2026, 3, 1), "last": date(2026, 3, 9)}, "weekdays"),
+        ({"minutes": 60, "weekdays": [1], "first": date(2026, 3, 1)}, "first and a last"),
+        ({"minutes": 60, "weekdays": [1], "first": date(2026, 3, 9), "last": date(2026, 3, 1)}, "before the first"),
+        ({"minutes": 60, "weekdays": list(range(7)), "first": date(2026, 1, 1), "last": date(2027, 12, 31)}, "more than"),
+    ],
+)
+def test_a_booking_that_makes_no_sense_is_refused_with_the_reason(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        slot_times(start=time(9, 0), zone=SHANGHAI, **kwargs)
+    assert MAX_SLOTS >= 200
+
+
+def test_an_empty_server_holds_what_card_memory_allows():
+    # 25 % / 16 GiB: four per 64 GiB card, 32 on eight cards.
+    assert slot_room([server()], Demand(25, 16384, 32)) == 32
+    assert slot_room([server()], Demand(25, 16384, 40)) == 32
+    assert slot_room([server(4)], Demand(25, 16384, 32)) == 16
+
+
+def test_what_runs_now_is_not_counted_a_slot_is_in_the_future():
+    busy = NodeCapacity("n1", (CardCapacity(0, 0, CARD, instances=(Instance(100, CARD, Scenario.DEVELOPMENT, "x"),)),))
+    assert slot_room([busy], Demand(25, 16384, 4)) == 4
+
+
+def test_overlapping_bookings_are_placed_first():
+    assert slot_room([server()], Demand(25, 16384, 32), others=[Demand(25, 16384, 12)]) == 20
+    # a different shape packs differently: 8 x 50 % / 40 GiB leave 24 GiB on each card: one more each
+    assert slot_room([server()], Demand(25, 16384, 32), others=[Demand(50, 40960, 8)]) == 8
+
+
+def test_other_courses_guarantees_are_held_as_totals():
+    held = Resources(300, 3 * CARD, 10)
+    assert slot_room([server()], Demand(25, 16384, 32), held_elsewhere=held) == 20
+    assert slot_room([server()], Demand(25, 16384, 32), held_elsewhere=Resources(0, 0, 128 - 4)) == 4
+
+
+def test_unavailable_nodes_and_unhealthy_cards_hold_nothing():
+    assert slot_room([server(available=False)], Demand(25, 16384, 4)) == 0
+    sick = NodeCapacity("n1", (CardCapacity(0, 0, CARD, healthy=False), CardCapacity(1, 1, CARD)))
+    assert slot_room([sick], Demand(25, 16384, 8)) == 4
+
+
+def test_a_demand_s_charge_is_count_times_one_instance():
+    assert Demand(25, 16384, 3).charge == Resources(75, 3 * 16384, 3)
+    with pytest.raises(ValueError):
+        Demand(0, 16384, 3)
