@@ -60,13 +60,15 @@ test-fast: $(VENV)/.installed-dev $(MO_FILES)
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on
 ## PostgreSQL; the LMS roster sync of 5,000 members, twice; a class of 128 starting on the portal
-## beside JupyterHub (PostgreSQL, Redis, npm; ~3 min)
+## beside JupyterHub; a simulated week of one class with the time and fairness policies and without
+## (PostgreSQL, Redis, npm; ~15 min, most of it the week)
 bench: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench || status=1; \
 	$(PY) -m bench.pass_scale || status=1; \
 	$(PY) -m bench.roster_sync || status=1; \
 	$(PY) -m bench.side_by_side --launches 128 --repeats 3 || status=1; \
+	$(PY) -m bench.week || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status
 
 ## bench-classstart: the class start at 512 (4 servers) and 1,024 launches (8 servers) beside JupyterHub (~4 min)

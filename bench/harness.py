@@ -397,3 +397,16 @@ def portal_in_process(res: Resources, name: str, rid: str, *, connection_limit: 
     res.on_close("close this process's database connections", connections.close_all)
     call_command("migrate", interactive=False, verbosity=0)
     return temp
+
+
+def bench_main(run: Callable[[object], dict], args) -> int:
+    """A bench's ``main``: ``run(args)`` (which gives back what it took, Ctrl-C and SIGTERM too),
+    then its figures as JSON to ``args.json`` when asked; 130 when interrupted."""
+    raise_keyboard_interrupt_on_sigterm()
+    try:
+        figures = run(args)
+    except KeyboardInterrupt:
+        print("interrupted; the database and the Redis number were given back", file=sys.stderr)
+        return 130
+    write_json(args.json, figures)
+    return 0

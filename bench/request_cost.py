@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from bench.harness import Resources, new_token, portal_in_process, raise_keyboard_interrupt_on_sigterm, run_id, write_json
+from bench.harness import Resources, bench_main, new_token, portal_in_process, run_id
 
 FLOOR = "floor (trivial view, same middleware)"
 DASHBOARD = "GET /"
@@ -466,15 +466,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    raise_keyboard_interrupt_on_sigterm()
-    try:
-        figures = run(args)
-    except KeyboardInterrupt:
-        print("interrupted; the database and the Redis number were given back", file=sys.stderr)
-        return 130
-    write_json(args.json, figures)
-    return 0
+    return bench_main(run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -4,37 +4,44 @@
 
 The reference server (8 x Ascend 910B, 64 GiB) serves two courses of one cohort:
 
-* CLASS (``--students``, template 10 % / 8 GiB, guarantee one instance per student): two
-  meetings, Tuesday 10:00-11:30 and Thursday 14:00-15:30. Most students come (90 %), launch in
-  the first five minutes and work in bursts; at the end 60 % stop their lab and the others
-  leave it open and walk away. Between meetings some do homework in the evening, and some of
-  those forget to stop too. A weekly budget per student (60 AI-Core-% x hours).
+* CLASS (``--students``, template 10 % / 8 GiB, its own guarantee 12 instances, for the
+  homework evenings): two meetings, Tuesday 10:00-11:30 and Thursday 14:00-15:30. Most students
+  come (90 %), launch in the first five minutes and work in bursts; at the end 60 % stop their
+  lab and the others leave it open and walk away. Between meetings some do homework in the
+  evening, and some of those forget to stop too. A weekly budget per student (60 AI-Core-% x
+  hours).
 * RESEARCH (``--researchers``, template 25 % / 16 GiB, guarantee two instances): works every
-  weekday from about 9:00 to 17:00 on the NPU, borrowing the class's idle guarantee; half leave
-  their lab running overnight. A session that ends in the day is launched again.
+  weekday from about 9:00 to 17:00 on the NPU, borrowing what CLASS does not use; half leave
+  their lab running overnight. A session that ends in the working day is launched again.
 
 The same week (same seed: same launches, same bursts of work, same forgotten labs) runs twice,
 each time on an empty database:
 
-* **policies**: the portal as shipped — idle culling on the NPU signal (the template's 60 min,
-  warned 10 min ahead), warned reclaim of borrowed sessions (5 min), weekly budgets;
+* **policies**: the portal as shipped — CLASS books its meetings for 90 % of the class (the
+  guarantee is raised during them, labs are pre-started 10 min ahead and handed to the first
+  students who launch, unclaimed ones stopped 15 min after the start), idle culling on the
+  lab's own activity (the template's 60 min, warned 10 min ahead), warned reclaim of borrowed
+  sessions (5 min), weekly budgets;
 * **baseline**: none of them, as a hub without a culler would run it — a lab ends when its
-  student stops it or at the maximum length (class 4 h, research 8 h); nothing is reclaimed
-  (the minimum runtime before a reclaim is set beyond the week) and no budget applies.
+  student stops it or at the maximum length (class 4 h, research 8 h); nothing is booked or
+  reclaimed (the minimum runtime before a reclaim is set beyond the week), no budget applies.
 
 Printed for each: NPU card-hours held (from the usage ledger: AI-Core-% x hours / 100) against
-card-hours used (the time the NPU was busy, as the node agent reports it), GiB-hours held, the
-culls, reclaims, budget and lifetime stops, launches refused, and how long class students
-waited at the meetings (launch to running); then the ratios baseline / policies.
+card-hours used (the time the lab was busy), GiB-hours held, the culls, reclaims, budget and
+lifetime stops, launches refused, how long class students waited at the meetings (launch to
+running) and how many never got a lab there, the reserved labs pre-started, handed to students
+(reserved starts) and stopped unclaimed; then the ratios baseline / policies.
 
 How: the portal runs in this process (``portal_in_process``: its own PostgreSQL database and
 Redis number) on the simulator driver (labs start 30 s after their instance is created), and
-the clock is moved by ``time_machine``: every service reads the simulated time. Each tick
-runs what Celery beat runs — the controller (allocation pass, reclaim, lifetimes, instances),
-the idle check every 60 s and the budget check every 5 min — and writes the node agent's NPU
-readings for the labs that are busy at that moment (the probe of the simulator's lab address
-fails, as a broken lab's would, so the NPU is the only activity signal here). Ticks are 10 s
-while something is starting or queued and 2 min otherwise; empty stretches are skipped.
+the clock is moved by ``time_machine``: every service reads the simulated time. Each tick runs
+what Celery beat runs — the controller (allocation pass, reclaim, lifetimes, instances), the
+reservation rule, the idle check every 5 min and the budget check every 5 min (beat's defaults
+are 60 s and 30 s: coarser here, to keep the run to minutes) — and writes the node agent's NPU
+readings for the labs busy at that moment. Each lab's address is a stand-in on a local port that
+answers the idle check as JupyterLab does (``/api/status``, ``/api/kernels``: a kernel busy
+inside the student's bursts of work). Ticks are 10 s while a lab starts or stops and 5 min
+otherwise; stretches with nothing open are skipped.
 """
 
 from __future__ import annotations
@@ -65,6 +72,9 @@ COARSE_TICK = 300
 IDLE_CHECK_SECONDS = 300
 BUDGET_CHECK_SECONDS = 300
 START_DELAY_SECONDS = 30
+# CLASS's own guarantee covers the homework evenings; the meetings are what it books.
+HOMEWORK_GUARANTEE = 12
+RESERVED_SHARE = 0.9  # labs booked per meeting, as a share of the class: who usually comes
 
 
 # --- what the people do (decided up front from the seed, the same for both runs) ---------------
@@ -180,6 +190,9 @@ class Figures:
     refused: Counter = field(default_factory=Counter)
     meeting_waits: list[float] = field(default_factory=list)
     meeting_never_ran: int = 0
+    prestarted: int = 0
+    claimed: int = 0
+    unclaimed: int = 0
     relaunches: int = 0
     ticks: int = 0
     seconds: float = 0.0
@@ -237,9 +250,9 @@ def enrol(courses, User, password, CourseQuota, Enrollment, *, students: int, re
     core, mib = CLASS_SHAPE
     CourseQuota.objects.create(
         course=courses["CLASS"],
-        core_percent=core * students,
-        memory_mib=mib * students,
-        instance_count=students,
+        core_percent=core * HOMEWORK_GUARANTEE,
+        memory_mib=mib * HOMEWORK_GUARANTEE,
+        instance_count=HOMEWORK_GUARANTEE,
         max_session_minutes=240,
         cohort="ai",
         budget_core_percent_hours=60 if policies else None,
@@ -269,6 +282,7 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
     from labs.services.activity import activity_check
     from labs.services.budgets import budgets_enforce
     from labs.services.controller import controller_run
+    from labs.services.reservations import reservation_book, reservations_enforce
     from labs.services.sessions import LaunchRefused, session_launch, session_stop
 
     figures = Figures(name)
@@ -295,6 +309,22 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
             researchers=researchers,
             policies=policies,
         )
+        meetings = [
+            (MONDAY + timedelta(days=d, hours=h, minutes=m), MONDAY + timedelta(days=d, hours=h, minutes=m + MEETING_MINUTES))
+            for d, h, m in MEETINGS
+        ]
+        if policies:
+            reservation_book(
+                course=courses["CLASS"],
+                template=templates["CLASS"],
+                count=max(1, round(students * RESERVED_SHARE)),
+                slots=meetings,
+                now=MONDAY,
+            )
+        lead = timedelta(seconds=settings.LAB_RESERVATION_PRESTART_SECONDS)
+        grace = timedelta(seconds=settings.LAB_RESERVATION_GRACE_SECONDS)
+        # Moments the clock must not jump over: a booking's pre-start, its start, its grace.
+        marks = sorted({m for a, _ in meetings for m in (a - lead, a, a + grace)}) if policies else []
         pending = list(visits)  # sorted by start
         open_visits: dict[str, tuple[Visit, str]] = {}  # session id -> (visit, who)
         meeting_launch: dict[str, datetime] = {}
@@ -358,6 +388,10 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
             if policies and (now - last_idle).total_seconds() >= IDLE_CHECK_SECONDS:
                 activity_check(now=now)
                 last_idle = now
+            if policies:
+                done = reservations_enforce(now=now)
+                figures.prestarted += len(done.sessions)
+                figures.unclaimed += len(done.unclaimed)
             if policies and (now - last_budget).total_seconds() >= BUDGET_CHECK_SECONDS:
                 budgets_enforce(now=now)
                 last_budget = now
@@ -377,7 +411,7 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
             settling = {SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING}
             busy_open = LabSession.objects.filter(state__in=settling)
             step = FINE_TICK if busy_open.exists() else COARSE_TICK
-            upcoming = [v.start for v in pending[:1]] + [at for at, _ in relaunch_at]
+            upcoming = [v.start for v in pending[:1]] + [at for at, _ in relaunch_at] + [m for m in marks if m > now]
             if not open_visits and upcoming:
                 step = max(step, (min(upcoming) - now).total_seconds())
             elif upcoming:
@@ -404,6 +438,7 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
         totals = UsageRecord.objects.aggregate(core=Sum("core_percent_seconds"), mib=Sum("memory_mib_seconds"))
         figures.held_card_hours = (totals["core"] or 0) / 100 / 3600
         figures.held_gib_hours = (totals["mib"] or 0) / 1024 / 3600
+        figures.claimed = LabSession.objects.filter(claimed_at__isnull=False).count()
         for code in LabSession.objects.values_list("reason_code", flat=True):
             figures.ends[code] += 1
         for sid, launched in meeting_launch.items():
@@ -411,7 +446,7 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
             if ran is None:
                 figures.meeting_never_ran += 1
             else:
-                figures.meeting_waits.append((ran - launched).total_seconds())
+                figures.meeting_waits.append(max(0.0, (ran - launched).total_seconds()))
     figures.seconds = time.monotonic() - began
     return figures
 
@@ -464,6 +499,9 @@ def report(policies: Figures, baseline: Figures) -> None:
         sum(w > 300 for w in baseline.meeting_waits),
     )
     row("class at meetings: never ran", policies.meeting_never_ran, baseline.meeting_never_ran)
+    row("reserved labs pre-started", policies.prestarted, baseline.prestarted)
+    row("reserved starts (handed to a student)", policies.claimed, baseline.claimed)
+    row("reserved labs unclaimed, stopped", policies.unclaimed, baseline.unclaimed)
     row(
         "simulated ticks (wall-clock seconds)",
         f"{policies.ticks} ({policies.seconds:.0f} s)",

@@ -31,6 +31,19 @@ def clean_redis_and_driver_state():
         shutil.rmtree(settings.VAR_DIR, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def default_language():
+    """Every test starts in the portal's default language. Django's test client leaves the
+    language of its last request active in the test's thread (LocaleMiddleware activates it and
+    nothing deactivates it), so a test reading a rendered reason after another test's Chinese
+    request would read Chinese."""
+    from django.utils import translation
+
+    translation.activate(settings.LANGUAGE_CODE)
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def disconnect_child_processes(django_db_setup, django_db_blocker):
     """Before the test database is dropped, end connections that killed child processes left."""
