@@ -75,6 +75,10 @@ class SubscriptionForm(forms.Form):
             self.fields["courses"].queryset = Course.objects.filter(institution=institution).order_by("code")
         else:
             self.fields["institution"].queryset = institutions
+            only = list(institutions[:2])
+            if len(only) == 1:  # an institution's own operator has nothing to choose
+                self.fields["institution"].initial = only[0].pk
+                self.fields["institution"].empty_label = None
             self.fields["courses"].queryset = (
                 Course.objects.filter(institution__in=institutions).select_related("institution").order_by("code")
             )
