@@ -460,6 +460,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # One name for the webhook event types, used by the subscription and the delivery alike.
+    "ENUM_NAME_OVERRIDES": {"WebhookEventTypeEnum": "webhooks.catalogue.EVENT_TYPE_CHOICES"},
 }
 # OAuth 2.0 for LMS back ends (django-oauth-toolkit): client-credentials only, an application per
 # institution (api.OAuthClient, made on /ops/tokens/), its scopes the API's (api.scopes, through

@@ -14,7 +14,7 @@ from api.exceptions import Conflict
 from api.serializers import INT8_MAX
 from api.views import AUTH_ERRORS, ERROR_EXAMPLE, INVALID, NOT_FOUND, PAST_THE_END, PRECONDITIONS, error_response, form_errors
 from webhooks import selectors, services
-from webhooks.catalogue import EVENT_TYPES
+from webhooks.catalogue import EVENT_TYPE_CHOICES, EVENT_TYPES
 from webhooks.forms import SubscriptionForm
 from webhooks.models import Delivery, Subscription
 
@@ -26,7 +26,7 @@ class WebhookSerializer(serializers.Serializer):
     url = serializers.CharField(max_length=500, help_text="https://..., without a user name or password.")
     description = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     event_types = serializers.ListField(
-        child=serializers.ChoiceField(choices=list(EVENT_TYPES)), min_length=1, max_length=len(EVENT_TYPES)
+        child=serializers.ChoiceField(choices=EVENT_TYPE_CHOICES), min_length=1, max_length=len(EVENT_TYPES)
     )
     courses = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=INT8_MAX),
@@ -44,7 +44,7 @@ class WebhookPatchSerializer(WebhookSerializer):
     url = serializers.CharField(max_length=500, required=False)
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
     event_types = serializers.ListField(
-        child=serializers.ChoiceField(choices=list(EVENT_TYPES)), min_length=1, max_length=len(EVENT_TYPES), required=False
+        child=serializers.ChoiceField(choices=EVENT_TYPE_CHOICES), min_length=1, max_length=len(EVENT_TYPES), required=False
     )
     courses = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=INT8_MAX), required=False, max_length=1000
@@ -70,7 +70,7 @@ class AttemptSerializer(serializers.Serializer):
 class DeliverySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     message_id = serializers.CharField(help_text="The webhook-id header: the same on retries and redeliveries.")
-    event_type = serializers.ChoiceField(choices=list(EVENT_TYPES))
+    event_type = serializers.ChoiceField(choices=EVENT_TYPE_CHOICES)
     state = serializers.ChoiceField(choices=Delivery.State.values)
     attempts = serializers.IntegerField()
     next_attempt_at = serializers.DateTimeField(allow_null=True)

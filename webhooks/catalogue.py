@@ -10,3 +10,5 @@ EVENT_TYPES: dict[str, object] = {
     "session.ended": _("A session ended (stopped or failed, with the reason)"),
     "usage.recorded": _("A usage record was written for an ended session"),
 }
+# The event types as choices (the API's schema names this set once: ENUM_NAME_OVERRIDES).
+EVENT_TYPE_CHOICES = list(EVENT_TYPES)
