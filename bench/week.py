@@ -198,75 +198,53 @@ class Figures:
     seconds: float = 0.0
 
 
-def build_world(*, policies: bool):
+def build_world(*, policies: bool, students: int, researchers: int):
+    """The server, both courses of the cohort with their template and quota, everyone enrolled.
+    Returns (courses, templates, people) keyed by course code and username."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
 
     from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
 
+    User = get_user_model()
+    password = make_password("week-bench-not-secret")
     institution = Institution.objects.create(name="Week University", slug="week")
     node = Node.objects.create(name="npu-node-1")
     Card.objects.bulk_create(
         Card(node=node, index=i, die_id=f"npu-node-1-die-{i}", chip_type="Ascend910B3", memory_mib=64 * 1024) for i in range(8)
     )
     never = 7 * 24 * 60  # minutes: no culling within the week
-    templates = {
-        "CLASS": LabTemplate.objects.create(
+    courses, templates, people = {}, {}, {}
+    for code, template_name, (core, mib), guaranteed, minutes, count, prefix, budget in (
+        ("CLASS", "teaching", CLASS_SHAPE, HOMEWORK_GUARANTEE, 240, students, "student{:03d}", 60 if policies else None),
+        ("RESEARCH", "research", RESEARCH_SHAPE, 2, 480, researchers, "researcher{:02d}", None),
+    ):
+        template = LabTemplate.objects.create(
             institution=institution,
-            name="teaching",
-            slug="teaching",
+            name=template_name,
+            slug=template_name,
             image="jupyter/base:latest",
-            core_percent=CLASS_SHAPE[0],
-            memory_mib=CLASS_SHAPE[1],
+            core_percent=core,
+            memory_mib=mib,
             idle_timeout_minutes=60 if policies else never,
-            max_lifetime_minutes=240,
-        ),
-        "RESEARCH": LabTemplate.objects.create(
-            institution=institution,
-            name="research",
-            slug="research",
-            image="jupyter/base:latest",
-            core_percent=RESEARCH_SHAPE[0],
-            memory_mib=RESEARCH_SHAPE[1],
-            idle_timeout_minutes=60 if policies else never,
-            max_lifetime_minutes=480,
-        ),
-    }
-    courses = {}
-    for code in ("CLASS", "RESEARCH"):
+            max_lifetime_minutes=minutes,
+        )
         course = Course.objects.create(institution=institution, code=code, title=code.title(), term="week")
-        courses[code] = course
-        course.templates.add(templates[code])
-    return institution, courses, templates, get_user_model(), make_password, CourseQuota, Enrollment
-
-
-def enrol(courses, User, password, CourseQuota, Enrollment, *, students: int, researchers: int, policies: bool):
-    people = {}
-    for code, count, prefix in (("CLASS", students, "student"), ("RESEARCH", researchers, "researcher")):
-        width = 3 if code == "CLASS" else 2
-        users = User.objects.bulk_create(User(username=f"{prefix}{i:0{width}d}", password=password) for i in range(count))
-        Enrollment.objects.bulk_create(Enrollment(user=u, course=courses[code], role=Enrollment.Role.STUDENT) for u in users)
+        course.templates.add(template)
+        CourseQuota.objects.create(
+            course=course,
+            core_percent=core * guaranteed,
+            memory_mib=mib * guaranteed,
+            instance_count=guaranteed,
+            max_session_minutes=minutes,
+            cohort="ai",
+            budget_core_percent_hours=budget,
+        )
+        users = User.objects.bulk_create(User(username=prefix.format(i), password=password) for i in range(count))
+        Enrollment.objects.bulk_create(Enrollment(user=u, course=course, role=Enrollment.Role.STUDENT) for u in users)
+        courses[code], templates[code] = course, template
         people.update({u.username: u for u in users})
-    core, mib = CLASS_SHAPE
-    CourseQuota.objects.create(
-        course=courses["CLASS"],
-        core_percent=core * HOMEWORK_GUARANTEE,
-        memory_mib=mib * HOMEWORK_GUARANTEE,
-        instance_count=HOMEWORK_GUARANTEE,
-        max_session_minutes=240,
-        cohort="ai",
-        budget_core_percent_hours=60 if policies else None,
-    )
-    core, mib = RESEARCH_SHAPE
-    CourseQuota.objects.create(
-        course=courses["RESEARCH"],
-        core_percent=core * 2,
-        memory_mib=mib * 2,
-        instance_count=2,
-        max_session_minutes=480,
-        cohort="ai",
-    )
-    return people
+    return courses, templates, people
 
 
 def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, researchers: int, days: int = 7) -> Figures:
@@ -298,17 +276,7 @@ def run_week(name: str, *, policies: bool, visits: list[Visit], students: int, r
         time_machine.travel(MONDAY, tick=False) as clock,
     ):
         _empty_dir(state_dir)
-        _, courses, templates, User, make_password, CourseQuota, Enrollment = build_world(policies=policies)
-        people = enrol(
-            courses,
-            User,
-            make_password("week-bench-not-secret"),
-            CourseQuota,
-            Enrollment,
-            students=students,
-            researchers=researchers,
-            policies=policies,
-        )
+        courses, templates, people = build_world(policies=policies, students=students, researchers=researchers)
         meetings = [
             (MONDAY + timedelta(days=d, hours=h, minutes=m), MONDAY + timedelta(days=d, hours=h, minutes=m + MEETING_MINUTES))
             for d, h, m in MEETINGS
