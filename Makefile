@@ -51,9 +51,14 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(MO_FILES
 	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token exec $(PY) manage.py run_demo
 
 ## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
+## (in TEST_WORKERS processes with pytest-xdist, each with its own database, Redis number and
+## var directory; a file's tests stay together; Schemathesis' generated tests run apart, after,
+## as its pytest plugin collects them as one test under xdist)
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev $(MO_FILES)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py
+	$(VENV)/bin/pytest tests/api/test_schemathesis.py
 
 test-fast: $(VENV)/.installed-dev $(MO_FILES)
 	$(VENV)/bin/pytest -m "not browser and not slow"

@@ -135,7 +135,14 @@ class ServiceProcess:
 
 @pytest.fixture
 def start_worker(transactional_db, tmp_path):
-    """Start real Celery worker processes on the test Redis broker and database."""
+    """Start real Celery worker processes on the test Redis broker and database.
+
+    The controller's wake-up markers go first: an earlier test may have left "a run is queued"
+    behind (its worker stopped before the run), and a launch here would then wake nobody.
+    """
+    from labs.dispatch import FOLLOW_UP_KEY, QUEUED_KEY
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(QUEUED_KEY, FOLLOW_UP_KEY)
     started: list[ServiceProcess] = []
 
     def start(

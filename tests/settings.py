@@ -12,14 +12,39 @@ import os
 import tempfile
 import uuid
 
-RUN_ID = os.environ.setdefault("PORTAL_TEST_RUN", uuid.uuid4().hex[:10])
 REDIS_CLAIM_KEY = "npu-lab-portal:test-run"
+# What these settings chose themselves (not given by the caller), as a comma-separated list.
+DERIVED_KEY = "PORTAL_TEST_DERIVED"
+
+# pytest-xdist (``make test`` runs the suite in TEST_WORKERS processes): each worker is a run of
+# its own, with its own database, Redis number, var directory and channel prefix. The workers
+# inherit the environment of the process that started them, where these settings already chose
+# a run's values once: a worker drops the ones chosen there and chooses its own.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker and os.environ.get("PORTAL_TEST_WORKER") != _worker:
+    os.environ["PORTAL_TEST_WORKER"] = _worker
+    for key in filter(None, os.environ.pop(DERIVED_KEY, "").split(",")):
+        os.environ.pop(key, None)
+    os.environ["PORTAL_TEST_RUN"] = f"{os.environ.get('PORTAL_TEST_RUN', uuid.uuid4().hex[:8])}-{_worker}"
+
+RUN_ID = os.environ.setdefault("PORTAL_TEST_RUN", uuid.uuid4().hex[:10])
+_derived: list[str] = []
+
+
+def _derive(key: str, value: str) -> None:
+    if key not in os.environ:
+        os.environ[key] = value
+        _derived.append(key)
+
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 os.environ.setdefault("DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal"))
 if "PORTAL_VAR_DIR" not in os.environ:
-    os.environ["PORTAL_VAR_DIR"] = tempfile.mkdtemp(prefix=f"npu-lab-portal-test-{RUN_ID}-")
-os.environ.setdefault("CHANNELS_PREFIX", f"portal-test-{RUN_ID}")
+    _derive("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix=f"npu-lab-portal-test-{RUN_ID}-"))
+    # Removed with the run's files by tests/conftest.py; this catches the one pytest-xdist's
+    # controlling process made and never used (rmdir removes only an empty directory).
+    atexit.register(lambda path=os.environ["PORTAL_VAR_DIR"]: os.path.isdir(path) and not os.listdir(path) and os.rmdir(path))
+_derive("CHANNELS_PREFIX", f"portal-test-{RUN_ID}")
 # The simulator driver, starting labs quickly; portal.settings gives it its state_dir under PORTAL_VAR_DIR.
 os.environ.setdefault("LAB_DRIVER", "labs.drivers.simulator.SimulatorDriver")
 os.environ.setdefault("LAB_SIMULATOR_DELAY_SECONDS", "0.3")
@@ -48,7 +73,13 @@ def _claim_redis_database(server_url: str) -> str:
 
 
 if "REDIS_URL" not in os.environ:
-    os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or _claim_redis_database("redis://127.0.0.1:6379")
+    if os.environ.get("TEST_REDIS_URL") and not _worker:
+        _derive("REDIS_URL", os.environ["TEST_REDIS_URL"])
+    else:  # several workers never share one number: each claims its own on TEST_REDIS_URL's server
+        server = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379").rstrip("/")
+        server = server.rsplit("/", 1)[0] if server.rsplit("/", 1)[-1].isdigit() else server
+        _derive("REDIS_URL", _claim_redis_database(server))
+os.environ[DERIVED_KEY] = ",".join(_derived)
 
 from portal.settings import *  # noqa: E402,F403
 from portal.settings import DATABASES  # noqa: E402
