@@ -8,8 +8,9 @@ instance missing from a half-read table must not look like one that is gone.
 ``flexnpu-smi info`` — FORMAT BUILT FROM THE VENDOR DOCUMENTATION, NOT FROM A CAPTURED OUTPUT.
 The CCE FlexNPU user guide documents ``flexnpu-smi info`` (it lists every FlexNPU instance on the
 node with its entity-id, the pod UID) and ``flexnpu-smi unregister -u <flexnpu ID>``, but shows
-the output only as a screenshot. The layout below uses the guide's terms and npu-smi's table
-style; check it on a real node before trusting the flexnpu-smi driver::
+the output only as a screenshot, and no captured output has been published anywhere we could
+find. The layout below uses the guide's terms and npu-smi's table style; check it on a real node
+before trusting the flexnpu-smi driver::
 
     flexnpu-smi info > out.txt
     python -m labs.agent.parsers flexnpu-smi out.txt
@@ -44,9 +45,12 @@ Process id in container]``, rows or ``No running processes found in NPU n``).
 - one row pair per *chip*: an NPU (a card, ``-i``) may hold two (Atlas A3 / 910C, Atlas 300I Duo
   / 310P3), each with its own ``Chip`` number, memory and Phy-ID/Device. A chip is what a
   FlexNPU/vNPU instance lands on, so chips, not NPUs, are the unit returned;
-- the process table is optional: 20.x/21.x drivers and the 310B print none. Output is complete
+- the process table is optional: the 310B prints none (checked), nor, as reported, do 20.x/21.x
+  drivers (not checked: no real output of theirs was found). Output is complete
   when it ends with a rule line (``+----+``); a paste cut anywhere (in the chip table or the
-  process table) does not, and is refused with the line where it stops;
+  process table) does not, and is refused with the line where it stops. A cut falling exactly
+  on a rule line between two NPU blocks cannot be told from a smaller node (npu-smi prints no
+  count), and a process table header with no row after it is refused;
 - processes are returned (an empty name is allowed: real rows have it), but an empty table
   never means an idle card: a workload in another container uses HBM and lists no process.
   Use the chip's memory in use;
