@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     real.add_argument("--npu-smi", default=env("AGENT_NPU_SMI", "npu-smi"), help="AGENT_NPU_SMI")
     timeout = env("AGENT_COMMAND_TIMEOUT_SECONDS", "10")
     real.add_argument("--command-timeout", type=float, default=timeout, help="AGENT_COMMAND_TIMEOUT_SECONDS (default 10)")
+    cache = env("AGENT_NPU_SMI_CACHE_SECONDS", "2")
+    real.add_argument("--npu-smi-cache", type=float, default=cache, help="AGENT_NPU_SMI_CACHE_SECONDS (default 2; 0: never)")
     args = parser.parse_args(argv)
     if args.driver not in ("simulated", "flexnpu-smi"):
         parser.error(f"choose a driver: --driver simulated|flexnpu-smi (or AGENT_DRIVER), got {args.driver!r}")
@@ -67,7 +69,12 @@ def read_token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str
 def build_driver(args: argparse.Namespace) -> NodeDriver:
     if args.driver == "simulated":
         return SimulatedDriver(cards=args.cards, chip_type=args.chip_type, memory_mib=args.card_memory_mib, node_name=args.node)
-    return FlexnpuSmiDriver(binary=args.flexnpu_smi, npu_smi=args.npu_smi, timeout_seconds=args.command_timeout)
+    return FlexnpuSmiDriver(
+        binary=args.flexnpu_smi,
+        npu_smi=args.npu_smi,
+        timeout_seconds=args.command_timeout,
+        npu_smi_cache_seconds=args.npu_smi_cache,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

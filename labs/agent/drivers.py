@@ -29,10 +29,11 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from labs.agent.parsers import IDENTIFIER, ParseError, parse_flexnpu_smi_info, parse_npu_smi_info
+from labs.agent.parsers import IDENTIFIER, ParseError, chip_type, parse_flexnpu_smi_info, parse_npu_smi_info
 from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
 from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
 
@@ -109,40 +110,76 @@ class NodeDriver(ABC):
 class FlexnpuSmiDriver(NodeDriver):
     """Reads the node with ``npu-smi info`` and ``flexnpu-smi info``; removes with ``flexnpu-smi unregister -u``.
 
-    Commands run without a shell, in their own process group, killed after ``timeout_seconds``.
+    Commands run without a shell, in their own process group, killed after ``timeout_seconds``,
+    and one at a time: the vendor says ``npu-smi`` must not run concurrently, and the agent's
+    threaded server could otherwise run it for ``/v1/inventory`` and ``/metrics`` at once. The
+    ``npu-smi info`` output is reused for ``npu_smi_cache_seconds`` (0: never), so a scrape and
+    a sync arriving together cost one run. ``flexnpu-smi info`` is never cached: an unregister
+    is decided on what it prints now.
+
     A command that fails, times out or prints what does not parse raises ``DriverError``; an
     unregister is decided only from ``flexnpu-smi info`` output that parsed completely, and only
     FlexNPU ids read from it are passed to ``unregister -u``. ``die_id`` is empty: ``npu-smi
     info`` does not show it.
+
+    Each *chip* is a card: an Atlas A3 or 300I Duo NPU holds two, and an instance lands on one.
+    Its index is the chip's Phy-ID/Device number when ``npu-smi`` prints one, else the NPU
+    number; its memory is the chip's own (HBM, or DDR on 310P/310B); its chip type comes from
+    ``chip_type`` (name and memory: a 32 GB first-generation ``910B`` is ``Ascend910``). The
+    card's ``aicore_percent`` is what ``npu-smi`` prints, for display only: the driver forces
+    it to 0 in vNPU mode, so shares are never accounted from it (instances report their own).
     """
 
     name = "flexnpu-smi"
 
-    def __init__(self, binary: str = "flexnpu-smi", npu_smi: str = "npu-smi", timeout_seconds: float = 10) -> None:
+    def __init__(
+        self,
+        binary: str = "flexnpu-smi",
+        npu_smi: str = "npu-smi",
+        timeout_seconds: float = 10,
+        npu_smi_cache_seconds: float = 2,
+    ) -> None:
+        if npu_smi_cache_seconds < 0:
+            raise ValueError(f"the npu-smi cache lifetime must be 0 or more seconds, got {npu_smi_cache_seconds:g}")
         self.binary = binary
         self.npu_smi = npu_smi
         self.timeout_seconds = timeout_seconds
+        self.npu_smi_cache_seconds = npu_smi_cache_seconds
         # Two removals of one instance at once would both see it and the second would fail.
         self._unregister_lock = threading.Lock()
+        # One vendor command at a time (npu-smi must not run concurrently).
+        self._command_lock = threading.Lock()
+        # Held while npu-smi info runs, so callers arriving meanwhile wait and reuse its output.
+        self._npu_smi_lock = threading.Lock()
+        self._npu_smi_output: tuple[float, bytes] | None = None
 
     def inventory(self) -> list[CardInfo]:
         command = [self.npu_smi, "info"]
         try:
-            cards = parse_npu_smi_info(self._run(command))
+            chips = parse_npu_smi_info(self._npu_smi_info(command)).chips
         except ParseError as exc:
             raise _unparsed(command, exc) from None
         return [
             CardInfo(
-                index=card.npu_id,
+                index=chip.npu_id if chip.device_id is None else chip.device_id,
                 die_id="",
-                chip_type=card.name if card.name.startswith("Ascend") else f"Ascend{card.name}",
-                memory_total_mib=card.memory_total_mib,
-                memory_used_mib=card.memory_used_mib,
-                aicore_percent=card.aicore_percent,
-                healthy=card.healthy,
+                chip_type=chip_type(chip.name, chip.memory_total_mib),
+                memory_total_mib=chip.memory_total_mib,
+                memory_used_mib=chip.memory_used_mib,
+                aicore_percent=chip.aicore_percent,
+                healthy=chip.healthy,
             )
-            for card in cards
+            for chip in chips
         ]
+
+    def _npu_smi_info(self, command: list[str]) -> bytes:
+        with self._npu_smi_lock:
+            cached = self._npu_smi_output
+            if cached is not None and time.monotonic() - cached[0] < self.npu_smi_cache_seconds:
+                return cached[1]
+            output = self._run(command)
+            self._npu_smi_output = (time.monotonic(), output)
+            return output
 
     def instances(self) -> list[InstanceInfo]:
         command = [self.binary, "info"]
@@ -171,6 +208,10 @@ class FlexnpuSmiDriver(NodeDriver):
             return bool(flexnpu_ids)
 
     def _run(self, command: list[str]) -> bytes:
+        with self._command_lock:
+            return self._run_alone(command)
+
+    def _run_alone(self, command: list[str]) -> bytes:
         shown = " ".join(command)
         try:
             process = subprocess.Popen(

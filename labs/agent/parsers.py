@@ -8,8 +8,9 @@ instance missing from a half-read table must not look like one that is gone.
 ``flexnpu-smi info`` — FORMAT BUILT FROM THE VENDOR DOCUMENTATION, NOT FROM A CAPTURED OUTPUT.
 The CCE FlexNPU user guide documents ``flexnpu-smi info`` (it lists every FlexNPU instance on the
 node with its entity-id, the pod UID) and ``flexnpu-smi unregister -u <flexnpu ID>``, but shows
-the output only as a screenshot. The layout below uses the guide's terms and npu-smi's table
-style; check it on a real node before trusting the flexnpu-smi driver::
+the output only as a screenshot, and no captured output has been published anywhere we could
+find. The layout below uses the guide's terms and npu-smi's table style; check it on a real node
+before trusting the flexnpu-smi driver::
 
     flexnpu-smi info > out.txt
     python -m labs.agent.parsers flexnpu-smi out.txt
@@ -34,11 +35,33 @@ row per FlexNPU instance::
   skipped; a single cell ``No ... found`` stands for no instances; an instance on several cards
   (``flexnpu-num`` > 1) has one row per card, with the same Entity-ID.
 
-``npu-smi info`` — the well-known Ascend layout: two header lines (``NPU Name | Health | Power(W)
-Temp(C) Hugepages-Usage(page)`` and ``Chip | Bus-Id | AICore(%) Memory-Usage(MB) HBM-Usage(MB)``),
-two lines per NPU, then the process table, which must be present (output that stops before it
-was cut short). HBM usage is the card memory (Memory-Usage on cards without HBM). One chip per
-NPU, as on the 910B.
+``npu-smi info`` — checked against real outputs pasted in public issues and documents (see
+``tests/agent/fixtures/real/`` and the README's "Hardware checked"): a version banner, two header
+lines (``NPU Name | Health | Power(W) Temp(C) [Hugepages-Usage(page)]`` and ``Chip [Phy-ID|Device] |
+Bus-Id | AICore(%) Memory-Usage(MB) [HBM-Usage(MB)]``), two lines per chip, then, when the driver
+prints one, the process table (``NPU Chip | Process id | Process name | Process memory(MB) [|
+Process id in container]``, rows or ``No running processes found in NPU n``).
+
+- one row pair per *chip*: an NPU (a card, ``-i``) may hold two (Atlas A3 / 910C, Atlas 300I Duo
+  / 310P3), each with its own ``Chip`` number, memory and Phy-ID/Device. A chip is what a
+  FlexNPU/vNPU instance lands on, so chips, not NPUs, are the unit returned;
+- the process table is optional: the 310B prints none (checked), nor, as reported, do 20.x/21.x
+  drivers (not checked: no real output of theirs was found). Output is complete
+  when it ends with a rule line (``+----+``); a paste cut anywhere (in the chip table or the
+  process table) does not, and is refused with the line where it stops. A cut falling exactly
+  on a rule line between two NPU blocks cannot be told from a smaller node (npu-smi prints no
+  count), and a process table header with no row after it is refused;
+- processes are returned (an empty name is allowed: real rows have it), but an empty table
+  never means an idle card: a workload in another container uses HBM and lists no process.
+  Use the chip's memory in use;
+- the memory is HBM-Usage when the chip has HBM (910 family), else Memory-Usage (310P/310B DDR);
+- ``AICore(%)`` is returned as printed; in vNPU mode the driver forces it to 0, so it says
+  nothing about how compute is shared and nothing here uses it for shares;
+- ``chip_type()`` names the chip for the ledger: a first-generation Ascend 910 (printed as
+  ``910A``, ``910ProB``, or ``910B`` with 32 GB HBM) is ``Ascend910``; the 910B series keeps its
+  name (``Ascend910B3``); an A3 die (printed ``Ascend910``, 64 GB) is ``Ascend910C``;
+- an error printed instead of the table (``dcmi model initialized failed ... ret is -8020``) is
+  refused with that line.
 
 Both parsers take ``str`` or ``bytes`` (bytes must be UTF-8) and require the output to end with
 a newline: a CLI that finished printing always does.
@@ -76,21 +99,46 @@ class FlexnpuInstance:
 
 
 @dataclass(frozen=True)
-class NpuCard:
-    """One NPU of ``npu-smi info``."""
+class NpuChip:
+    """One chip of ``npu-smi info``: ``npu_id`` is the card (``npu-smi -i``), ``chip_id`` the chip on
+    it (``-c``), ``device_id`` its Phy-ID / Device number when the header has that column."""
 
     npu_id: int
-    name: str
     chip_id: int
+    device_id: int | None
+    name: str
     bus_id: str
     health: str
     aicore_percent: int
     memory_used_mib: int
     memory_total_mib: int
+    memory_kind: str
 
     @property
     def healthy(self) -> bool:
         return self.health == "OK"
+
+
+@dataclass(frozen=True)
+class NpuProcess:
+    """One row of the process table; ``name`` may be empty, ``container_pid`` is ``None`` when the
+    driver prints no such column (and ``"NA"`` as printed for a process outside any container)."""
+
+    npu_id: int
+    chip_id: int
+    pid: int
+    name: str
+    memory_mib: int
+    container_pid: str | None
+
+
+@dataclass(frozen=True)
+class NpuSmiInfo:
+    """What ``npu-smi info`` printed: the driver version of the banner (``""`` when absent)."""
+
+    version: str
+    chips: list[NpuChip]
+    processes: list[NpuProcess]
 
 
 # Normalized header name -> FlexnpuInstance field.
@@ -118,6 +166,15 @@ IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
 USED_OF_TOTAL = re.compile(r"([0-9]{1,9})\s*/\s*([0-9]{1,9})")
 NO_INSTANCES = re.compile(r"no\b.*\bfound\.?", re.IGNORECASE)
+NO_PROCESSES = re.compile(r"No running processes found in NPU [0-9]{1,9}")
+ZERO_OF_ZERO = re.compile(r"0\s*/\s*0")
+VERSION_BANNER = re.compile(r"npu-smi\s+\S+\s+Version:\s*(\S+)")
+# What npu-smi prints instead of its table when DCMI fails ("... failed ... ret is -8020"):
+# the line with the return code says most, any "failed" line is the fallback.
+VENDOR_ERRORS = (re.compile(r"\bret is -[0-9]+"), re.compile(r"\bfailed\b", re.IGNORECASE))
+DEVICE_COLUMNS = ("Phy-ID", "Device")
+FIRST_GENERATION_910 = {"910A", "910ProA", "910ProB", "910PremiumA"}
+FIRST_GENERATION_910_HBM_MIB = 32768
 
 
 def parse_flexnpu_smi_info(output: str | bytes) -> list[FlexnpuInstance]:
@@ -156,11 +213,15 @@ def parse_flexnpu_smi_info(output: str | bytes) -> list[FlexnpuInstance]:
     return instances
 
 
-def parse_npu_smi_info(output: str | bytes) -> list[NpuCard]:
-    """Every NPU ``npu-smi info`` lists, in output order (see the module docstring)."""
+def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
+    """Every chip and process ``npu-smi info`` lists, in output order (see the module docstring)."""
     lines = _lines(output)
     first_at = next((n for n, line in enumerate(lines) if _piped_tokens(line)[:1] == [["NPU", "Name"]]), None)
     if first_at is None:
+        error_at = next((n for pattern in VENDOR_ERRORS for n, line in enumerate(lines) if pattern.search(line)), None)
+        if error_at is not None:
+            error = _clip(lines[error_at].strip(), 120)
+            raise ParseError(error_at + 1, f"npu-smi printed an error instead of the table: {error!r}")
         raise ParseError(1, f"no npu-smi header row ('| NPU Name | Health | ...') in {len(lines)} line(s)")
     second_at = _next_content(lines, first_at + 1)
     if second_at is None:
@@ -169,10 +230,15 @@ def parse_npu_smi_info(output: str | bytes) -> list[NpuCard]:
     second = _npu_header(second_at + 1, _piped_tokens(lines[second_at]), required=("Chip", "Bus-Id", "AICore(%)"))
     if "HBM-Usage(MB)" not in _flat(second) and "Memory-Usage(MB)" not in _flat(second):
         raise ParseError(second_at + 1, "header names neither HBM-Usage(MB) nor Memory-Usage(MB)")
+    version = next((m[1] for line in lines[:first_at] if (m := VERSION_BANNER.search(line))), "")
 
-    cards: list[NpuCard] = []
-    seen: dict[int, int] = {}
+    chips: list[NpuChip] = []
+    processes: list[NpuProcess] = []
+    seen: dict[tuple[int, int], int] = {}
+    seen_devices: dict[int, int] = {}
     pending: tuple[int, dict[str, str]] | None = None
+    process_columns: int | None = None
+    process_rows = 0
     for number, line in enumerate(lines[second_at + 1 :], start=second_at + 2):
         if not line.strip():
             continue
@@ -182,22 +248,61 @@ def parse_npu_smi_info(output: str | bytes) -> list[NpuCard]:
             continue
         if not line.lstrip().startswith("|"):
             raise ParseError(number, f"expected a table row starting with '|', got {_clip(line)!r}")
-        if any("process" in cell.lower() for cell in _cells(line, number, piped=True)):
+        if process_columns is not None:
+            process = _npu_process(number, _cells(line, number, piped=True), process_columns)
+            process_rows += 1
+            if process is not None:
+                processes.append(process)
+            continue
+        cells = _cells(line, number, piped=True)
+        if any("process id" in cell.lower() for cell in cells):
             if pending is not None:
                 raise ParseError(number, f"NPU row on line {pending[0]} has no chip row")
-            if not cards:
-                raise ParseError(number, "the NPU table has no rows")
-            return cards
+            if _normalize(cells[0]) != "npuchip" or len(cells) not in (4, 5):
+                got = _clip(line.strip())
+                raise ParseError(number, f"process table header: expected 'NPU Chip | Process id | ...', got {got!r}")
+            process_columns = len(cells)
+            continue
         if pending is None:
             pending = (number, _npu_values(number, first, line))
             continue
-        card = _npu_card(pending[0], number, {**pending[1], **_npu_values(number, second, line)})
-        if card.npu_id in seen:
-            raise ParseError(pending[0], f"NPU {card.npu_id} is already listed on line {seen[card.npu_id]} (one chip per NPU)")
-        seen[card.npu_id] = pending[0]
-        cards.append(card)
+        chip = _npu_chip(pending[0], number, {**pending[1], **_npu_values(number, second, line)})
+        key = (chip.npu_id, chip.chip_id)
+        if key in seen:
+            raise ParseError(pending[0], f"NPU {chip.npu_id} chip {chip.chip_id} is already listed on line {seen[key]}")
+        if chip.device_id is not None and chip.device_id in seen_devices:
+            raise ParseError(number, f"device {chip.device_id} is already listed on line {seen_devices[chip.device_id]}")
+        seen[key] = pending[0]
+        if chip.device_id is not None:
+            seen_devices[chip.device_id] = number
+        chips.append(chip)
         pending = None
-    raise ParseError(len(lines), "output ends before the process table (truncated?)")
+    if pending is not None:
+        raise ParseError(pending[0], f"NPU row on line {pending[0]} has no chip row (truncated?)")
+    if not chips:
+        raise ParseError(len(lines), "the NPU table has no rows")
+    last_at = max(n for n, line in enumerate(lines) if line.strip())
+    if not _is_rule(lines[last_at]):
+        raise ParseError(last_at + 1, "the output does not end with a rule line (truncated?)")
+    if process_columns is not None and not process_rows:
+        raise ParseError(last_at + 1, "the process table has no rows, not even 'No running processes found' (truncated?)")
+    return NpuSmiInfo(version=version, chips=chips, processes=processes)
+
+
+def chip_type(name: str, memory_total_mib: int) -> str:
+    """The ledger's name for a chip ``npu-smi info`` calls ``name``, told apart by its memory.
+
+    A first-generation Ascend 910 prints ``910A``, ``910ProA``, ``910ProB``, ``910PremiumA`` or
+    (some boards) ``910B`` with 32 GB of HBM: all are ``Ascend910``. A 910B-series chip prints its
+    model (``910B3``, ``910B4-1``, ``910B2C``) and keeps it. An Atlas A3 (910C) die prints
+    ``Ascend910`` with 64 GB: ``Ascend910C``. Anything else is ``Ascend`` + its name.
+    """
+    model = name.removeprefix("Ascend")
+    if model in FIRST_GENERATION_910 or (model == "910B" and memory_total_mib <= FIRST_GENERATION_910_HBM_MIB):
+        return "Ascend910"
+    if model == "910":
+        return "Ascend910C" if memory_total_mib > FIRST_GENERATION_910_HBM_MIB else "Ascend910"
+    return f"Ascend{model}"
 
 
 def _lines(output: str | bytes) -> list[str]:
@@ -305,8 +410,14 @@ def _npu_values(number: int, header: list[list[str]], line: str) -> dict[str, st
     return values
 
 
-def _npu_card(npu_line: int, number: int, values: dict[str, str]) -> NpuCard:
-    memory = values.get("HBM-Usage(MB)", values.get("Memory-Usage(MB)", ""))
+def _npu_chip(npu_line: int, number: int, values: dict[str, str]) -> NpuChip:
+    hbm = values.get("HBM-Usage(MB)")
+    if hbm is not None and not ZERO_OF_ZERO.fullmatch(hbm):
+        memory, kind = hbm, "HBM"
+    else:
+        memory, kind = values.get("Memory-Usage(MB)", hbm), "DDR"
+    if memory is None:
+        raise ParseError(number, "no memory usage column")
     match = USED_OF_TOTAL.fullmatch(memory)
     if not match:
         raise ParseError(number, f"memory usage: expected 'used / total', got {_clip(memory)!r}")
@@ -325,15 +436,40 @@ def _npu_card(npu_line: int, number: int, values: dict[str, str]) -> NpuCard:
     name = values["Name"]
     if not IDENTIFIER.fullmatch(name):
         raise ParseError(npu_line, f"Name: expected a chip name such as 910B3, got {_clip(name)!r}")
-    return NpuCard(
+    device = next((values[label] for label in DEVICE_COLUMNS if label in values), None)
+    return NpuChip(
         npu_id=_whole_number(npu_line, "NPU", values["NPU"]),
-        name=name,
         chip_id=_whole_number(number, "Chip", values["Chip"]),
+        device_id=None if device is None else _whole_number(number, "Phy-ID/Device", device),
+        name=name,
         bus_id=bus_id,
         health=health,
         aicore_percent=aicore,
         memory_used_mib=used,
         memory_total_mib=total,
+        memory_kind=kind,
+    )
+
+
+def _npu_process(number: int, cells: list[str], columns: int) -> NpuProcess | None:
+    """A process row, or ``None`` for a ``No running processes found in NPU n`` row."""
+    if len(cells) == 1 and NO_PROCESSES.fullmatch(cells[0]):
+        return None
+    if len(cells) != columns:
+        raise ParseError(number, f"process row has {len(cells)} cell(s), the header has {columns} (truncated?)")
+    where = cells[0].split()
+    if len(where) != 2:
+        raise ParseError(number, f"process row: expected 'NPU Chip' numbers, got {_clip(cells[0])!r}")
+    container_pid = cells[4] if columns == 5 else None
+    if container_pid is not None and not re.fullmatch(r"[0-9]{1,9}|NA", container_pid):
+        raise ParseError(number, f"Process id in container: expected a number or NA, got {_clip(container_pid)!r}")
+    return NpuProcess(
+        npu_id=_whole_number(number, "NPU", where[0]),
+        chip_id=_whole_number(number, "Chip", where[1]),
+        pid=_whole_number(number, "Process id", cells[1]),
+        name=cells[2],
+        memory_mib=_whole_number(number, "Process memory(MB)", cells[3]),
+        container_pid=container_pid,
     )
 
 
@@ -371,14 +507,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
-        records = PARSERS[command](data)
+        parsed = PARSERS[command](data)
     except ParseError as exc:
         print(f"{command} info: parse error: {exc}", file=sys.stderr)
         return 1
-    for record in records:
+    if isinstance(parsed, NpuSmiInfo):
+        for chip in parsed.chips:
+            print(json.dumps({"chip": asdict(chip), "chip_type": chip_type(chip.name, chip.memory_total_mib)}))
+        for process in parsed.processes:
+            print(json.dumps({"process": asdict(process)}))
+        npus = len({chip.npu_id for chip in parsed.chips})
+        summary = f"parsed {npus} NPU(s), {len(parsed.chips)} chip(s), {len(parsed.processes)} process(es)"
+        print(f"{command} info: {summary}" + (f" (npu-smi {parsed.version})" if parsed.version else ""), file=sys.stderr)
+        return 0
+    for record in parsed:
         print(json.dumps(asdict(record)))
-    noun = "instance(s)" if command == "flexnpu-smi" else "NPU(s)"
-    print(f"{command} info: parsed {len(records)} {noun}", file=sys.stderr)
+    print(f"{command} info: parsed {len(parsed)} instance(s)", file=sys.stderr)
     return 0
 
 

@@ -288,6 +288,8 @@ class DriverCollector:
     ``npu_instance_memory_used_bytes``, ``npu_instance_memory_limit_bytes``,
     ``npu_instance_core_floor_ratio`` (floor / 100), ``npu_instance_aicore_utilization_ratio``.
     A driver error propagates (the scrape fails with 502) rather than exporting a partial view.
+    The card's AI Core use is what ``npu-smi`` prints, which the driver forces to 0 in vNPU mode:
+    shares are read from the instances, never from it.
     """
 
     CARD_LABELS = ["node", "card", "die_id"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from labs.agent.__main__ import build_driver, parse_args
 from labs.agent.client import AgentClient
 from tests.agent.helpers import TOKEN
 
@@ -82,3 +83,20 @@ def test_the_agent_needs_a_driver(tmp_path):
 
     assert process.wait(timeout=20) == 2
     assert "choose a driver: --driver simulated|flexnpu-smi (or AGENT_DRIVER)" in log.read_text()
+
+
+def test_the_npu_smi_cache_lifetime_is_an_option_and_an_environment_variable(monkeypatch):
+    monkeypatch.delenv("AGENT_NPU_SMI_CACHE_SECONDS", raising=False)
+    default = build_driver(parse_args(["--driver", "flexnpu-smi", "--token", TOKEN]))
+    chosen = build_driver(parse_args(["--driver", "flexnpu-smi", "--token", TOKEN, "--npu-smi-cache", "0.5"]))
+    monkeypatch.setenv("AGENT_NPU_SMI_CACHE_SECONDS", "7")
+    from_env = build_driver(parse_args(["--driver", "flexnpu-smi", "--token", TOKEN]))
+
+    assert (default.npu_smi_cache_seconds, chosen.npu_smi_cache_seconds, from_env.npu_smi_cache_seconds) == (2, 0.5, 7)
+
+
+def test_the_agent_refuses_a_negative_npu_smi_cache_lifetime(tmp_path):
+    process, log = start(tmp_path, "--driver", "flexnpu-smi", AGENT_TOKEN=TOKEN, AGENT_NPU_SMI_CACHE_SECONDS="-3")
+
+    assert process.wait(timeout=20) == 2
+    assert "the npu-smi cache lifetime must be 0 or more seconds, got -3" in log.read_text()

@@ -7,7 +7,15 @@ import sys
 
 import pytest
 
-from labs.agent.parsers import FlexnpuInstance, NpuCard, ParseError, parse_flexnpu_smi_info, parse_npu_smi_info
+from labs.agent.parsers import (
+    FlexnpuInstance,
+    NpuChip,
+    NpuProcess,
+    ParseError,
+    chip_type,
+    parse_flexnpu_smi_info,
+    parse_npu_smi_info,
+)
 from tests.agent.helpers import FIXTURES
 
 A = "0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10"
@@ -108,22 +116,35 @@ def test_a_flexnpu_smi_table_that_is_not_closed_is_refused():
         parse_flexnpu_smi_info(text)
 
 
-def test_npu_smi_info_of_an_8_card_910b_server_parses_every_card():
-    cards = parse_npu_smi_info(fixture("npu_smi_info_910b.txt"))
+def test_npu_smi_info_of_an_8_card_910b_server_parses_every_chip_and_process():
+    info = parse_npu_smi_info(fixture("npu_smi_info_910b.txt"))
 
-    assert [c.npu_id for c in cards] == list(range(8))
-    assert cards[1] == NpuCard(
+    assert info.version == "24.1.rc3"
+    assert [c.npu_id for c in info.chips] == list(range(8))
+    assert info.chips[1] == NpuChip(
         npu_id=1,
-        name="910B3",
         chip_id=0,
+        device_id=None,
+        name="910B3",
         bus_id="0000:C2:00.0",
         health="OK",
         aicore_percent=87,
         memory_used_mib=36211,
         memory_total_mib=65536,
+        memory_kind="HBM",
     )
-    assert [c.npu_id for c in cards if not c.healthy] == [5]
-    assert {c.memory_total_mib for c in cards} == {65536}
+    assert [c.npu_id for c in info.chips if not c.healthy] == [5]
+    assert info.processes == [
+        NpuProcess(npu_id=1, chip_id=0, pid=2317810, name="python3.11", memory_mib=32768, container_pid=None),
+        NpuProcess(npu_id=3, chip_id=0, pid=2318044, name="vllm", memory_mib=8640, container_pid=None),
+    ]
+
+
+def test_npu_smi_info_without_a_process_table_is_complete_when_it_ends_with_its_rule():
+    info = parse_npu_smi_info(fixture("npu_smi_info_no_process_table.txt"))
+
+    assert len(info.chips) == 8
+    assert info.processes == []
 
 
 def test_npu_smi_info_parses_the_layout_seen_on_310p_cards_too():
@@ -140,7 +161,46 @@ def test_npu_smi_info_parses_the_layout_seen_on_310p_cards_too():
 | No running processes found in NPU 0                                                      |
 +===================+=================+======================================================+
 """
-    assert parse_npu_smi_info(text) == [NpuCard(0, "310P3", 0, "0000:82:00.0", "OK", 0, 1074, 21534)]
+    info = parse_npu_smi_info(text)
+
+    assert info.chips == [NpuChip(0, 0, 0, "310P3", "0000:82:00.0", "OK", 0, 1074, 21534, "DDR")]
+    assert info.processes == []
+
+
+# The 116-column layout of 26.0 drivers, as in the pastes of vllm-ascend issues #12980 and
+# #16983 (which the search tools only returned in pieces, so this one is built in that layout
+# from the 910B rows above): a wider third cell and a 5-column process table.
+WIDE = """+------------------------------------------------------------------------------------------------------------------+
+| npu-smi 26.0.rc2                            Version: 26.0.rc2                                                    |
++---------------------------+---------------+----------------------------------------------------------------------+
+| NPU   Name                | Health        | Power(W)             Temp(C)                 Hugepages-Usage(page)   |
+| Chip  Phy-ID              | Bus-Id        | AICore(%)            Memory-Usage(MB)        HBM-Usage(MB)           |
++===========================+===============+======================================================================+
+| 0     Ascend910           | OK            | 162.6                34                      0    / 0                |
+| 0     0                   | 0000:9D:00.0  | 0                    0    / 0                3419 / 65536            |
++------------------------------------------------------------------------------------------------------------------+
+| 0     Ascend910           | OK            | -                    34                      0    / 0                |
+| 1     1                   | 0000:9F:00.0  | 0                    0    / 0                31877/ 65536            |
++===========================+===============+======================================================================+
++---------------------------+---------------+----------------------------------------------------------------------+
+| NPU     Chip              | Process id    | Process name       | Process memory(MB)    | Process id in container |
++===========================+===============+======================================================================+
+| 0       0                 | 632268        | python3.1          | 197                   | NA                      |
++===========================+===============+======================================================================+
+| 0       1                 | 692318        |                    | 12417                 | 4321                    |
++===========================+===============+======================================================================+
+"""
+
+
+def test_the_wide_26_layout_with_its_container_pid_column_parses():
+    info = parse_npu_smi_info(WIDE)
+
+    assert info.version == "26.0.rc2"
+    assert [(c.npu_id, c.chip_id, c.device_id, c.memory_used_mib) for c in info.chips] == [(0, 0, 0, 3419), (0, 1, 1, 31877)]
+    assert info.processes == [
+        NpuProcess(npu_id=0, chip_id=0, pid=632268, name="python3.1", memory_mib=197, container_pid="NA"),
+        NpuProcess(npu_id=0, chip_id=1, pid=692318, name="", memory_mib=12417, container_pid="4321"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +208,6 @@ def test_npu_smi_info_parses_the_layout_seen_on_310p_cards_too():
     [
         ("npu_smi_info_empty.txt", 1, "empty output"),
         ("npu_smi_info_truncated.txt", 19, "output stops in the middle of a line (truncated?)"),
-        ("npu_smi_info_no_process_table.txt", 30, "output ends before the process table (truncated?)"),
         ("npu_smi_info_garbled.bin", 1, "output is not UTF-8 text (binary junk?)"),
         ("npu_smi_info_wrong_columns.txt", 1, "no npu-smi header row ('| NPU Name | Health | ...') in 9 line(s)"),
         ("npu_smi_info_command_not_found.txt", 1, "no npu-smi header row ('| NPU Name | Health | ...') in 1 line(s)"),
@@ -166,6 +225,26 @@ def npu_lines() -> list[str]:
 
 
 @pytest.mark.parametrize(
+    "edit, line, reason",
+    [
+        (lambda lines: lines[:-1], 48, "the output does not end with a rule line (truncated?)"),
+        (lambda lines: lines[:36], 36, "the output does not end with a rule line (truncated?)"),
+        (lambda lines: lines[:35] + [lines[35][:40]], 36, "row does not end with '|' (truncated?)"),
+        (lambda lines: lines[:35] + ["| 1       0    | 2317810       | python3.11        |"], 36, "process row has 3"),
+        (lambda lines: lines[:29], 29, "the output does not end with a rule line (truncated?)"),
+        (lambda lines: lines[:28], 28, "NPU row on line 28 has no chip row (truncated?)"),
+        (lambda lines: lines[:33], 33, "the process table has no rows"),
+    ],
+)
+def test_npu_smi_info_cut_anywhere_is_refused_at_the_line_where_it_stops(edit, line, reason):
+    with pytest.raises(ParseError) as caught:
+        parse_npu_smi_info("\n".join(edit(npu_lines())) + "\n")
+
+    assert caught.value.line == line
+    assert caught.value.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
     "edit, reason",
     [
         (lambda lines: lines[:6] + ["| 0     910B3     | OK   |"] + lines[7:], "row has 2 cell(s), the header has 3"),
@@ -173,10 +252,12 @@ def npu_lines() -> list[str]:
         (lambda lines: [line.replace("3379 / 65536", "") for line in lines], "cell 3 has 2 value(s) for 3 column(s)"),
         (lambda lines: [line.replace("3379 / 65536", "3379   ") for line in lines], "memory usage: expected 'used / total'"),
         (lambda lines: [line.replace("3379 / 65536", "70000/65536 ") for line in lines], "memory usage: 70000 MB used of"),
-        (lambda lines: lines[:9] + lines[6:9] + lines[9:], "NPU 0 is already listed on line 7 (one chip per NPU)"),
+        (lambda lines: lines[:9] + lines[6:9] + lines[9:], "NPU 0 chip 0 is already listed on line 7"),
         (lambda lines: [line.replace("| OK   ", "| ??   ", 1) for line in lines], "Health: expected a word such as OK, got '??'"),
         (lambda lines: [line.replace("AICore(%) ", "AICore    ") for line in lines], "header lacks column(s) AICore(%)"),
         (lambda lines: lines[:3] + lines[4:], "no npu-smi header row"),
+        (lambda lines: [line.replace("| 2317810 ", "| 23x7810 ") for line in lines], "Process id: expected a whole number"),
+        (lambda lines: [line.replace("| NPU     Chip      ", "| NPU               ") for line in lines], "process table header"),
     ],
 )
 def test_a_bad_npu_smi_info_row_is_refused(edit, reason):
@@ -184,6 +265,26 @@ def test_a_bad_npu_smi_info_row_is_refused(edit, reason):
         parse_npu_smi_info("\n".join(edit(npu_lines())) + "\n")
 
     assert caught.value.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    "name, memory_total_mib, expected",
+    [
+        ("910B3", 65536, "Ascend910B3"),
+        ("910B4", 32768, "Ascend910B4"),
+        ("910B4-1", 65536, "Ascend910B4-1"),
+        ("910B2C", 65536, "Ascend910B2C"),
+        ("910B", 32768, "Ascend910"),
+        ("910B", 65536, "Ascend910B"),
+        ("910ProB", 32768, "Ascend910"),
+        ("910A", 32768, "Ascend910"),
+        ("Ascend910", 65536, "Ascend910C"),
+        ("310P3", 21534, "Ascend310P3"),
+        ("310B4", 15609, "Ascend310B4"),
+    ],
+)
+def test_the_chip_type_tells_a_first_generation_910_from_the_910b_series(name, memory_total_mib, expected):
+    assert chip_type(name, memory_total_mib) == expected
 
 
 def run_parser_cli(*args: str) -> subprocess.CompletedProcess:
@@ -212,3 +313,12 @@ def test_the_operator_check_explains_its_usage():
 
     assert result.returncode == 2
     assert "usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE" in result.stderr
+
+
+def test_the_operator_check_prints_chips_processes_and_chip_types():
+    result = run_parser_cli("npu-smi", str(FIXTURES / "npu_smi_info_910b.txt"))
+
+    assert result.returncode == 0
+    assert len(result.stdout.splitlines()) == 10
+    assert '"chip_type": "Ascend910B3"' in result.stdout.splitlines()[0]
+    assert result.stderr == "npu-smi info: parsed 8 NPU(s), 8 chip(s), 2 process(es) (npu-smi 24.1.rc3)\n"
