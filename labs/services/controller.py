@@ -477,6 +477,7 @@ def launch_spec(session: LabSession) -> LaunchSpec:
             core_percent=allocation.core_percent,
             memory_mib=allocation.memory_mib,
             scenario=allocation.scenario,
+            card_memory_mib=card.memory_mib,
             node_labels=tuple(sorted((str(k), str(v)) for k, v in (card.node.labels or {}).items())),
         ),
         course_code=session.course.code,
