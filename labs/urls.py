@@ -11,6 +11,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/extend/", views.session_extend, name="session-extend"),
     path("sessions/<uuid:session_id>/keep/", views.session_keep, name="session-keep"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
+    path("sessions/<uuid:session_id>/selftest", views.session_selftest, name="session-selftest"),
     path("teach/", console.console_home, name="console"),
     path("teach/courses/new/", console.course_new, name="course-new"),
     path("courses/<int:course_id>/", console.course_detail, name="course-detail"),
