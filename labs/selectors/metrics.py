@@ -226,6 +226,11 @@ def reservation_totals() -> dict[str, int]:
     )
 
 
+def isolation_suspect_cards() -> list[tuple[str, int]]:
+    """Cards marked isolation-suspect by a self-test, as (node name, card index)."""
+    return list(Card.objects.filter(isolation_suspect=True).order_by("node__name", "index").values_list("node__name", "index"))
+
+
 def reclaims_pending() -> int:
     """Sessions warned of a reclaim that still hold their capacity (``labs.services.allocation._reclaim_follow``)."""
     return LabSession.objects.filter(reclaim_at__isnull=False, state__in=RECLAIMABLE).count()

@@ -97,3 +97,40 @@ def test_a_fake_reporter_that_allows_more_than_the_cap_reports_the_probe_as_exce
     reporter = selftest.pick_reporter({"NPU_LAB_SELFTEST_FAKE_VISIBLE_MIB": "4096", "NPU_LAB_SELFTEST_FAKE_PROBE_MIB": "8192"})
 
     assert reporter.can_allocate_mib(4096 + selftest.PROBE_STEP_MIB) is True
+
+
+def entrypoint(tmp_path, **env):
+    script = ROOT / "deploy" / "lab-image" / "entrypoint.sh"
+    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+    return subprocess.run(
+        ["sh", str(script), "sh", "-c", f"echo lab started > {tmp_path}/started"],
+        env={"PATH": path, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_entrypoint_runs_the_lab_command_after_the_self_test(tmp_path):
+    result = entrypoint(tmp_path)
+
+    assert result.returncode == 0 and (tmp_path / "started").read_text() == "lab started\n"
+    assert "no isolation self-test" in result.stderr
+
+
+def test_the_entrypoint_refuses_to_start_when_the_self_test_is_required_and_fails(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = entrypoint(
+        tmp_path,
+        NPU_LAB_PORTAL_URL=f"http://127.0.0.1:{port}",
+        LAB_SESSION_ID="s",
+        JUPYTER_TOKEN="t",
+        NPU_LAB_SELFTEST_FAKE_VISIBLE_MIB="1",
+        NPU_LAB_SELFTEST_TIMEOUT_SECONDS="2",
+        NPU_LAB_SELFTEST_REQUIRED="1",
+    )
+
+    assert result.returncode == 3 and not (tmp_path / "started").exists()
+    assert "cannot reach the portal" in result.stderr
