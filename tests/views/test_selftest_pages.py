@@ -6,7 +6,11 @@ import pytest
 
 from labs.models import AuditEvent, Card, LabSession
 from labs.services.selftest import selftest_record
-from tests.views.test_ops import VISITORS, client_for, people, running  # noqa: F401 (fixtures)
+from tests.views import test_ops
+from tests.views.test_ops import VISITORS, client_for
+
+people = test_ops.people
+running = test_ops.running
 
 
 def report(session, visible_mib):
@@ -26,7 +30,7 @@ def get(client, url, language="en"):
         ("zh-hans", "可见 8 GiB NPU 内存，未超出份额", "可见 24 GiB NPU 内存，超出了份额"),
     ],
 )
-def test_the_student_sees_the_self_test_on_the_session_card(world, running, language, within, over):  # noqa: F811
+def test_the_student_sees_the_self_test_on_the_session_card(world, running, language, within, over):
     client = client_for(running.student)
     report(running, 8192)
     assert within in get(client, "/", language)
@@ -41,7 +45,7 @@ def test_the_operator_card_page_shows_the_suspect_mark_and_the_sessions_self_tes
     people,
     running,
     language,
-    badge,  # noqa: F811
+    badge,
 ):
     card = running.allocation.card
     url = f"/ops/cards/{card.pk}/"
@@ -55,7 +59,7 @@ def test_the_operator_card_page_shows_the_suspect_mark_and_the_sessions_self_tes
 
 
 @pytest.mark.parametrize("visitor", VISITORS)
-def test_only_a_platform_operator_clears_the_mark_and_it_is_audited(world, people, running, visitor):  # noqa: F811
+def test_only_a_platform_operator_clears_the_mark_and_it_is_audited(world, people, running, visitor):
     card = running.allocation.card
     report(running, 24576)
 
@@ -65,7 +69,7 @@ def test_only_a_platform_operator_clears_the_mark_and_it_is_audited(world, peopl
     assert AuditEvent.objects.filter(action="card.isolation_cleared").count() == (visitor == "platform")
 
 
-def test_the_clear_action_needs_the_csrf_token(world, people, running):  # noqa: F811
+def test_the_clear_action_needs_the_csrf_token(world, people, running):
     from django.test import Client
 
     card = running.allocation.card
