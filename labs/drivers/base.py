@@ -183,6 +183,13 @@ class ClusterDriver:
         """
         return "reported"
 
+    def memory_seen(self, labels: Mapping[str, str]) -> str:
+        """What the NPU memory query reports inside an instance on a node with ``labels``:
+        ``"cap"`` (the share's cap, as a soft-partitioning runtime or a simulated instance shows)
+        or ``"card"`` (the whole card; the plugin only enforces the cap). The isolation self-test
+        judges the visible memory against the cap only where it is ``"cap"``."""
+        return "cap"
+
     def poll(self, session_id: str) -> PollResult:
         """The one session's instance from ``observe()``; ``GONE`` when there is none."""
         observed = self.observe().get(canonical_session_id(session_id))

@@ -114,3 +114,14 @@ def test_an_operator_clears_the_suspect_mark_and_it_is_audited(running, world):
     card.refresh_from_db()
     assert card.isolation_suspect is False
     assert AuditEvent.objects.filter(action="card.isolation_cleared").count() == 1
+
+
+def test_where_the_runtime_reports_the_whole_card_only_the_probe_is_judged(running, monkeypatch):
+    driver = get_driver()
+    monkeypatch.setattr(type(driver), "memory_seen", lambda self, labels: "card")
+
+    post(running, {"visible_mib": 65536, "probe_exceeded": False})
+    assert state(running) == (65536, False, False, False, 0)
+
+    post(running, {"visible_mib": 65536, "probe_exceeded": True})
+    assert state(running) == (65536, True, True, True, 1)

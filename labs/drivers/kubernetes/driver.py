@@ -282,6 +282,10 @@ class KubernetesDriver(ClusterDriver):
             return "none"
         return truth
 
+    def memory_seen(self, labels: Mapping[str, str]) -> str:
+        """The pool's profile's ``memory_seen`` setting."""
+        return self.profile_of(labels).memory_seen
+
     # -- the contract ----------------------------------------------------------------------------
 
     def create(self, spec: LaunchSpec) -> str:
