@@ -223,13 +223,11 @@ def _repairs(now: datetime) -> list[Family]:
     )
     pending.add((), ledger.reclaims_pending())
     suspect = Family(
-        "npu_lab_card_isolation_suspect",
+        "npu_lab_cards_isolation_suspect",
         "gauge",
-        "1 for a card where a session's isolation self-test saw more NPU memory than its cap, until an operator clears it",
-        CARD_LABELS,
+        "Cards where a session's isolation self-test saw more NPU memory than its cap, until an operator clears them",
     )
-    for node, index in ledger.isolation_suspect_cards():
-        suspect.add((node, str(index)), 1)
+    suspect.add((), ledger.isolation_suspect_cards())
     stops = Family(
         "npu_lab_policy_stops_total",
         "counter",

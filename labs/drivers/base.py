@@ -190,6 +190,11 @@ class ClusterDriver:
         judges the visible memory against the cap only where it is ``"cap"``."""
         return "cap"
 
+    def simulated_selftest_mib(self, session_id: str) -> int | None:
+        """The NPU memory a simulated instance's isolation self-test sees, in MiB; ``None`` for a
+        driver whose labs run the real self-test themselves (every driver but the simulator)."""
+        return None
+
     def poll(self, session_id: str) -> PollResult:
         """The one session's instance from ``observe()``; ``GONE`` when there is none."""
         observed = self.observe().get(canonical_session_id(session_id))

@@ -226,9 +226,9 @@ def reservation_totals() -> dict[str, int]:
     )
 
 
-def isolation_suspect_cards() -> list[tuple[str, int]]:
-    """Cards marked isolation-suspect by a self-test, as (node name, card index)."""
-    return list(Card.objects.filter(isolation_suspect=True).order_by("node__name", "index").values_list("node__name", "index"))
+def isolation_suspect_cards() -> int:
+    """Cards marked isolation-suspect by a self-test and not cleared yet."""
+    return Card.objects.filter(isolation_suspect=True).count()
 
 
 def reclaims_pending() -> int:

@@ -85,11 +85,12 @@ def test_a_probe_that_allocated_past_the_cap_is_a_breach_even_when_the_visible_m
 )
 def test_a_bad_report_gets_a_clear_4xx_and_changes_nothing(running, kwargs, status):
     body = kwargs.pop("body")
+    before = state(running)
     response = post(running, body, **kwargs)
 
     assert response.status_code == status
     assert response.json()["error"]
-    assert state(running) == (None, None, False, False, 0)
+    assert state(running) == before == (4096, None, False, False, 0)
 
 
 def test_an_ended_session_takes_no_report(running):
@@ -125,3 +126,21 @@ def test_where_the_runtime_reports_the_whole_card_only_the_probe_is_judged(runni
 
     post(running, {"visible_mib": 65536, "probe_exceeded": True})
     assert state(running) == (65536, True, True, True, 1)
+
+
+def test_the_simulator_reports_each_started_labs_self_test_its_cap(running):
+    assert state(running) == (4096, None, False, False, 0)
+
+
+def test_a_leaky_simulated_lab_that_sees_the_whole_card_flags_the_session_and_the_card(world):
+    template = world["small"]
+    template.image = "leaky:jupyter/base"
+    template.save(update_fields=["image"])
+    session = session_launch(student=world["students"][1], course=world["course"], template=template)
+    try:
+        reconcile_once()
+        session.refresh_from_db()
+        card = session.allocation.card
+        assert state(session) == (card.memory_mib, None, True, True, 1)
+    finally:
+        get_driver().delete(str(session.pk))
