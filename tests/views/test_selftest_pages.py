@@ -79,3 +79,12 @@ def test_the_clear_action_needs_the_csrf_token(world, people, running):
 
     assert client.post(f"/ops/cards/{card.pk}/isolation/clear/").status_code == 403
     assert Card.objects.get(pk=card.pk).isolation_suspect is True
+
+
+def test_the_cluster_page_marks_a_suspect_card(world, people, running):
+    client = client_for(people["platform"])
+    assert "isolation suspect" not in get(client, "/ops/")
+
+    report(running, 24576)
+
+    assert "isolation suspect" in get(client, "/ops/")
