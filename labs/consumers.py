@@ -16,7 +16,7 @@ from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
 from labs.selectors.sessions import extend_label
 from labs.services.events import CLUSTER_GROUP, course_group, student_group
-from labs.templatetags.session_card import share_text
+from labs.templatetags.session_card import selftest_text, share_text
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -77,6 +77,7 @@ def localised(payload: dict) -> dict:
         "reason": reason,
         "state_label": str(LabSession.State(state).label),
         "share_text": share_text(payload["core_percent"], payload["memory_mib"]),
+        "selftest_text": selftest_text(payload.get("selftest_visible_mib"), bool(payload.get("selftest_over_cap"))),
         "extend_label": extend_label(payload["extension_minutes"]) if payload.get("extensions_left") else "",
     }
 

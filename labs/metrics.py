@@ -222,6 +222,12 @@ def _repairs(now: datetime) -> list[Family]:
         "Borrowed sessions warned that another course needs their capacity back, not yet stopped",
     )
     pending.add((), ledger.reclaims_pending())
+    suspect = Family(
+        "npu_lab_cards_isolation_suspect",
+        "gauge",
+        "Cards where a session's isolation self-test saw more NPU memory than its cap, until an operator clears them",
+    )
+    suspect.add((), ledger.isolation_suspect_cards())
     stops = Family(
         "npu_lab_policy_stops_total",
         "counter",
@@ -246,7 +252,7 @@ def _repairs(now: datetime) -> list[Family]:
     ]
     for family, key in zip(reservations, ("starts", "claims", "unclaimed"), strict=True):
         family.add((), reserved[key])
-    return [repairs, breaches, pending, stops, *reservations]
+    return [repairs, breaches, pending, suspect, stops, *reservations]
 
 
 def scrape_refusal(authorization: str, *, token: str, debug: bool) -> HttpResponse | None:

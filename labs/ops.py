@@ -22,7 +22,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labs.forms import TemplateForm
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
@@ -40,7 +40,7 @@ from labs.selectors.operations import (
 )
 from labs.selectors.reservations import upcoming_slots
 from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
-from labs.services import catalog, operations
+from labs.services import catalog, operations, selftest
 from labs.templatetags.units import gib_text
 
 PAGE_SIZE = 50
@@ -146,6 +146,17 @@ def card_health(request: HttpRequest, card_id: int) -> HttpResponse:
         messages.success(request, _("Saved."))
         return redirect("labs:ops-card", card.pk)
     return render(request, "labs/ops/confirm.html", {"form": form, "card": card, "what": "card"})
+
+
+@operator_view(platform=True)
+@require_POST
+def card_isolation_clear(request: HttpRequest, card_id: int) -> HttpResponse:
+    card = get_object_or_404(Card.objects.select_related("node"), pk=card_id)
+    if selftest.card_clear_isolation_suspect(card=card, by=request.user):
+        messages.success(request, _("The isolation mark is cleared."))
+    else:
+        messages.info(request, _("This card is not marked isolation suspect."))
+    return redirect("labs:ops-card", card.pk)
 
 
 @operator_view()

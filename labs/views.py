@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import uuid
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from labs.domain.reasons import Reason
@@ -19,6 +24,7 @@ from labs.selectors.courses import enrollments_of_user
 from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
 from labs.selectors.usage import student_budgets
 from labs.services.activity import session_keep_running as keep_service
+from labs.services.selftest import SelftestRejected, selftest_record
 from labs.services.sessions import LaunchRefused
 from labs.services.sessions import session_extend as extend_service
 from labs.services.sessions import session_launch as launch_service
@@ -160,3 +166,33 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
     if session is None:
         raise Http404(_("No such session."))
     return JsonResponse({"session": session_event_payload(session, for_owner=session.student_id == request.user.pk)})
+
+
+@csrf_exempt  # a machine report, authenticated by the session's own secret, never by a cookie
+@require_POST
+def session_selftest(request: HttpRequest, session_id: uuid.UUID) -> JsonResponse:
+    """``POST /sessions/<id>/selftest`` from the lab itself (``python -m labs.agent selftest``).
+
+    ``Authorization: Bearer <the session's secret>``; body ``{"visible_mib": int, "probe_exceeded":
+    true|false|null}``. 200 with the verdict; 400 bad JSON or values, 401 no bearer secret,
+    404 unknown session or wrong secret, 409 ended session: nothing changes on an error.
+    """
+    scheme, _sep, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return JsonResponse({"error": "send the session's secret as Authorization: Bearer <secret>"}, status=401)
+    try:
+        body = json.loads(request.body or b"")
+    except (ValueError, UnicodeDecodeError):
+        return JsonResponse({"error": "the body is not JSON"}, status=400)
+    if not isinstance(body, dict) or "visible_mib" not in body:
+        return JsonResponse({"error": 'the body must be a JSON object with "visible_mib"'}, status=400)
+    try:
+        verdict = selftest_record(
+            session_id=str(session_id),
+            secret=secret.strip(),
+            visible_mib=body["visible_mib"],
+            probe_exceeded=body.get("probe_exceeded"),
+        )
+    except SelftestRejected as exc:
+        return JsonResponse({"error": exc.message}, status=exc.status)
+    return JsonResponse(dataclasses.asdict(verdict))

@@ -1,5 +1,7 @@
 """Run the node agent: ``python -m labs.agent --driver simulated|flexnpu-smi [--host H] [--port P] [--node NAME]``.
 
+``python -m labs.agent selftest [--probe]`` runs a lab's isolation self-test instead (``labs.agent.selftest``).
+
 Every option has an environment equivalent (``AGENT_DRIVER``, ``AGENT_HOST``, ...; see ``--help``).
 The bearer token comes from ``--token``, ``AGENT_TOKEN``, ``--token-file`` or ``AGENT_TOKEN_FILE``
 (prefer a file: a command-line token shows in the process list); the agent refuses to start
@@ -78,6 +80,11 @@ def build_driver(args: argparse.Namespace) -> NodeDriver:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["selftest"]:
+        from labs.agent import selftest
+
+        return selftest.main(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(level=os.environ.get("AGENT_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:

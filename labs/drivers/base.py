@@ -45,7 +45,7 @@ call per session.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -90,6 +90,15 @@ class Observed:
         return PollResult(self.status, message=self.message, access_url=self.access_url)
 
 
+def launches_vllm_serve(command: Sequence[str]) -> bool:
+    """A vLLM lab's command is empty (the driver's ``vllm serve``) or starts ``vllm serve``.
+
+    The pod passes the model as the first argument, which only ``vllm serve MODEL`` reads:
+    ``python -m vllm.entrypoints.openai.api_server`` ignores it and silently serves its default model.
+    """
+    return not command or list(command[:2]) == ["vllm", "serve"]
+
+
 @dataclass(frozen=True)
 class CardBinding:
     """Which card the ledger reserved, and the share on it."""
@@ -101,6 +110,9 @@ class CardBinding:
     core_percent: int
     memory_mib: int
     scenario: str
+    # The whole card's memory (the ledger's ``Card.memory_mib``): vLLM's memory fraction is of it
+    # when the device runtime reports the whole card. 0: unknown, and a vLLM pod is refused.
+    card_memory_mib: int = 0
     # The node's labels: a node pool (e.g. ``pool=research``) may use another device profile.
     node_labels: tuple[tuple[str, str], ...] = ()
 
@@ -170,6 +182,18 @@ class ClusterDriver:
         whether the node's agent reports every card's die id.
         """
         return "reported"
+
+    def memory_seen(self, labels: Mapping[str, str]) -> str:
+        """What the NPU memory query reports inside an instance on a node with ``labels``:
+        ``"cap"`` (the share's cap, as a soft-partitioning runtime or a simulated instance shows)
+        or ``"card"`` (the whole card; the plugin only enforces the cap). The isolation self-test
+        judges the visible memory against the cap only where it is ``"cap"``."""
+        return "cap"
+
+    def simulated_selftest_mib(self, session_id: str) -> int | None:
+        """The NPU memory a simulated instance's isolation self-test sees, in MiB; ``None`` for a
+        driver whose labs run the real self-test themselves (every driver but the simulator)."""
+        return None
 
     def poll(self, session_id: str) -> PollResult:
         """The one session's instance from ``observe()``; ``GONE`` when there is none."""

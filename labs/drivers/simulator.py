@@ -8,6 +8,8 @@ the same instances. Failures can be injected three ways:
 * an image starting with ``"reject:"`` makes ``create`` itself raise ``DriverRefused``;
 * ``create_failure_rate`` makes that share of ``create`` calls raise ``DriverError`` (a flaky
   cluster API), ``delete_failure_rate`` the same for ``delete``;
+* an image starting with ``"leaky:"`` makes the instance's isolation self-test see the whole
+  card instead of its cap (``simulated_selftest_mib``), as a device plugin that does not isolate;
 * ``access_url``: where a running instance says its lab is (``{session_id}`` is filled in); a
   bench points it at a stand-in lab server that answers the idle check's questions;
 * ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED``, and
@@ -22,10 +24,19 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollStatus
+from labs.drivers.base import (
+    ClusterDriver,
+    DriverError,
+    DriverRefused,
+    LaunchSpec,
+    Observed,
+    PollStatus,
+    canonical_session_id,
+)
 from labs.drivers.statefile import StateDir
 
 REJECT_PREFIX = "reject:"
+LEAKY_PREFIX = "leaky:"
 ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
 
 
@@ -98,9 +109,15 @@ class SimulatorDriver(ClusterDriver):
                 "failure": failure,
                 "node": spec.card.node,
                 "card": spec.card.card_index,
+                # What the simulated lab's self-test sees: its cap, or the whole card if leaky.
+                "visible_mib": spec.card.card_memory_mib if spec.image.startswith(LEAKY_PREFIX) else spec.card.memory_mib,
             }
             self.state.write(sid, record)
             return ref
+
+    def simulated_selftest_mib(self, session_id: str) -> int | None:
+        record = self.state.read(canonical_session_id(session_id))
+        return None if record is None else record.get("visible_mib")
 
     def observe(self) -> dict[str, Observed]:
         now = time.time()

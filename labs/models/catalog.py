@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -6,6 +7,7 @@ from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
 from labs.domain.units import MEMORY_GRANULE_MIB, Scenario
+from labs.drivers.base import launches_vllm_serve
 
 
 def validate_memory_granule(value: int) -> None:
@@ -89,3 +91,17 @@ class LabTemplate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.core_percent} %, {self.memory_mib // 1024} GiB)"
+
+    def clean(self) -> None:
+        super().clean()
+        if not isinstance(self.command, list) or not all(isinstance(part, str) for part in self.command):
+            raise ValidationError({"command": _("The command must be a list of strings.")})
+        if self.kind == self.Kind.VLLM and not launches_vllm_serve(self.command):
+            raise ValidationError(
+                {
+                    "command": _(
+                        "A vLLM lab must be launched with “vllm serve MODEL” (or an empty command): "
+                        "“python -m vllm.entrypoints.openai.api_server” ignores the model and serves its default one."
+                    )
+                }
+            )

@@ -58,6 +58,9 @@ class Card(models.Model):
     # Marked unhealthy by an operator (whatever the agent says): no new placements on it.
     disabled = models.BooleanField(_("marked unhealthy by an operator"), default=False)
     disabled_reason = models.CharField(_("why marked unhealthy"), max_length=300, blank=True)
+    # A session on this card saw more NPU memory than its cap (the isolation self-test): the
+    # device plugin's isolation is in doubt until an operator clears it.
+    isolation_suspect = models.BooleanField(_("isolation suspect"), default=False)
 
     class Meta:
         ordering = ["node__name", "index"]

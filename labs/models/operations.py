@@ -22,6 +22,7 @@ class RepairEvent(models.Model):
         RECLAIM_WITHDRAWN = "reclaim_withdrawn", _("reclaim no longer needed")
         RECLAIMED = "reclaimed", _("borrowed session stopped for a guaranteed one")
         REPAIR_FAILED = "repair_failed", _("repair failed")
+        ISOLATION_BREACH = "isolation_breach", _("a session saw more NPU memory than its cap")
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     kind = models.CharField(max_length=32, choices=Kind.choices)

@@ -51,6 +51,12 @@ class LabSession(models.Model):
     stopping_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     access_url = models.CharField(_("access URL"), max_length=500, blank=True)
+    # The isolation self-test the lab ran at start (labs.services.selftest): the NPU memory it
+    # could see, whether allocating past the cap succeeded (None: not probed), and the verdict.
+    selftest_at = models.DateTimeField(_("isolation self-test at"), null=True, blank=True)
+    selftest_visible_mib = models.PositiveBigIntegerField(_("NPU memory visible (MiB)"), null=True, blank=True)
+    selftest_probe_exceeded = models.BooleanField(_("allocated past the cap"), null=True, blank=True)
+    selftest_over_cap = models.BooleanField(_("isolation breached"), default=False)
     # The per-session secret: the Jupyter token or vLLM API key. Shown only to the student.
     secret = models.CharField(max_length=128, editable=False)
     # What the driver calls the instance (pod UID or local instance id): the FlexNPU entity-id.

@@ -226,6 +226,11 @@ def reservation_totals() -> dict[str, int]:
     )
 
 
+def isolation_suspect_cards() -> int:
+    """Cards marked isolation-suspect by a self-test and not cleared yet."""
+    return Card.objects.filter(isolation_suspect=True).count()
+
+
 def reclaims_pending() -> int:
     """Sessions warned of a reclaim that still hold their capacity (``labs.services.allocation._reclaim_follow``)."""
     return LabSession.objects.filter(reclaim_at__isnull=False, state__in=RECLAIMABLE).count()

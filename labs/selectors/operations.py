@@ -57,6 +57,7 @@ class CardView:
     instances: int = 0
     cap: int = CARD_INSTANCE_CAP[Scenario.DEVELOPMENT]
     memory_used_mib: int | None = None  # measured by the agent
+    isolation_suspect: bool = False  # a session's isolation self-test saw more than its cap
 
     @property
     def usable(self) -> bool:
@@ -122,6 +123,7 @@ def cluster_state() -> list[NodeView]:
             row.get("n") or 0,
             CARD_INSTANCE_CAP[Scenario.INFERENCE if row.get("inference") else Scenario.DEVELOPMENT],
             card.memory_used_mib,
+            card.isolation_suspect,
         )
         node = nodes[card.node_id]
         node.cards.append(view)

@@ -18,7 +18,7 @@ from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Enrollment, LabSession
-from labs.templatetags.session_card import share_text
+from labs.templatetags.session_card import selftest_text, share_text
 
 RECENT_ENDED = 5
 
@@ -194,6 +194,9 @@ def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueF
         "core_percent": session.template.core_percent,
         "memory_mib": session.template.memory_mib,
         "share_text": share_text(session.template.core_percent, session.template.memory_mib),
+        "selftest_visible_mib": session.selftest_visible_mib,
+        "selftest_over_cap": session.selftest_over_cap,
+        "selftest_text": selftest_text(session.selftest_visible_mib, session.selftest_over_cap),
         "placement": placement,
         "can_stop": session.can_stop,
         "access_url": session.access_url if for_owner and session.state == LabSession.State.RUNNING else "",

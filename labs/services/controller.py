@@ -67,6 +67,7 @@ from labs.services.agents import instance_register, instance_unregister
 from labs.services.allocation import allocation_pass
 from labs.services.events import events_batch
 from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock
+from labs.services.selftest import SelftestRejected, selftest_record
 from labs.services.sessions import reason_fields, session_begin_stop, session_note, session_stop, session_transition
 
 logger = logging.getLogger(__name__)
@@ -353,6 +354,7 @@ def _collect(future: Future, action: Create | Delete, report: ControllerReport) 
     if isinstance(action, Create):
         report.created += 1
         _bind(session_id, result, recovered=False)
+        _simulated_selftest(session_id)
     else:
         report.deleted += 1
         if action.orphan:
@@ -362,6 +364,21 @@ def _collect(future: Future, action: Create | Delete, report: ControllerReport) 
                 session=session,
                 message=f"deleted an instance of {'a ' + session.state + ' session' if session else 'no known session'}",
             )
+
+
+def _simulated_selftest(session_id: str) -> None:
+    """A simulated lab reports its isolation self-test through the endpoint's service, as a real
+    lab's entrypoint does, so the demo shows the result; real drivers' labs report themselves."""
+    visible = get_driver().simulated_selftest_mib(session_id)
+    if visible is None:
+        return
+    secret = LabSession.objects.filter(pk=session_id).values_list("secret", flat=True).first()
+    if secret is None:
+        return
+    try:
+        selftest_record(session_id=session_id, secret=secret, visible_mib=visible)
+    except SelftestRejected:
+        pass  # the session ended meanwhile: nothing to judge
 
 
 def _bind(session_id: str, ref: str, *, recovered: bool) -> None:
@@ -477,6 +494,7 @@ def launch_spec(session: LabSession) -> LaunchSpec:
             core_percent=allocation.core_percent,
             memory_mib=allocation.memory_mib,
             scenario=allocation.scenario,
+            card_memory_mib=card.memory_mib,
             node_labels=tuple(sorted((str(k), str(v)) for k, v in (card.node.labels or {}).items())),
         ),
         course_code=session.course.code,

@@ -45,6 +45,19 @@ def share_text(core_percent: int, memory_mib: int) -> str:
     }
 
 
+def selftest_text(visible_mib: int | None, over_cap: bool) -> str:
+    """The lab's isolation self-test in words; empty before the lab has reported one."""
+    if visible_mib is None:
+        return ""
+    if over_cap:
+        return gettext(
+            "Isolation self-test: this lab sees %(memory)s of NPU memory, more than its share; operators are told."
+        ) % {"memory": gib_text(visible_mib)}
+    return gettext("Isolation self-test: this lab sees %(memory)s of NPU memory, within its share.") % {
+        "memory": gib_text(visible_mib)
+    }
+
+
 def duration_text(seconds: float) -> str:
     """``59`` → "less than a minute", ``180`` → "3 min", ``7980`` → "2 h 13 min" (whole minutes, rounded down)."""
     if seconds < 60:

@@ -10,7 +10,14 @@ import pytest
 from labs.drivers.base import CardBinding, ClusterDriver, LaunchSpec, PollResult, PollStatus
 
 CARD = CardBinding(
-    node="node-a", card_index=3, die_id="die-3a", chip_type="910B", core_percent=25, memory_mib=8192, scenario="training"
+    node="node-a",
+    card_index=3,
+    die_id="die-3a",
+    chip_type="910B",
+    core_percent=25,
+    memory_mib=8192,
+    scenario="training",
+    card_memory_mib=65536,
 )
 
 

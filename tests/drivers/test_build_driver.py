@@ -90,10 +90,22 @@ def test_a_whole_number_is_a_valid_float_option(tmp_path):
         ({"pool_profiles": ["pool=a:vnpu"]}, "option 'pool_profiles' .* must be"),
         (
             {"profile": "vnpu", "profile_settings": {"mdoe": "hard"}},
-            "profile_settings: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'\\? accepted: mode, policy",
+            "profile_settings: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'\\? "
+            "accepted: memory_seen, mode, policy",
         ),
         ({"profile": "vnpu", "profile_settings": {"mode": "strict"}}, "profile_settings: vNPU mode must be 'soft' or 'hard'"),
-        ({"profile_settings": {"mode": "hard"}}, "unknown option 'mode' for device profile 'flexnpu'; accepted: \\(none\\)"),
+        ({"profile_settings": {"mode": "hard"}}, "unknown option 'mode' for device profile 'flexnpu'; accepted: memory_seen"),
+        (
+            {"profile_settings": {"memory_seen": "half"}},
+            "memory_seen must be 'card' .* or 'cap' .*, got 'half'",
+        ),
+        ({"profile": "hami", "profile_settings": {"memory_seen": True}}, "option 'memory_seen' .* must be str, got True"),
+        (
+            {"pod_options": {"vllm_memory_fraction": "ninety"}},
+            "vllm_memory_fraction must be a decimal in \\(0, 1\\]",
+        ),
+        ({"pod_options": {"vllm_memory_fraction": "1.5"}}, "vllm_memory_fraction must be a decimal in \\(0, 1\\]"),
+        ({"pod_options": {"vllm_enforce_eager": "yes"}}, "pod_options: vllm_enforce_eager must be true, false or null"),
     ],
 )
 def test_a_bad_kubernetes_value_is_refused_naming_the_option(options, message):

@@ -234,7 +234,7 @@ def test_a_scrape_costs_the_same_queries_however_big_the_cluster(db):
     RepairEvent.objects.create(kind="card_rebound", node=Node.objects.get(name="n2"), message="test")
 
     # 14: one more than before class reservations, for the three npu_lab_reservation_*_total counters.
-    assert queries() == small == 14
+    assert queries() == small == 15
     assert Course.objects.count() == 4
 
 
@@ -275,3 +275,18 @@ def test_the_readme_lists_every_metric(world):
     listed = set(re.findall(r"^\| `(npu_lab_\w+)` \|", table, flags=re.MULTILINE))
 
     assert listed == set(scrape())
+
+
+def test_a_card_marked_isolation_suspect_shows_in_its_gauge_and_the_breach_is_counted(world):
+    from labs.services.controller import reconcile_once
+    from labs.services.selftest import selftest_record
+
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    reconcile_once()
+    session.refresh_from_db()
+    assert values(scrape(), "npu_lab_cards_isolation_suspect") == {(): 0}
+    selftest_record(session_id=str(session.pk), secret=session.secret, visible_mib=24576)
+
+    samples = scrape()
+    assert values(samples, "npu_lab_cards_isolation_suspect") == {(): 1}
+    assert values(samples, "npu_lab_repair_events_total", "kind")[("isolation_breach",)] == 1

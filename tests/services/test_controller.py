@@ -11,7 +11,7 @@ from labs.domain.reasons import Reason
 from labs.drivers import get_driver
 from labs.drivers.base import CardBinding, LaunchSpec
 from labs.models import Allocation, LabSession, RepairEvent
-from labs.services.controller import ControllerReport, controller_run, reconcile_once, with_jupyter_token
+from labs.services.controller import ControllerReport, controller_run, launch_spec, reconcile_once, with_jupyter_token
 from labs.services.sessions import session_launch, session_stop, session_transition
 
 BYE = Reason.of("session.stopped_by", who="student000")
@@ -192,7 +192,9 @@ def test_a_worker_killed_between_creating_and_recording_the_instance_is_bound_no
         kind="jupyter",
         image="img",
         secret=session.secret,
-        card=CardBinding(world["node"].name, allocation.card.index, "", "Ascend910B", 5, 4096, "development"),
+        card=CardBinding(
+            world["node"].name, allocation.card.index, "", "Ascend910B", 5, 4096, "development", allocation.card.memory_mib
+        ),
     )
     ref = driver.create(spec)  # the worker created it, then died
 
@@ -322,3 +324,12 @@ def test_a_slow_create_does_not_hold_the_run_and_its_answer_is_bound_later_witho
     settle(session)
     assert session.driver_ref and driver.list() == {str(session.pk)}
     assert not RepairEvent.objects.exists()
+
+
+def test_the_launch_spec_carries_the_memory_of_the_card_the_share_sits_on(world, driver):
+    session = launch(world)
+    reconcile_once()
+    session.refresh_from_db()
+
+    card = session.allocation.card
+    assert launch_spec(session).card.card_memory_mib == card.memory_mib > session.allocation.memory_mib

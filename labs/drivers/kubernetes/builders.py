@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
 
-from labs.drivers.base import CardBinding, DriverError, LaunchSpec
+from labs.drivers.base import CardBinding, DriverError, LaunchSpec, launches_vllm_serve
 from labs.drivers.kubernetes.profiles import DeviceProfile
 
 LABEL_PREFIX = "npu-lab.portal"
@@ -31,9 +31,6 @@ SECRET_KEY = "token"
 JUPYTER_PORT = 8888
 VLLM_PORT = 8000
 SCHEDULER_NAME = "volcano"
-# HBM per card by chip type; a share's memory cap is a fraction of it for vLLM.
-CARD_MEMORY_MIB = {"910B": 65536, "910B1": 65536, "910B2": 65536, "910B3": 65536, "910B4": 32768}
-DEFAULT_CARD_MEMORY_MIB = 65536
 
 _LABEL_VALUE_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 _DNS_LABEL_BAD = re.compile(r"[^a-z0-9-]+")
@@ -94,7 +91,9 @@ class PodOptions:
     vllm_served_model_name: str = ""  # empty: the model's last path segment
     vllm_max_model_len: int = 4096
     vllm_max_num_batched_tokens: int = 2048
-    vllm_enforce_eager: bool = False
+    # None: eager mode on a shared card (vllm-ascend does not support graph mode on a
+    # soft-partitioned NPU, and graph capture fails with two models on one NPU), off on a whole card.
+    vllm_enforce_eager: bool | None = None
     vllm_memory_fraction: str = "0.90"  # of the instance's memory cap that vLLM may fill
     extra_labels: dict[str, str] = field(default_factory=dict)
 
@@ -144,18 +143,38 @@ def port_for(kind: str) -> int:
     return VLLM_PORT if kind == "vllm" else JUPYTER_PORT
 
 
-def vllm_memory_utilization(card: CardBinding, fraction: str = "0.90") -> str:
-    """``--gpu-memory-utilization``: vLLM takes a fraction of the card it sees, the share's cap is a part of it.
+def vllm_memory_utilization(card: CardBinding, fraction: str = "0.90", *, memory_seen: str = "card") -> str:
+    """``--gpu-memory-utilization``: the fraction of the memory vLLM sees that it may fill.
 
-    The device plugin enforces the cap but the runtime reports the whole card's HBM, so the
-    fraction of the card is ``cap / card memory``, times the headroom ``fraction``; rounded down
-    so vLLM never asks for more than the cap.
+    ``memory_seen`` is the device profile's: ``"card"`` when the runtime reports the whole card's
+    memory (the plugin only enforces the cap), so the fraction is ``cap / card.card_memory_mib``
+    times the headroom ``fraction``; ``"cap"`` when soft partitioning reports the cap as the total,
+    so it is ``fraction`` itself. Rounded down to 0.01 so vLLM never asks for more than the cap:
+    a 16 GiB share of a 32 GiB 910B4 with 0.90 headroom gets 0.45.
     """
-    total = CARD_MEMORY_MIB.get(card.chip_type, DEFAULT_CARD_MEMORY_MIB)
-    value = (Decimal(card.memory_mib) / Decimal(total) * Decimal(fraction)).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
+    headroom = Decimal(fraction)
+    if memory_seen == "cap":
+        value = headroom
+    else:
+        if card.card_memory_mib <= 0:
+            raise DriverError("The card's memory is unknown; the ledger must give it before a vLLM pod is made.")
+        value = Decimal(card.memory_mib) / Decimal(card.card_memory_mib) * headroom
+    value = value.quantize(Decimal("0.01"), rounding=ROUND_DOWN)
     if value <= 0:
         raise DriverError(f"NPU memory {card.memory_mib} MiB is too small for vLLM.")
     return str(min(value, Decimal("0.99")))
+
+
+def is_whole_card(card: CardBinding) -> bool:
+    """The share is the whole card: all its cores and all its memory."""
+    return card.core_percent >= 100 and card.card_memory_mib > 0 and card.memory_mib >= card.card_memory_mib
+
+
+def check_vllm_command(command: tuple[str, ...] | list[str]) -> None:
+    """``DriverError`` unless ``command`` launches ``vllm serve`` (``launches_vllm_serve``); the
+    template's validation refuses such a command first, this is the last guard."""
+    if not launches_vllm_serve(command):
+        raise DriverError(f"A vLLM lab must be launched with 'vllm serve MODEL', not {' '.join(command)!r}.")
 
 
 def make_secret(spec: LaunchSpec, *, namespace: str) -> dict:
@@ -172,7 +191,7 @@ def _secret_env(name: str, spec: LaunchSpec) -> dict:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name(spec.session_id), "key": SECRET_KEY}}}
 
 
-def _jupyter_container(spec: LaunchSpec, options: PodOptions) -> dict:
+def _jupyter_container(spec: LaunchSpec, options: PodOptions, profile: DeviceProfile) -> dict:
     url = base_url(spec.session_id)
     return {
         "command": list(spec.command) or ["jupyter", "lab"],
@@ -190,7 +209,12 @@ def _jupyter_container(spec: LaunchSpec, options: PodOptions) -> dict:
     }
 
 
-def _vllm_container(spec: LaunchSpec, options: PodOptions) -> dict:
+def _vllm_container(spec: LaunchSpec, options: PodOptions, profile: DeviceProfile) -> dict:
+    check_vllm_command(spec.command)
+    utilization = vllm_memory_utilization(spec.card, options.vllm_memory_fraction, memory_seen=profile.memory_seen)
+    enforce_eager = options.vllm_enforce_eager
+    if enforce_eager is None:
+        enforce_eager = not is_whole_card(spec.card)
     model = spec.model or options.vllm_model
     served = options.vllm_served_model_name or model.rstrip("/").rsplit("/", 1)[-1]
     args = [
@@ -199,10 +223,10 @@ def _vllm_container(spec: LaunchSpec, options: PodOptions) -> dict:
         f"--port={VLLM_PORT}",
         f"--served-model-name={served}",
         f"--max-model-len={options.vllm_max_model_len}",
-        f"--gpu-memory-utilization={vllm_memory_utilization(spec.card, options.vllm_memory_fraction)}",
+        f"--gpu-memory-utilization={utilization}",
         f"--max-num-batched-tokens={options.vllm_max_num_batched_tokens}",
     ]
-    if options.vllm_enforce_eager:
+    if enforce_eager:
         args.append("--enforce-eager")
     return {
         "command": list(spec.command) or ["vllm", "serve"],
@@ -223,7 +247,7 @@ def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, option
     except KeyError:
         raise DriverError(f"Unknown lab kind {spec.kind!r}; expected one of {', '.join(sorted(TEMPLATES))}.") from None
     device = profile.render(spec.card)
-    container = template(spec, options)
+    container = template(spec, options, profile)
     container["env"] = [
         *({"name": key, "value": value} for key, value in sorted(spec.instance_environment().items())),
         *container["env"],

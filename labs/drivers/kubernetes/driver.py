@@ -25,6 +25,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import fields, replace
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import urllib3
@@ -149,6 +150,7 @@ class KubernetesDriver(ClusterDriver):
         unknown = sorted(set(pod_options or {}) - known)
         if unknown:
             raise ValueError(f"unknown pod_options {unknown}; known: {sorted(known)}")
+        _check_vllm_pod_options(pod_options or {})
         where = "profile_settings" if profile in PROFILES else "profile"
         self.profile: DeviceProfile = _device_profile(where, profile, profile_settings or {})
         self.pool_profiles = _pool_profiles(pool_profiles)
@@ -279,6 +281,10 @@ class KubernetesDriver(ClusterDriver):
         if truth == "pinned" and not die_ids_known:
             return "none"
         return truth
+
+    def memory_seen(self, labels: Mapping[str, str]) -> str:
+        """The pool's profile's ``memory_seen`` setting."""
+        return self.profile_of(labels).memory_seen
 
     # -- the contract ----------------------------------------------------------------------------
 
@@ -458,6 +464,23 @@ class KubernetesDriver(ClusterDriver):
             self._call(f"deleting {what}", method, obj.metadata.name, obj.metadata.namespace, passthrough=(404,))
         except ApiException:
             pass  # already gone
+
+
+def _check_vllm_pod_options(pod_options: dict[str, Any]) -> None:
+    fraction = pod_options.get("vllm_memory_fraction", "0.90")
+    try:
+        ok = isinstance(fraction, str) and 0 < Decimal(fraction) <= 1
+    except InvalidOperation:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"pod_options: vllm_memory_fraction must be a decimal in (0, 1] written as a string like '0.90', got {fraction!r}"
+        )
+    if pod_options.get("vllm_enforce_eager") not in (None, True, False):
+        raise ValueError(
+            "pod_options: vllm_enforce_eager must be true, false or null (null: eager on a shared card), "
+            f"got {pod_options['vllm_enforce_eager']!r}"
+        )
 
 
 def _device_profile(where: str, name: str, settings: dict[str, Any]) -> DeviceProfile:

@@ -16,6 +16,7 @@ from labs.drivers.base import CardBinding, DriverError
 from labs.drivers.options import check_options
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+MEMORY_SEEN = ("card", "cap")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,14 @@ def _memory_units(card: CardBinding, unit_mib: int, resource: str) -> int:
     return memory // unit_mib
 
 
+def _check_memory_seen(value: str) -> None:
+    if value not in MEMORY_SEEN:
+        raise ValueError(
+            f"memory_seen must be 'card' (the runtime reports the whole card) or 'cap' "
+            f"(it reports the share's cap, as soft partitioning does), got {value!r}"
+        )
+
+
 def _node_selector(card: CardBinding) -> dict[str, str]:
     if not card.node:
         raise DriverError("The NPU share has no node; the ledger must place it before the pod is made.")
@@ -60,6 +69,10 @@ class DeviceProfile:
     # each instance's card, and the ledger follows it), "pinned" (the pod names the card) or
     # "none" (neither: the ledger's card is a guess; only node totals are certain).
     card_truth = "none"
+    # What the memory query (``aclrtGetMemInfo``, what vLLM reads) reports inside the pod:
+    # "card" (the whole card's HBM; the plugin only enforces the cap) or "cap" (soft
+    # partitioning hooks the query and reports the share's cap as the total).
+    memory_seen = "card"
 
     def render(self, card: CardBinding) -> DeviceRequest:
         raise NotImplementedError
@@ -79,15 +92,20 @@ class DeviceProfile:
         }
 
 
+@dataclass(frozen=True)
 class FlexNPUProfile(DeviceProfile):
     """Huawei CCE FlexNPU: core floor in percent, memory cap in 128 MiB units, one card per instance."""
 
+    memory_seen: str = "card"
     name = "flexnpu"
     card_truth = "reported"  # flexnpu-smi info lists each entity-id on its card
     CORE = "volcano.sh/flexnpu-core.percentage"
     MEMORY = "volcano.sh/flexnpu-memory.128mi"
     NUM = "volcano.sh/flexnpu-num"
     MEMORY_UNIT_MIB = 128
+
+    def __post_init__(self) -> None:
+        _check_memory_seen(self.memory_seen)
 
     def render(self, card: CardBinding) -> DeviceRequest:
         core = _check_core_percent(card)
@@ -111,6 +129,7 @@ class VNPUProfile(DeviceProfile):
 
     mode: str = "soft"
     policy: str = "elastic"
+    memory_seen: str = "card"
     name = "vnpu"
     card_truth = "pinned"  # by die id (huawei.com/vnpu-use-npu-dieID), where the agent knows it
     NUMBER = "huawei.com/vnpu-number"
@@ -122,6 +141,7 @@ class VNPUProfile(DeviceProfile):
     MEMORY_UNIT_MIB = 1024
 
     def __post_init__(self) -> None:
+        _check_memory_seen(self.memory_seen)
         if self.mode not in {"soft", "hard"}:
             raise ValueError(f"vNPU mode must be 'soft' or 'hard', got {self.mode!r}")
         if self.policy not in {"fixed-share", "elastic", "best-effort"}:
@@ -152,10 +172,13 @@ class HAMiProfile(DeviceProfile):
     device: str = "Ascend910B3"
     node_policy: str = "binpack"
     card_policy: str = "binpack"
+    # HAMi's in-container library hooks the memory query and reports the cap as the total.
+    memory_seen: str = "cap"
     name = "hami"
     card_truth = "none"  # HAMi's scheduler picks the card and the portal's agent cannot see it
 
     def __post_init__(self) -> None:
+        _check_memory_seen(self.memory_seen)
         for policy in (self.node_policy, self.card_policy):
             if policy not in {"binpack", "spread"}:
                 raise ValueError(f"HAMi scheduler policy must be 'binpack' or 'spread', got {policy!r}")
@@ -184,7 +207,8 @@ def get_profile(name: str = "flexnpu", **settings: object) -> DeviceProfile:
     """The profile called ``name`` (``flexnpu``, ``vnpu`` or ``hami``) with ``settings``, its own options.
 
     ``ValueError`` for any other name, and for a setting the profile does not take (``vnpu``:
-    ``mode``, ``policy``; ``hami``: ``device``, ``node_policy``, ``card_policy``; ``flexnpu``: none),
+    ``mode``, ``policy``; ``hami``: ``device``, ``node_policy``, ``card_policy``; every profile:
+    ``memory_seen``, ``"card"`` or ``"cap"``, what the pod's memory query reports as the total),
     of the wrong type or out of range.
     """
     try:

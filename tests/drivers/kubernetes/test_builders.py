@@ -9,24 +9,32 @@ from pathlib import Path
 
 import pytest
 
-from labs.drivers.base import CardBinding, LaunchSpec
+from labs.drivers.base import CardBinding, DriverError, LaunchSpec
 from labs.drivers.kubernetes import builders
 from labs.drivers.kubernetes.profiles import get_profile
 
 GOLDEN = Path(__file__).parent / "golden"
 SESSION_ID = "0f8b3c2e-5d1a-4c47-9a6e-2b7f1e9d4c10"
 CARD = CardBinding(
-    node="npu-node-07", card_index=5, die_id="die-5b", chip_type="910B", core_percent=25, memory_mib=8192, scenario="development"
+    node="npu-node-07",
+    card_index=5,
+    die_id="die-5b",
+    chip_type="910B",
+    core_percent=25,
+    memory_mib=8192,
+    scenario="development",
+    card_memory_mib=65536,
 )
 
 
-def spec(kind: str) -> LaunchSpec:
+def spec(kind: str, card: CardBinding = CARD, command: tuple[str, ...] = ()) -> LaunchSpec:
     return LaunchSpec(
         session_id=SESSION_ID,
         kind=kind,
         image=f"registry.example.edu/npu-lab/{kind}:1",
         secret="s3cr3t-token-never-in-the-pod",
-        card=CARD,
+        card=card,
+        command=command,
         course_code="CS 231/Spring",
         student="Ada.Lovelace@example.edu",
     )
@@ -101,16 +109,74 @@ def test_the_network_policy_admits_no_traffic_between_lab_pods() -> None:
         assert all("namespaceSelector" in peer for peer in rule["from"])
 
 
+def test_a_16_gib_share_of_a_32_gib_910b4_gets_0_45_of_the_card_in_its_pod() -> None:
+    """The issue's bar: 16384 / 32768 x 0.90 = 0.45 (the card's memory from the ledger, no name table)."""
+    card = replace(CARD, chip_type="Ascend910B4", memory_mib=16384, card_memory_mib=32768)
+    pod = builders.make_pod(spec("vllm", card), profile=get_profile(), namespace="ns", options=builders.PodOptions())
+
+    assert "--gpu-memory-utilization=0.45" in pod["spec"]["containers"][0]["args"]
+    assert_golden("pod-flexnpu-vllm-910b4-16gib", pod)
+
+
 @pytest.mark.parametrize(
-    ("memory_mib", "chip", "expected"),
-    [(8192, "910B", "0.11"), (65536, "910B", "0.90"), (16384, "910B4", "0.45"), (32768, "910B", "0.45")],
+    ("memory_mib", "card_memory_mib", "expected"),
+    [(8192, 65536, "0.11"), (65536, 65536, "0.90"), (16384, 32768, "0.45"), (32768, 65536, "0.45"), (4096, 32768, "0.11")],
 )
 def test_vllm_memory_utilization_is_the_cap_as_a_fraction_of_the_card_rounded_down(
-    memory_mib: int, chip: str, expected: str
+    memory_mib: int, card_memory_mib: int, expected: str
 ) -> None:
-    card = replace(CARD, memory_mib=memory_mib, chip_type=chip)
+    card = replace(CARD, memory_mib=memory_mib, card_memory_mib=card_memory_mib)
 
     assert builders.vllm_memory_utilization(card) == expected
+
+
+def test_where_the_runtime_reports_the_cap_the_fraction_is_the_headroom_of_the_cap() -> None:
+    card = replace(CARD, memory_mib=16384, card_memory_mib=32768)
+    pod = builders.make_pod(
+        spec("vllm", card), profile=get_profile("vnpu", memory_seen="cap"), namespace="ns", options=builders.PodOptions()
+    )
+
+    assert builders.vllm_memory_utilization(card, "0.85", memory_seen="cap") == "0.85"
+    assert "--gpu-memory-utilization=0.90" in pod["spec"]["containers"][0]["args"]
+
+
+def test_a_card_of_unknown_memory_gets_no_vllm_pod() -> None:
+    card = replace(CARD, card_memory_mib=0)
+
+    with pytest.raises(DriverError, match="card's memory is unknown"):
+        builders.make_pod(spec("vllm", card), profile=get_profile(), namespace="ns", options=builders.PodOptions())
+
+
+def test_a_shared_card_runs_vllm_eager_and_a_whole_card_may_capture_graphs() -> None:
+    whole = replace(CARD, core_percent=100, memory_mib=65536)
+    half_cores = replace(CARD, core_percent=50, memory_mib=65536)
+
+    def args(card: CardBinding, **options: object) -> list[str]:
+        pod = builders.make_pod(spec("vllm", card), profile=get_profile(), namespace="ns", options=builders.PodOptions(**options))
+        return pod["spec"]["containers"][0]["args"]
+
+    assert "--enforce-eager" in args(CARD)
+    assert "--enforce-eager" in args(half_cores)
+    assert "--enforce-eager" not in args(whole)
+    assert "--enforce-eager" in args(whole, vllm_enforce_eager=True)
+    assert "--enforce-eager" not in args(CARD, vllm_enforce_eager=False)
+
+
+@pytest.mark.parametrize(
+    "command", [("python", "-m", "vllm.entrypoints.openai.api_server"), ("python3", "-m", "vllm"), ("vllm",)]
+)
+def test_a_vllm_pod_is_refused_for_a_command_other_than_vllm_serve(command: tuple[str, ...]) -> None:
+    with pytest.raises(DriverError, match="vllm serve MODEL"):
+        builders.make_pod(spec("vllm", command=command), profile=get_profile(), namespace="ns", options=builders.PodOptions())
+
+
+def test_a_vllm_pod_takes_vllm_serve_and_the_model_as_first_argument() -> None:
+    pod = builders.make_pod(
+        spec("vllm", command=("vllm", "serve")), profile=get_profile(), namespace="ns", options=builders.PodOptions()
+    )
+
+    assert pod["spec"]["containers"][0]["command"] == ["vllm", "serve"]
+    assert pod["spec"]["containers"][0]["args"][0] == builders.PodOptions().vllm_model
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,7 @@ def test_the_default_profile_settings_do_not_leak_into_a_pool_of_another_profile
         (
             {"pool=research": {"profile": "vnpu", "mdoe": "hard"}},
             "pool_profiles\\['pool=research'\\]: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'\\?"
-            " accepted: mode, policy",
+            " accepted: memory_seen, mode, policy",
         ),
         ({"pool=research": {"profile": "flexnpu", "mode": "hard"}}, "unknown option 'mode' for device profile 'flexnpu'"),
         ({"pool=research": {"profile": "vnpu", "mode": 1}}, "option 'mode' for device profile 'vnpu' must be str, got 1"),
@@ -109,3 +109,14 @@ def test_drivers_that_register_instances_themselves_report_the_card():
 
     for cls in (LocalDriver, SimulatorDriver):
         assert cls.card_truth(object.__new__(cls), {}, die_ids_known=False) == "reported"
+
+
+def test_each_pool_says_what_memory_a_lab_sees_and_a_pool_may_override_it():
+    d = driver(
+        profile="flexnpu",
+        pool_profiles={"pool=research": {"profile": "vnpu", "memory_seen": "cap"}, "pool=hami-nodes": "hami"},
+    )
+
+    assert d.memory_seen({"pool": "teaching"}) == "card"  # FlexNPU: the runtime reports the whole card
+    assert d.memory_seen({"pool": "research"}) == "cap"
+    assert d.memory_seen({"pool": "hami-nodes"}) == "cap"  # HAMi hooks the memory query
