@@ -247,6 +247,12 @@ class Allocator:
             if not self.cluster.largest_card_mib:
                 return Reason.of("capacity.no_cards")
             return Reason.of("card.too_small", need_mib=request.memory_mib, largest_mib=self.cluster.largest_card_mib)
+        largest_mib = self.cluster.largest_host_mib
+        if largest_mib is not None and request.host_memory_mib > largest_mib:
+            return Reason.of("node.host_memory_too_small", need_mib=request.host_memory_mib, largest_mib=largest_mib)
+        largest_cpu = self.cluster.largest_cpu_millicores
+        if largest_cpu is not None and request.cpu_millicores > largest_cpu:
+            return Reason.of("node.host_cpu_too_small", need_millicores=request.cpu_millicores, largest_millicores=largest_cpu)
         return None
 
     def _student_wait(self, request: LaunchRequest) -> Reason | None:

@@ -118,6 +118,16 @@ MESSAGES: dict[str, str] = {
     "node.instances_room": gettext_noop(
         "node instances: no available node has room for %(cards)s more instances under its maximum (%(nodes)s)"
     ),
+    "node.host_memory": gettext_noop("node memory: needs %(need_mib)s MiB; the most free is %(best_free_mib)s MiB on %(node)s"),
+    "node.host_cpu": gettext_noop(
+        "node CPU: needs %(need_millicores)s millicores; the most free is %(best_free_millicores)s millicores on %(node)s"
+    ),
+    "node.host_memory_too_small": gettext_noop(
+        "node memory: needs %(need_mib)s MiB; the largest node has %(largest_mib)s MiB for lab sessions"
+    ),
+    "node.host_cpu_too_small": gettext_noop(
+        "node CPU: needs %(need_millicores)s millicores; the largest node has %(largest_millicores)s millicores for lab sessions"
+    ),
     "card.pinned_missing": gettext_noop("pinned card: no available node has a card with die id %(die_id)s"),
     "card.pinned_unhealthy": gettext_noop(
         "pinned card: the card with die id %(die_id)s (node %(node)s, card %(card)s) is unhealthy"
