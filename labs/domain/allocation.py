@@ -132,6 +132,8 @@ class Allocator:
                 request.cards,
                 request.share_policy,
                 request.template_id,
+                request.cpu_millicores,
+                request.host_memory_mib,
             )
             known = self._by_shape.get(shape)
             if known is None:

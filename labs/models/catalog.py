@@ -122,31 +122,29 @@ class LabTemplate(models.Model):
     def clean(self) -> None:
         """Limits at least the requests, requests within what the largest node offers lab sessions."""
         from django.core.exceptions import ValidationError
+        from django.utils.translation import gettext
 
         from labs.services.allocation import largest_node_host
 
-        errors: dict[str, str] = {{}}
+        errors: dict[str, str] = {}
         cpu_request, cpu_limit = self.cpu_request_millicores, self.cpu_limit_millicores
         mib_request, mib_limit = self.host_memory_request_mib, self.host_memory_limit_mib
         if cpu_request and cpu_limit and cpu_limit < cpu_request:
-            errors["cpu_limit_millicores"] = _("The CPU limit (%(limit)s) must be at least the request (%(request)s).") % {
-                {
-                    "limit": cpu_limit,
-                    "request": cpu_request,
-                }
-            }
+            errors["cpu_limit_millicores"] = gettext(
+                "The CPU limit (%(limit)s millicores) must be at least the request (%(request)s millicores)."
+            ) % {"limit": cpu_limit, "request": cpu_request}
         if mib_request and mib_limit and mib_limit < mib_request:
-            errors["host_memory_limit_mib"] = _(
+            errors["host_memory_limit_mib"] = gettext(
                 "The memory limit (%(limit)s MiB) must be at least the request (%(request)s MiB)."
-            ) % {{"limit": mib_limit, "request": mib_request}}
+            ) % {"limit": mib_limit, "request": mib_request}
         largest_cpu, largest_mib = largest_node_host()
         if largest_cpu is not None and cpu_request and cpu_request > largest_cpu:
-            errors["cpu_request_millicores"] = _(
+            errors["cpu_request_millicores"] = gettext(
                 "No node can give %(request)s millicores; the largest has %(largest)s for lab sessions."
-            ) % {{"request": cpu_request, "largest": largest_cpu}}
+            ) % {"request": cpu_request, "largest": largest_cpu}
         if largest_mib is not None and mib_request and mib_request > largest_mib:
-            errors["host_memory_request_mib"] = _(
+            errors["host_memory_request_mib"] = gettext(
                 "No node can give %(request)s MiB; the largest has %(largest)s MiB for lab sessions."
-            ) % {{"request": mib_request, "largest": largest_mib}}
+            ) % {"request": mib_request, "largest": largest_mib}
         if errors:
             raise ValidationError(errors)
