@@ -108,6 +108,11 @@ class TemplateSerializer(serializers.Serializer):
     scenario = serializers.CharField()
     core_percent = serializers.IntegerField()
     memory_mib = serializers.IntegerField()
+    cpu_request_millicores = serializers.IntegerField(help_text="Host CPU kept for the lab on its node (1000 = one core).")
+    cpu_limit_millicores = serializers.IntegerField(help_text="Host CPU the lab may use at most.")
+    host_memory_request_mib = serializers.IntegerField(help_text="Host memory kept for the lab on its node, MiB.")
+    host_memory_limit_mib = serializers.IntegerField(help_text="Host memory the lab may use at most, MiB.")
+    ephemeral_storage_mib = serializers.IntegerField(help_text="Scratch disk of the lab, MiB.")
     course = serializers.IntegerField(source="course_id", allow_null=True, help_text="A course's own template; null: catalogue.")
 
 
