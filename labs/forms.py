@@ -163,6 +163,19 @@ class QuotaForm(forms.Form):
         help_text=gettext_lazy("Empty: 30."),
     )
 
+    host_cpu_cap_millicores = forms.IntegerField(
+        label=gettext_lazy("host CPU cap (millicores, all sessions)"),
+        required=False,
+        min_value=0,
+        help_text=gettext_lazy("The servers' CPU all the course's labs may request together. Empty: no cap."),
+    )
+    host_memory_cap_mib = forms.IntegerField(
+        label=gettext_lazy("host memory cap (MiB, all sessions)"),
+        required=False,
+        min_value=0,
+        help_text=gettext_lazy("The servers' RAM all the course's labs may request together. Empty: no cap."),
+    )
+
     GUARANTEE = ("instance_count", "core_percent", "memory_mib")
     BORROW = ("borrow_instances", "borrow_core_percent", "borrow_memory_mib")
     LEND = ("lend_instances", "lend_core_percent", "lend_memory_mib")
@@ -203,6 +216,8 @@ class QuotaForm(forms.Form):
                 "extension_minutes",
                 "budget_core_percent_hours",
                 "budget_gib_hours",
+                "host_cpu_cap_millicores",
+                "host_memory_cap_mib",
             )
         }
         for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):

@@ -900,6 +900,15 @@ class Cluster:
         for key, placement in self._placements.items():
             yield key, placement.instance_on(placement.cards[0]), placement.cards[0]
 
+    def host_usage_by_course(self) -> dict[int, tuple[int, int]]:
+        """Host CPU (millicores) and memory (MiB) each course's placed instances request."""
+        usage: dict[int, tuple[int, int]] = {}
+        for placement in self._placements.values():
+            if placement.course_id is not None:
+                cpu, mib = usage.get(placement.course_id, (0, 0))
+                usage[placement.course_id] = (cpu + placement.cpu_millicores, mib + placement.host_memory_mib)
+        return usage
+
     def usage_by_course(self) -> dict[int, tuple[int, int, int]]:
         """(core percent, memory MiB, instances) per course, each instance charged by ``instance_charge``."""
         usage: dict[int, tuple[int, int, int]] = {}

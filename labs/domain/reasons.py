@@ -78,6 +78,14 @@ MESSAGES: dict[str, str] = {
     "quota.ceiling_instances": gettext_noop("course quota: the course's guarantee allows no instances"),
     "quota.ceiling_core": gettext_noop("course quota: needs %(need)s %% core; the course can hold at most %(limit)s %%"),
     "quota.ceiling_memory": gettext_noop("course quota: needs %(need_mib)s MiB; the course can hold at most %(limit_mib)s MiB"),
+    "quota.host_memory_cap": gettext_noop(
+        "course quota: needs %(need_mib)s MiB of host memory; the course can hold at most %(limit_mib)s MiB"
+    ),
+    "quota.host_cpu_cap": gettext_noop(
+        "course quota: needs %(need_millicores)s millicores of host CPU; the course can hold at most %(limit_millicores)s"
+    ),
+    "quota.host_memory": gettext_noop("course quota: %(used)s of %(limit)s MiB of host memory in use; needs %(need)s MiB more"),
+    "quota.host_cpu": gettext_noop("course quota: %(used)s of %(limit)s millicores of host CPU in use; needs %(need)s more"),
     "quota.instances": gettext_noop("course quota: %(used)s of %(limit)s instances in use"),
     "quota.core": gettext_noop("course quota: %(used)s of %(limit)s %% core in use; needs %(need)s %% more"),
     "quota.memory": gettext_noop("course quota: %(used)s of %(limit)s MiB in use; needs %(need)s MiB more"),

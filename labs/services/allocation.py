@@ -63,6 +63,8 @@ def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int]) -> QuotaRu
         lending_limit=_limit(quota.lend_core_percent, quota.lend_memory_mib, quota.lend_instances),
         sessions_per_student=quota.sessions_per_student,
         allowed_templates=allowed_templates,
+        host_cpu_cap_millicores=quota.host_cpu_cap_millicores,
+        host_memory_cap_mib=quota.host_memory_cap_mib,
     )
 
 

@@ -152,3 +152,27 @@ def test_a_template_with_a_limit_below_its_request_or_beyond_every_node_is_inval
 
     with pytest.raises(ValidationError, match=message):
         template.full_clean()
+
+
+def test_a_course_host_memory_cap_queues_a_launch_beyond_it_and_refuses_one_larger_than_it(world):
+    template = ask(world["small"], memory_mib=4 * GIB)
+    world["course"].quota.host_memory_cap_mib = 6 * GIB
+    world["course"].quota.save(update_fields=["host_memory_cap_mib"])
+    first = session_launch(student=world["students"][0], course=world["course"], template=template)
+    allocation_pass()
+    second = session_launch(student=world["students"][1], course=world["course"], template=template)
+
+    allocation_pass()
+
+    assert LabSession.objects.get(pk=first.pk).state == SessionState.ADMITTED
+    assert LabSession.objects.get(pk=second.pk).reason == (
+        "course quota: 4096 of 6144 MiB of host memory in use; needs 4096 MiB more"
+    )
+    world["course"].quota.host_memory_cap_mib = 2 * GIB
+    world["course"].quota.save(update_fields=["host_memory_cap_mib"])
+    allocation_pass()
+    refused = LabSession.objects.get(pk=second.pk)
+    assert (refused.state, refused.reason) == (
+        SessionState.FAILED,
+        "course quota: needs 4096 MiB of host memory; the course can hold at most 2048 MiB",
+    )

@@ -517,3 +517,18 @@ def test_a_template_is_refused_a_host_limit_below_its_request_or_more_memory_tha
         beyond.context["form"].errors["host_memory_request_mib"]
     )
     assert not LabTemplate.objects.filter(name="t").exists()
+
+
+def test_the_quota_may_cap_the_courses_host_cpu_and_memory_and_empty_means_no_cap(world):
+    course = world["course"]
+    client = logged_in(world["instructor"])
+
+    capped = client.post(url(course, "quota/"), quota_data(host_cpu_cap_millicores=64000, host_memory_cap_mib=262144))
+    quota = CourseQuota.objects.get(course=course)
+    assert capped.status_code == 302
+    assert (quota.host_cpu_cap_millicores, quota.host_memory_cap_mib) == (64000, 262144)
+    refused = client.post(url(course, "quota/"), quota_data(host_memory_cap_mib=-1))
+    assert "host_memory_cap_mib" in refused.context["form"].errors
+    client.post(url(course, "quota/"), quota_data())
+    quota.refresh_from_db()
+    assert (quota.host_cpu_cap_millicores, quota.host_memory_cap_mib) == (None, None)
