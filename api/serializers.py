@@ -86,6 +86,22 @@ class QuotaSerializer(serializers.Serializer):
         default=None,
         help_text="Weekly NPU budget per student in GiB x hours; null: none.",
     )
+    host_cpu_cap_millicores = serializers.IntegerField(
+        min_value=0,
+        max_value=INT4_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Host CPU all the course's sessions may request together, millicores; null: no cap.",
+    )
+    host_memory_cap_mib = serializers.IntegerField(
+        min_value=0,
+        max_value=INT8_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Host memory all the course's sessions may request together, MiB; null: no cap.",
+    )
 
 
 class QuotaResponseSerializer(QuotaSerializer):
