@@ -542,12 +542,12 @@ class Cluster:
         self.most_cards_per_node = max((len(n.cards) for n in self.nodes), default=0)
         self.granules = frozenset(n.granule for n in self.nodes)
         self._whole_card_mib: dict[int, int] = {}
-        # Nodes that limit host CPU or memory: explanations then take the scan, which counts them.
         # The most host CPU / memory any node offers lab sessions; ``None`` when some node is unlimited.
         cpus = [n.cpu_total for n in self.nodes]
         mibs = [n.host_mib_total for n in self.nodes]
         self.largest_cpu_millicores = None if None in cpus or not cpus else max(cpus)
         self.largest_host_mib = None if None in mibs or not mibs else max(mibs)
+        # Nodes that limit host CPU or memory: explanations then take the scan, which counts them.
         self._host_limited = any(n.cpu_total is not None or n.host_mib_total is not None for n in self.nodes)
         for source, node in zip(sources, self.nodes, strict=True):
             self._load(node, source)
