@@ -3,8 +3,10 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 VAR := var
+# Checkov (the policy scan in tests/deploy) pins heavy dependencies: its own virtualenv.
+CHECKOV_VENV := .venv-checkov
 
-.PHONY: demo test test-fast bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
+.PHONY: checkov demo test test-fast bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +20,15 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 
 venv: $(VENV)/.installed-dev
 
+## checkov: the policy scanner tests/deploy/test_policy_scan.py runs, in its own virtualenv
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+checkov: $(CHECKOV_VENV)/.installed
+
 $(VAR)/secret_key $(VAR)/agent_token:
 	mkdir -p $(VAR)
 	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
@@ -27,7 +38,7 @@ $(VAR)/secret_key $(VAR)/agent_token:
 ## tests/test_catalogue.py runs this target in a copy of the repository and compares.
 LOCALES := zh_Hans
 # No page text lives here (hidden directories such as .venv are skipped anyway).
-MESSAGES_IGNORE := .venv var bench tests deploy node_modules
+MESSAGES_IGNORE := .venv .venv-checkov var bench tests deploy node_modules
 messages: | $(VENV)/.installed-runtime
 	env -u DJANGO_SETTINGS_MODULE $(PY) -m django makemessages $(addprefix --locale=,$(LOCALES)) \
 	  --no-obsolete --no-wrap --add-location=file $(addprefix --ignore=,$(MESSAGES_IGNORE))
@@ -55,12 +66,12 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(MO_FILES
 ## var directory; a file's tests stay together; Schemathesis' generated tests run apart, after,
 ## as its pytest plugin collects them as one test under xdist)
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed-dev $(MO_FILES)
+test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py
 	$(VENV)/bin/pytest tests/api/test_schemathesis.py
 
-test-fast: $(VENV)/.installed-dev $(MO_FILES)
+test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 	$(VENV)/bin/pytest -m "not browser and not slow"
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on

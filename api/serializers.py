@@ -86,6 +86,22 @@ class QuotaSerializer(serializers.Serializer):
         default=None,
         help_text="Weekly NPU budget per student in GiB x hours; null: none.",
     )
+    host_cpu_cap_millicores = serializers.IntegerField(
+        min_value=0,
+        max_value=INT4_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Host CPU all the course's sessions may request together, millicores; null: no cap.",
+    )
+    host_memory_cap_mib = serializers.IntegerField(
+        min_value=0,
+        max_value=INT8_MAX,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Host memory all the course's sessions may request together, MiB; null: no cap.",
+    )
 
 
 class QuotaResponseSerializer(QuotaSerializer):
@@ -108,6 +124,11 @@ class TemplateSerializer(serializers.Serializer):
     scenario = serializers.CharField()
     core_percent = serializers.IntegerField()
     memory_mib = serializers.IntegerField()
+    cpu_request_millicores = serializers.IntegerField(help_text="Host CPU kept for the lab on its node (1000 = one core).")
+    cpu_limit_millicores = serializers.IntegerField(help_text="Host CPU the lab may use at most.")
+    host_memory_request_mib = serializers.IntegerField(help_text="Host memory kept for the lab on its node, MiB.")
+    host_memory_limit_mib = serializers.IntegerField(help_text="Host memory the lab may use at most, MiB.")
+    ephemeral_storage_mib = serializers.IntegerField(help_text="Scratch disk of the lab, MiB.")
     course = serializers.IntegerField(source="course_id", allow_null=True, help_text="A course's own template; null: catalogue.")
 
 

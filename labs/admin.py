@@ -67,7 +67,16 @@ class CourseQuotaAdmin(admin.ModelAdmin):
 
 @admin.register(LabTemplate)
 class LabTemplateAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "core_percent", "memory_mib", "scenario", "institution"]
+    list_display = [
+        "name",
+        "kind",
+        "core_percent",
+        "memory_mib",
+        "scenario",
+        "cpu_request_millicores",
+        "host_memory_request_mib",
+        "institution",
+    ]
     list_filter = ["kind", "scenario", "institution"]
     search_fields = ["name", "slug", "image"]
     prepopulated_fields = {"slug": ["name"]}

@@ -11,7 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
-from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
+from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, HOST_DEFAULTS, MEMORY_GRANULE_MIB, Scenario
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.selectors.console import Allotment, ClusterFacts
 from labs.templatetags.units import gib_text
@@ -163,6 +163,19 @@ class QuotaForm(forms.Form):
         help_text=gettext_lazy("Empty: 30."),
     )
 
+    host_cpu_cap_millicores = forms.IntegerField(
+        label=gettext_lazy("host CPU cap (millicores, all sessions)"),
+        required=False,
+        min_value=0,
+        help_text=gettext_lazy("The servers' CPU all the course's labs may request together. Empty: no cap."),
+    )
+    host_memory_cap_mib = forms.IntegerField(
+        label=gettext_lazy("host memory cap (MiB, all sessions)"),
+        required=False,
+        min_value=0,
+        help_text=gettext_lazy("The servers' RAM all the course's labs may request together. Empty: no cap."),
+    )
+
     GUARANTEE = ("instance_count", "core_percent", "memory_mib")
     BORROW = ("borrow_instances", "borrow_core_percent", "borrow_memory_mib")
     LEND = ("lend_instances", "lend_core_percent", "lend_memory_mib")
@@ -203,6 +216,8 @@ class QuotaForm(forms.Form):
                 "extension_minutes",
                 "budget_core_percent_hours",
                 "budget_gib_hours",
+                "host_cpu_cap_millicores",
+                "host_memory_cap_mib",
             )
         }
         for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
@@ -307,6 +322,30 @@ class TemplateForm(forms.Form):
         initial=LabTemplate.ScenarioChoice.DEVELOPMENT,
         help_text=gettext_lazy("Inference instances take more of a card: 8 fit on one card instead of 16."),
     )
+    # Host resources of the lab's pod; empty: the defaults of the kind (HOST_DEFAULTS).
+    cpu_request_millicores = forms.IntegerField(
+        label=gettext_lazy("CPU request (millicores)"),
+        required=False,
+        min_value=1,
+        help_text=gettext_lazy("Kept for the lab on its server; 1000 = one core. Empty: the default of the kind."),
+    )
+    cpu_limit_millicores = forms.IntegerField(label=gettext_lazy("CPU limit (millicores)"), required=False, min_value=1)
+    host_memory_request_mib = forms.IntegerField(
+        label=gettext_lazy("host memory request (MiB)"),
+        required=False,
+        min_value=1,
+        help_text=gettext_lazy("The server's RAM kept for the lab. Empty: the default of the kind."),
+    )
+    host_memory_limit_mib = forms.IntegerField(label=gettext_lazy("host memory limit (MiB)"), required=False, min_value=1)
+    ephemeral_storage_mib = forms.IntegerField(label=gettext_lazy("scratch disk (MiB)"), required=False, min_value=1)
+
+    HOST_FIELDS = (
+        "cpu_request_millicores",
+        "cpu_limit_millicores",
+        "host_memory_request_mib",
+        "host_memory_limit_mib",
+        "ephemeral_storage_mib",
+    )
 
     def __init__(self, *args, institution, facts: ClusterFacts, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -324,6 +363,19 @@ class TemplateForm(forms.Form):
                 _("The largest card has %(limit)s of memory; one instance cannot have more.")
                 % {"limit": gib_text(self.facts.largest_card_mib)},
             )
+        allowed = data.get("image")
+        if allowed is not None and not any(name in self.errors for name in self.HOST_FIELDS):
+            defaults = HOST_DEFAULTS[allowed.kind]
+            for name in self.HOST_FIELDS:
+                if data.get(name) is None:
+                    data[name] = defaults[name]
+            # The model's rule (limits at least the requests, requests within the largest node).
+            try:
+                LabTemplate(**{name: data[name] for name in self.HOST_FIELDS}).clean()
+            except forms.ValidationError as exc:
+                for field, messages in exc.message_dict.items():
+                    for message in messages:
+                        self.add_error(field, message)
         return data
 
     def template_fields(self) -> dict:
@@ -336,6 +388,7 @@ class TemplateForm(forms.Form):
             "core_percent": data["core_percent"],
             "memory_mib": data["memory_mib"],
             "scenario": data["scenario"],
+            **{name: data[name] for name in self.HOST_FIELDS},
         }
         if allowed.kind == LabTemplate.Kind.VLLM:
             fields.update(image="", model=allowed.reference)

@@ -378,6 +378,11 @@ LAB_PLACEMENT = {
     },
     "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
 }
+# Host CPU and memory of every node kept back from lab sessions: the system, the kubelet and the
+# FlexNPU daemon (the vendor guide gives the daemon 2 CPU / 12 GiB). Placement offers a node's
+# reported host figures minus this reserve (issue 14).
+LAB_NODE_RESERVE_CPU_MILLICORES = env_int("LAB_NODE_RESERVE_CPU_MILLICORES", 2000, minimum=0)
+LAB_NODE_RESERVE_MEMORY_MIB = env_int("LAB_NODE_RESERVE_MEMORY_MIB", 12288, minimum=0)
 # Reclaim: a borrowed session another course needs back is warned, then stopped this long after.
 # Fair order in a course's queue: recent usage (decayed with this half-life) pushes a launch
 # back this many seconds per AI-Core-% x hour, at most this far.

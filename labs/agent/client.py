@@ -81,6 +81,12 @@ class InstanceReport:
     demand_percent: int | None
 
 
+@dataclass(frozen=True)
+class HostReport:
+    cpu_millicores: int
+    memory_mib: int
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
@@ -105,7 +111,15 @@ class AgentClient:
         return _build(HealthReport, self._call("GET", "/healthz")[1])
 
     def inventory(self) -> list[CardReport]:
-        return [_build(CardReport, card) for card in _list(self._call("GET", "/v1/inventory")[1], "cards")]
+        return self.inventory_and_host()[0]
+
+    def inventory_and_host(self) -> tuple[list[CardReport], HostReport | None]:
+        """The cards and the host's CPU and memory; ``None`` for the host from an agent that
+        predates host figures (its node is then not limited in host resources)."""
+        payload = self._call("GET", "/v1/inventory")[1]
+        cards = [_build(CardReport, card) for card in _list(payload, "cards")]
+        host = payload.get("host") if isinstance(payload, dict) else None
+        return cards, None if host is None else _build(HostReport, host)
 
     def instances(self) -> list[InstanceReport]:
         return [_build(InstanceReport, i) for i in _list(self._call("GET", "/v1/instances")[1], "instances")]

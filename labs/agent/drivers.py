@@ -55,6 +55,14 @@ class UnknownInstance(LookupError):
 
 
 @dataclass(frozen=True)
+class HostInfo:
+    """The node's host CPU (millicores) and memory (MiB), before any reserve."""
+
+    cpu_millicores: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
 class CardInfo:
     index: int
     die_id: str
@@ -85,6 +93,13 @@ class NodeDriver(ABC):
 
     @abstractmethod
     def inventory(self) -> list[CardInfo]: ...
+
+    def host(self) -> HostInfo:
+        """The host's CPU and memory: what the operating system reports (the whole machine: the
+        agent's own container limits do not apply to ``sysconf``)."""
+        cpus = os.cpu_count() or 1
+        memory_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+        return HostInfo(cpu_millicores=cpus * 1000, memory_mib=memory_mib)
 
     @abstractmethod
     def instances(self) -> list[InstanceInfo]: ...
@@ -280,8 +295,17 @@ class SimulatedDriver(NodeDriver):
     registers_instances = True
 
     def __init__(
-        self, cards: int = 8, chip_type: str = "Ascend910B", memory_mib: int = 65536, node_name: str = "sim-node"
+        self,
+        cards: int = 8,
+        chip_type: str = "Ascend910B",
+        memory_mib: int = 65536,
+        node_name: str = "sim-node",
+        host_cpus: int = 192,
+        host_memory_mib: int = 1024 * 1024,
     ) -> None:
+        if host_cpus < 1 or host_memory_mib < 1:
+            raise ValueError(f"a host needs CPUs and memory, got {host_cpus} CPUs and {host_memory_mib} MiB")
+        self.host_info = HostInfo(cpu_millicores=host_cpus * 1000, memory_mib=host_memory_mib)
         if cards < 1:
             raise ValueError(f"a node needs at least one card, got {cards}")
         if memory_mib <= 0 or memory_mib % MEMORY_GRANULE_MIB:
@@ -294,6 +318,10 @@ class SimulatedDriver(NodeDriver):
         self._instances: dict[str, _SimulatedInstance] = {}
         self._registered = 0
         self._lock = threading.Lock()
+
+    def host(self) -> HostInfo:
+        """An Atlas 800T A2's host by default: 192 cores (4 x Kunpeng 920) and 1 TiB."""
+        return self.host_info
 
     def inventory(self) -> list[CardInfo]:
         with self._lock:

@@ -4,7 +4,8 @@ Every endpoint but ``GET /healthz`` needs ``Authorization: Bearer <token>`` (401
 
     GET    /healthz                       {"ok": true, "node": ..., "driver": ...}
     GET    /v1/inventory                  {"node": ..., "cards": [{index, die_id, chip_type, memory_total_mib,
-                                           memory_used_mib, aicore_percent, healthy}, ...]}
+                                           memory_used_mib, aicore_percent, healthy}, ...],
+                                           "host": {cpu_millicores, memory_mib}}
     GET    /v1/instances                  {"instances": [{entity_id, flexnpu_id, card_index, core_percent, memory_mib,
                                            memory_used_mib, aicore_percent, demand_percent}, ...]}
     DELETE /v1/instances/<entity_id>      204; 404 when the node has no such instance
@@ -183,7 +184,8 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
         return 200, {"ok": True, "node": self.server.node, "driver": self.server.driver.name}
 
     def handle_inventory(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        return 200, {"node": self.server.node, "cards": [asdict(card) for card in self.server.driver.inventory()]}
+        cards = [asdict(card) for card in self.server.driver.inventory()]
+        return 200, {"node": self.server.node, "cards": cards, "host": asdict(self.server.driver.host())}
 
     def handle_instances(self, body: bytes) -> tuple[int, dict[str, Any]]:
         return 200, {"instances": [asdict(instance) for instance in self.server.driver.instances()]}

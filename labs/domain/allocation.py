@@ -104,6 +104,7 @@ class Allocator:
         self.now = now
         self._borrowed_now: set[str] | None = None
         self._by_shape: dict[tuple, tuple[Reason | None, Resources]] = {}
+        self.host_used = cluster.host_usage_by_course()
 
     def decide(self, requests: Sequence[LaunchRequest]) -> list[Decision]:
         """One decision per request, in the order given (see the module docstring).
@@ -132,6 +133,8 @@ class Allocator:
                 request.cards,
                 request.share_policy,
                 request.template_id,
+                request.cpu_millicores,
+                request.host_memory_mib,
             )
             known = self._by_shape.get(shape)
             if known is None:
@@ -169,10 +172,14 @@ class Allocator:
 
         ``False`` if nothing is placed under ``key``.
         """
+        placed = self.cluster.instance_of(key)
         held = self.cluster.release(key)
         if held is None:
             return False
         course_id = held.course_id
+        if placed is not None and course_id in self.host_used:
+            cpu, mib = self.host_used[course_id]
+            self.host_used[course_id] = (cpu - placed[0].cpu_millicores, mib - placed[0].host_memory_mib)
         if course_id is not None:
             if course_id in self.ledger.quotas:
                 self.ledger.refund(course_id, held.charge)
@@ -182,7 +189,20 @@ class Allocator:
         self._borrowed_now = None
         return True
 
+    def _host_quota_wait(self, request: LaunchRequest) -> Reason | None:
+        """Why the course's host CPU or memory cap leaves no room for ``request`` now, or ``None``."""
+        quota = self.quotas[request.course_id]
+        cpu, mib = self.host_used.get(request.course_id, (0, 0))
+        if quota.host_memory_cap_mib is not None and mib + request.host_memory_mib > quota.host_memory_cap_mib:
+            return Reason.of("quota.host_memory", used=mib, limit=quota.host_memory_cap_mib, need=request.host_memory_mib)
+        if quota.host_cpu_cap_millicores is not None and cpu + request.cpu_millicores > quota.host_cpu_cap_millicores:
+            return Reason.of("quota.host_cpu", used=cpu, limit=quota.host_cpu_cap_millicores, need=request.cpu_millicores)
+        return None
+
     def _place(self, request: LaunchRequest, need: Resources, *, borrowed: bool) -> Decision:
+        host_wait = self._host_quota_wait(request)
+        if host_wait is not None:
+            return Waiting(request.key, host_wait)
         choice = self.cluster.choose(request)
         if choice is not None and request.cards > 1:
             # The charge was worked out on the smallest cards that fit; cards chosen larger
@@ -201,6 +221,8 @@ class Allocator:
             return Waiting(request.key, reason, plan)
         self.cluster.commit(request, choice, started_at=self.now)
         self.ledger.charge(request.course_id, need)
+        cpu, mib = self.host_used.get(request.course_id, (0, 0))
+        self.host_used[request.course_id] = (cpu + request.cpu_millicores, mib + request.host_memory_mib)
         student = (request.course_id, request.student_id)
         self.active[student] = self.active.get(student, 0) + 1
         self._borrowed_now = None
@@ -236,6 +258,12 @@ class Allocator:
             return Reason.of("quota.missing")
         if quota.allowed_templates is not None and request.template_id not in quota.allowed_templates:
             return Reason.of("template.not_offered")
+        if quota.host_memory_cap_mib is not None and request.host_memory_mib > quota.host_memory_cap_mib:
+            return Reason.of("quota.host_memory_cap", need_mib=request.host_memory_mib, limit_mib=quota.host_memory_cap_mib)
+        if quota.host_cpu_cap_millicores is not None and request.cpu_millicores > quota.host_cpu_cap_millicores:
+            return Reason.of(
+                "quota.host_cpu_cap", need_millicores=request.cpu_millicores, limit_millicores=quota.host_cpu_cap_millicores
+            )
         ceiling = quota.ceiling()
         if ceiling is not None and not need.fits_in(ceiling):
             if ceiling.instances < 1:
@@ -247,6 +275,12 @@ class Allocator:
             if not self.cluster.largest_card_mib:
                 return Reason.of("capacity.no_cards")
             return Reason.of("card.too_small", need_mib=request.memory_mib, largest_mib=self.cluster.largest_card_mib)
+        largest_mib = self.cluster.largest_host_mib
+        if largest_mib is not None and request.host_memory_mib > largest_mib:
+            return Reason.of("node.host_memory_too_small", need_mib=request.host_memory_mib, largest_mib=largest_mib)
+        largest_cpu = self.cluster.largest_cpu_millicores
+        if largest_cpu is not None and request.cpu_millicores > largest_cpu:
+            return Reason.of("node.host_cpu_too_small", need_millicores=request.cpu_millicores, largest_millicores=largest_cpu)
         return None
 
     def _student_wait(self, request: LaunchRequest) -> Reason | None:

@@ -11,6 +11,11 @@ per node ≤ 128 instances, or 64 once an inference instance is there. Unhealthy
 unavailable nodes are never chosen. A request of ``cards`` > 1 takes that many whole, empty
 cards on one node (core 100 each) and counts as one instance on each of them.
 
+Host resources are counted per node like the cards' (issue 14): a node that reports its
+allocatable CPU (``cpu_millicores``) and host memory (``host_memory_mib``, both after the
+system's reserve) never holds instances whose requests add up to more; a node that reports
+neither (``None``, an old agent) is not limited.
+
 Policies, chosen separately for nodes and cards (as Volcano's ``flexnpuaffinity`` and HAMi's
 node/device policies): ``binpack`` puts the instance where utilisation is highest, ``spread``
 where it is lowest. Utilisation is HAMi's weighted sum of instance count, core and memory
@@ -143,9 +148,15 @@ class Instance:
     started_at: float = 0.0
     student_id: int | None = None
     cards: int = 1
+    # Host CPU (millicores) and memory (MiB) the instance's pod requests, once per instance:
+    # a whole-card instance carries the same figures on each of its cards.
+    cpu_millicores: int = 0
+    host_memory_mib: int = 0
 
     def __post_init__(self) -> None:
         check_int("Instance", "core_percent", self.core_percent, 0, CORE_PERCENT_MAX)
+        check_int("Instance", "cpu_millicores", self.cpu_millicores, 0)
+        check_int("Instance", "host_memory_mib", self.host_memory_mib, 0)
         check_int("Instance", "memory_mib", self.memory_mib, 0)
         object.__setattr__(self, "scenario", as_enum("Instance", "scenario", self.scenario, Scenario))
         check_str("Instance", "key", self.key)
@@ -205,9 +216,17 @@ class NodeCapacity:
     labels: Mapping[str, str] = field(default_factory=dict)
     # The device profile's memory step: 128 MiB for FlexNPU, 1024 MiB for openFuyao vNPU.
     memory_granule_mib: int = MEMORY_GRANULE_MIB
+    # Allocatable host CPU (millicores) and memory (MiB) after the system's reserve; ``None``:
+    # not reported, not limited.
+    cpu_millicores: int | None = None
+    host_memory_mib: int | None = None
 
     def __post_init__(self) -> None:
         check_str("NodeCapacity", "name", self.name, empty=False)
+        if self.cpu_millicores is not None:
+            check_int("NodeCapacity", "cpu_millicores", self.cpu_millicores, 0)
+        if self.host_memory_mib is not None:
+            check_int("NodeCapacity", "host_memory_mib", self.host_memory_mib, 0)
         if not isinstance(self.cards, tuple | list):
             raise TypeError(f"NodeCapacity.cards must be a tuple of CardCapacity, not {self.cards!r}")
         object.__setattr__(self, "cards", tuple(self.cards))
@@ -255,9 +274,14 @@ class LaunchRequest:
     # Pre-started for a class reservation and not yet anyone's: no student's session limit applies
     # (the reservation's count bounds them).
     pooled: bool = False
+    # Host CPU (millicores) and memory (MiB) the pod requests on its node.
+    cpu_millicores: int = 0
+    host_memory_mib: int = 0
 
     def __post_init__(self) -> None:
         check_str("LaunchRequest", "key", self.key, empty=False)
+        check_int("LaunchRequest", "cpu_millicores", self.cpu_millicores, 0)
+        check_int("LaunchRequest", "host_memory_mib", self.host_memory_mib, 0)
         check_int("LaunchRequest", "course_id", self.course_id)
         check_int("LaunchRequest", "student_id", self.student_id)
         check_int("LaunchRequest", "core_percent", self.core_percent, 0)
@@ -281,7 +305,7 @@ class LaunchRequest:
         check_bool("LaunchRequest", "pooled", self.pooled)
 
 
-Shape = tuple[int, int, bool, int]  # core per card, memory per card, inference, cards
+Shape = tuple[int, int, bool, int, int, int]  # core per card, memory per card, inference, cards, host CPU, host memory
 
 
 class Choice(NamedTuple):
@@ -381,6 +405,10 @@ class _Node:
         "memory_total",
         "summary",
         "healthy_cards",
+        "cpu_total",
+        "cpu_used",
+        "host_mib_total",
+        "host_mib_used",
     )
 
     def __init__(self, node: NodeCapacity, order: int) -> None:
@@ -396,6 +424,10 @@ class _Node:
         self.memory_used = sum(c.unlisted for c in self.cards)
         self.memory_total = sum(c.memory_mib for c in self.cards) or 1
         self.healthy_cards = sum(1 for c in self.cards if c.healthy)  # health is fixed for a pass
+        self.cpu_total = node.cpu_millicores  # None: not reported, not limited
+        self.cpu_used = 0
+        self.host_mib_total = node.host_memory_mib
+        self.host_mib_used = 0
         # For explanations: per scenario cap (16, 8), the card with the most free core and the
         # one with the most free memory among healthy cards below that cap (first of equals).
         self.summary: dict[int, tuple[_Card | None, _Card | None]] | None = None
@@ -425,6 +457,12 @@ class _Node:
         """Whether ``instances`` more (one per card of a whole-card request) stay within the cap."""
         return self.count + instances <= (_INF_NODE_CAP if inference or self.inference else _DEV_NODE_CAP)
 
+    def host_fits(self, cpu: int, memory: int) -> bool:
+        """Whether ``cpu`` millicores and ``memory`` MiB more stay within the node's allocatable host."""
+        return (self.cpu_total is None or self.cpu_used + cpu <= self.cpu_total) and (
+            self.host_mib_total is None or self.host_mib_used + memory <= self.host_mib_total
+        )
+
 
 class _Placement(NamedTuple):
     """One placed instance: per-card amounts, who holds it, and its card(s)."""
@@ -438,6 +476,8 @@ class _Placement(NamedTuple):
     started_at: float
     cards: tuple[_Card, ...]
     whole: bool  # whole cards: all of each card's core and memory
+    cpu_millicores: int = 0  # host, on the node, once
+    host_memory_mib: int = 0
 
     def instance_on(self, card: _Card) -> Instance:
         if self.whole:
@@ -450,9 +490,20 @@ class _Placement(NamedTuple):
                 self.started_at,
                 self.student_id,
                 len(self.cards),
+                self.cpu_millicores,
+                self.host_memory_mib,
             )
         return Instance(
-            self.core_percent, self.memory_mib, self.scenario, self.key, self.course_id, self.started_at, self.student_id
+            self.core_percent,
+            self.memory_mib,
+            self.scenario,
+            self.key,
+            self.course_id,
+            self.started_at,
+            self.student_id,
+            1,
+            self.cpu_millicores,
+            self.host_memory_mib,
         )
 
     def charge(self) -> Resources:
@@ -491,6 +542,13 @@ class Cluster:
         self.most_cards_per_node = max((len(n.cards) for n in self.nodes), default=0)
         self.granules = frozenset(n.granule for n in self.nodes)
         self._whole_card_mib: dict[int, int] = {}
+        # The most host CPU / memory any node offers lab sessions; ``None`` when some node is unlimited.
+        cpus = [n.cpu_total for n in self.nodes]
+        mibs = [n.host_mib_total for n in self.nodes]
+        self.largest_cpu_millicores = None if None in cpus or not cpus else max(cpus)
+        self.largest_host_mib = None if None in mibs or not mibs else max(mibs)
+        # Nodes that limit host CPU or memory: explanations then take the scan, which counts them.
+        self._host_limited = any(n.cpu_total is not None or n.host_mib_total is not None for n in self.nodes)
         for source, node in zip(sources, self.nodes, strict=True):
             self._load(node, source)
 
@@ -523,6 +581,8 @@ class Cluster:
                         instance.started_at,
                         (card,),
                         False,
+                        instance.cpu_millicores,
+                        instance.host_memory_mib,
                     ),
                     f"node {node.name}, card {card.index}",
                 )
@@ -549,6 +609,8 @@ class Cluster:
                 first.started_at,
                 cards,
                 True,
+                first.cpu_millicores,
+                first.host_memory_mib,
             )
             self._add(placement, f"node {node.name}")
 
@@ -591,7 +653,12 @@ class Cluster:
         if self._single is not None and not request.node_selector:
             # One server (the embedded default): no node to compare, so no node score to compute.
             only = self._single
-            if not only.available or shape[1] % only.granule or not only.has_room(shape[2], shape[3]):
+            if (
+                not only.available
+                or shape[1] % only.granule
+                or not only.has_room(shape[2], shape[3])
+                or not only.host_fits(shape[4], shape[5])
+            ):
                 return None
             return self._choose_cards(only, request, card_policy, shape)
         if self._use_index and not request.node_selector and not request.die_id:
@@ -629,8 +696,10 @@ class Cluster:
         Runs once per index for every node a placement or release changes: ``_Card.fits`` is
         written out inline, and ``score`` may be passed in when the caller already has it.
         """
-        core, memory, inference, cards = shape
+        core, memory, inference, cards, cpu, host_mib = shape
         if not node.available or memory % node.granule or not node.has_room(inference, cards):
+            return None
+        if not node.host_fits(cpu, host_mib):
             return None
         partly_used = False
         if cards > 1:
@@ -661,7 +730,7 @@ class Cluster:
         return (score, node.order)
 
     def _choose_cards(self, node: _Node, request: LaunchRequest, card_policy: Policy, shape: Shape) -> Choice | None:
-        core, memory, inference, cards = shape
+        core, memory, inference, cards = shape[:4]
         if cards > 1:
             free = [c for c in node.cards if c.takes_whole(memory)]
             return Choice(node, tuple(free[:cards]), shape) if len(free) >= cards else None
@@ -703,13 +772,25 @@ class Cluster:
         key = request.key
         if key in self._placements:
             raise ValueError(f"request key {key!r} is already placed; a key names one instance")
-        core, memory, inference, cards = choice.shape
+        core, memory, inference, cards, cpu, host_mib = choice.shape
         if cards == 1:  # the common case, spelled out: this runs for every placement
             card = choice.cards[0]
             node = choice.node
             placement = _Placement(
-                key, core, memory, request.scenario, request.course_id, request.student_id, started_at, choice.cards, False
+                key,
+                core,
+                memory,
+                request.scenario,
+                request.course_id,
+                request.student_id,
+                started_at,
+                choice.cards,
+                False,
+                cpu,
+                host_mib,
             )
+            node.cpu_used += cpu
+            node.host_mib_used += host_mib
             card.core_used += core
             card.memory_used += memory
             card.count += 1
@@ -731,6 +812,8 @@ class Cluster:
                 started_at,
                 choice.cards,
                 True,
+                cpu,
+                host_mib,
             )
             self._apply(placement, +1)
         self._placements[key] = placement
@@ -763,6 +846,9 @@ class Cluster:
 
     def _apply(self, placement: _Placement, sign: int) -> None:
         inference = placement.scenario == Scenario.INFERENCE
+        host_node = placement.cards[0].node
+        host_node.cpu_used += sign * placement.cpu_millicores
+        host_node.host_mib_used += sign * placement.host_memory_mib
         for card in placement.cards:
             core = CORE_PERCENT_MAX if placement.whole else placement.core_percent
             memory = card.memory_mib if placement.whole else placement.memory_mib
@@ -813,6 +899,15 @@ class Cluster:
         """Every placed instance with its (first) card."""
         for key, placement in self._placements.items():
             yield key, placement.instance_on(placement.cards[0]), placement.cards[0]
+
+    def host_usage_by_course(self) -> dict[int, tuple[int, int]]:
+        """Host CPU (millicores) and memory (MiB) each course's placed instances request."""
+        usage: dict[int, tuple[int, int]] = {}
+        for placement in self._placements.values():
+            if placement.course_id is not None:
+                cpu, mib = usage.get(placement.course_id, (0, 0))
+                usage[placement.course_id] = (cpu + placement.cpu_millicores, mib + placement.host_memory_mib)
+        return usage
 
     def usage_by_course(self) -> dict[int, tuple[int, int, int]]:
         """(core percent, memory MiB, instances) per course, each instance charged by ``instance_charge``."""
@@ -865,6 +960,8 @@ class Cluster:
                 n.available,
                 dict(n.labels),
                 n.granule,
+                n.cpu_total,
+                n.host_mib_total,
             )
             for n in self.nodes
         ]
@@ -873,6 +970,7 @@ class Cluster:
         """Raise ``AssertionError`` if any card or node is over a limit (used by tests and benches)."""
         for node in self.nodes:
             assert node.count <= (_INF_NODE_CAP if node.inference else _DEV_NODE_CAP), node.name
+            assert node.host_fits(0, 0), (node.name, "host")
             for card in node.cards:
                 assert card.core_used <= CORE_PERCENT_MAX, (node.name, card.index)
                 assert card.memory_used <= card.memory_mib, (node.name, card.index)
@@ -921,9 +1019,10 @@ class Cluster:
         return reason
 
     def _explain(self, request: LaunchRequest) -> Reason:
-        core, memory, inference, cards = _shape(request)
+        core, memory, inference, cards, cpu, host_mib = _shape(request)
         if (
             cards == 1
+            and not self._host_limited
             and not request.node_selector
             and not request.die_id
             and self._single_granule
@@ -957,6 +1056,10 @@ class Cluster:
         open_nodes = [n for n in granular if n.has_room(inference, cards)]
         if not open_nodes:
             return _node_cap_reason(granular, inference, cards)
+        host_open = [n for n in open_nodes if n.host_fits(cpu, host_mib)]
+        if not host_open:
+            return _host_reason(open_nodes, cpu, host_mib)
+        open_nodes = host_open
         if cards > 1:
             node, free = max(
                 ((n, sum(1 for c in n.cards if c.takes_whole(memory))) for n in open_nodes),
@@ -1074,7 +1177,7 @@ class Cluster:
         ``_whole_card_reclaim_plan``. The plan never counts on capacity the request could not use
         (unhealthy cards, unavailable or unmatched nodes, node instance caps).
         """
-        core, memory, inference, cards = _shape(request)
+        core, memory, inference, cards, cpu, host_mib = _shape(request)
         if cards > 1:
             return self._whole_card_reclaim_plan(request, candidates)
         by_card: dict[int, list[tuple[float, str, _Placement]]] = {}
@@ -1099,6 +1202,7 @@ class Cluster:
             victims = sorted(by_card[id(card)], key=lambda v: (-v[0], v[1]))
             core_used, memory_used, count, inf = card.core_used, card.memory_used, card.count, card.inference
             node_count, node_inf = node.count, node.inference
+            cpu_used, host_used = node.cpu_used, node.host_mib_used
             chosen: list[str] = []
             for _, key, victim in [(None, None, None), *victims]:
                 if victim is not None:
@@ -1107,6 +1211,8 @@ class Cluster:
                     memory_used -= victim.memory_mib
                     count -= 1
                     node_count -= 1
+                    cpu_used -= victim.cpu_millicores
+                    host_used -= victim.host_memory_mib
                     if victim.scenario == Scenario.INFERENCE:
                         inf -= 1
                         node_inf -= 1
@@ -1117,6 +1223,8 @@ class Cluster:
                     and memory_used + memory <= card.memory_mib
                     and count < card_cap
                     and node_count < node_cap
+                    and (node.cpu_total is None or cpu_used + cpu <= node.cpu_total)
+                    and (node.host_mib_total is None or host_used + host_mib <= node.host_mib_total)
                 ):
                     rank = (len(chosen), node.order, card.index)
                     if chosen and (best is None or rank < best):
@@ -1132,7 +1240,7 @@ class Cluster:
         taken first (ties by card index); among nodes the one needing the fewest victims wins,
         ties by node order. Victims are listed newest first.
         """
-        _, memory, inference, cards = _shape(request)
+        _, memory, inference, cards, cpu, host_mib = _shape(request)
         eligible: dict[str, _Placement] = {}
         on_card: dict[int, set[str]] = {}
         for key in candidates:
@@ -1169,6 +1277,10 @@ class Cluster:
             freed_inference = sum(len(eligible[key].cards) for key in chosen if eligible[key].scenario == Scenario.INFERENCE)
             cap = _INF_NODE_CAP if inference or node.inference > freed_inference else _DEV_NODE_CAP
             if node.count - freed + cards > cap:
+                continue
+            freed_cpu = sum(eligible[key].cpu_millicores for key in chosen)
+            freed_mib = sum(eligible[key].host_memory_mib for key in chosen)
+            if not node.host_fits(cpu - freed_cpu, host_mib - freed_mib):
                 continue
             rank = (len(chosen), node.order)
             if best is None or rank < best:
@@ -1223,9 +1335,10 @@ class _ShapeIndex:
 
 def _shape(request: LaunchRequest) -> Shape:
     cards = max(1, request.cards)
+    inference = request.scenario == Scenario.INFERENCE
     if cards > 1:
-        return (CORE_PERCENT_MAX, request.memory_mib, request.scenario == Scenario.INFERENCE, cards)
-    return (request.core_percent, request.memory_mib, request.scenario == Scenario.INFERENCE, 1)
+        return (CORE_PERCENT_MAX, request.memory_mib, inference, cards, request.cpu_millicores, request.host_memory_mib)
+    return (request.core_percent, request.memory_mib, inference, 1, request.cpu_millicores, request.host_memory_mib)
 
 
 def _matches(node: _Node, selector: tuple[tuple[str, str], ...]) -> bool:
@@ -1261,6 +1374,18 @@ def _card_cap_reason(nodes: list[_Node], inference: bool, die_id: str = "") -> R
     if len(caps) <= 1:
         return Reason.of("card.instances_cap", cap=caps.pop() if caps else _INF_CARD_CAP if inference else _DEV_CARD_CAP)
     return Reason.of("card.instances_caps", inference_cap=_INF_CARD_CAP, development_cap=_DEV_CARD_CAP)
+
+
+def _host_reason(nodes: list[_Node], cpu: int, memory: int) -> Reason:
+    """Why none of ``nodes`` has the host CPU or memory left: memory first, with the node that has the most free."""
+    limited = [n for n in nodes if n.host_mib_total is not None]
+    if limited and not any(n.host_mib_used + memory <= n.host_mib_total for n in limited):
+        node = max(limited, key=lambda n: (n.host_mib_total - n.host_mib_used, -n.order))
+        free = node.host_mib_total - node.host_mib_used
+        return Reason.of("node.host_memory", need_mib=memory, best_free_mib=free, node=node.name)
+    limited = [n for n in nodes if n.cpu_total is not None]
+    node = max(limited, key=lambda n: (n.cpu_total - n.cpu_used, -n.order))
+    return Reason.of("node.host_cpu", need_millicores=cpu, best_free_millicores=node.cpu_total - node.cpu_used, node=node.name)
 
 
 def _names(nodes: list[_Node]) -> str:

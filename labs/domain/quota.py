@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from labs.domain.checks import check_int, check_str, check_type
+from labs.domain.checks import check_int, check_optional_int, check_str, check_type
 from labs.domain.reasons import Reason
 
 RESOURCE_NAMES = ("core_percent", "memory_mib", "instances")
@@ -85,9 +85,17 @@ class CourseQuota:
     lending_limit: Resources | None = None
     sessions_per_student: int = 1
     allowed_templates: frozenset[int] | None = None
+    # Caps on the host CPU (millicores) and memory (MiB) the course's sessions request in all;
+    # ``None``: no cap (issue 14). Hard caps: not borrowed, not lent.
+    host_cpu_cap_millicores: int | None = None
+    host_memory_cap_mib: int | None = None
 
     def __post_init__(self) -> None:
         check_type("CourseQuota", "guarantee", self.guarantee, Resources)
+        for name in ("host_cpu_cap_millicores", "host_memory_cap_mib"):
+            check_optional_int("CourseQuota", name, getattr(self, name))
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise ValueError(f"CourseQuota.{name} must be >= 0 or None, not {getattr(self, name)}")
         if self.cohort is not None:
             check_str("CourseQuota", "cohort", self.cohort, empty=False)
         for name in ("borrowing_limit", "lending_limit"):

@@ -78,6 +78,14 @@ MESSAGES: dict[str, str] = {
     "quota.ceiling_instances": gettext_noop("course quota: the course's guarantee allows no instances"),
     "quota.ceiling_core": gettext_noop("course quota: needs %(need)s %% core; the course can hold at most %(limit)s %%"),
     "quota.ceiling_memory": gettext_noop("course quota: needs %(need_mib)s MiB; the course can hold at most %(limit_mib)s MiB"),
+    "quota.host_memory_cap": gettext_noop(
+        "course quota: needs %(need_mib)s MiB of host memory; the course can hold at most %(limit_mib)s MiB"
+    ),
+    "quota.host_cpu_cap": gettext_noop(
+        "course quota: needs %(need_millicores)s millicores of host CPU; the course can hold at most %(limit_millicores)s"
+    ),
+    "quota.host_memory": gettext_noop("course quota: %(used)s of %(limit)s MiB of host memory in use; needs %(need)s MiB more"),
+    "quota.host_cpu": gettext_noop("course quota: %(used)s of %(limit)s millicores of host CPU in use; needs %(need)s more"),
     "quota.instances": gettext_noop("course quota: %(used)s of %(limit)s instances in use"),
     "quota.core": gettext_noop("course quota: %(used)s of %(limit)s %% core in use; needs %(need)s %% more"),
     "quota.memory": gettext_noop("course quota: %(used)s of %(limit)s MiB in use; needs %(need)s MiB more"),
@@ -117,6 +125,16 @@ MESSAGES: dict[str, str] = {
     ),
     "node.instances_room": gettext_noop(
         "node instances: no available node has room for %(cards)s more instances under its maximum (%(nodes)s)"
+    ),
+    "node.host_memory": gettext_noop("node memory: needs %(need_mib)s MiB; the most free is %(best_free_mib)s MiB on %(node)s"),
+    "node.host_cpu": gettext_noop(
+        "node CPU: needs %(need_millicores)s millicores; the most free is %(best_free_millicores)s millicores on %(node)s"
+    ),
+    "node.host_memory_too_small": gettext_noop(
+        "node memory: needs %(need_mib)s MiB; the largest node has %(largest_mib)s MiB for lab sessions"
+    ),
+    "node.host_cpu_too_small": gettext_noop(
+        "node CPU: needs %(need_millicores)s millicores; the largest node has %(largest_millicores)s millicores for lab sessions"
     ),
     "card.pinned_missing": gettext_noop("pinned card: no available node has a card with die id %(die_id)s"),
     "card.pinned_unhealthy": gettext_noop(

@@ -52,9 +52,14 @@ class Demand:
     memory_mib: int
     count: int
     scenario: Scenario = Scenario.DEVELOPMENT
+    # Host CPU (millicores) and memory (MiB) each instance's pod requests on its node.
+    cpu_millicores: int = 0
+    host_memory_mib: int = 0
 
     def __post_init__(self) -> None:
         check_int("Demand", "core_percent", self.core_percent, 1, CORE_PERCENT_MAX)
+        check_int("Demand", "cpu_millicores", self.cpu_millicores, 0)
+        check_int("Demand", "host_memory_mib", self.host_memory_mib, 0)
         check_int("Demand", "memory_mib", self.memory_mib, 1)
         check_int("Demand", "count", self.count, 0)
 
@@ -137,6 +142,8 @@ def _place(cluster: Cluster, demand: Demand, count: int, prefix: str) -> int:
             core_percent=demand.core_percent,
             memory_mib=demand.memory_mib,
             scenario=demand.scenario,
+            cpu_millicores=demand.cpu_millicores,
+            host_memory_mib=demand.host_memory_mib,
         )
         choice = cluster.choose(request)
         if choice is None:
@@ -166,6 +173,6 @@ def slot_room(
         _place(cluster, other, other.count, f"other{n}-")
     left = _totals(empty) - sum((o.charge for o in others), Resources()) - held_elsewhere
     placed = _place(cluster, want, want.count, "want-")
-    while placed and not Demand(want.core_percent, want.memory_mib, placed, want.scenario).charge.fits_in(left):
+    while placed and not replace(want, count=placed).charge.fits_in(left):
         placed -= 1
     return placed

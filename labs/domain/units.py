@@ -37,3 +37,25 @@ def memory_units_128mi(memory_mib: int) -> int:
     if memory_mib % MEMORY_GRANULE_MIB:
         raise ValueError(f"{memory_mib} MiB is not a multiple of {MEMORY_GRANULE_MIB} MiB")
     return memory_mib // MEMORY_GRANULE_MIB
+
+
+# Host resources a template's pod asks of its node, by kind (issue 14): a teaching JupyterLab
+# (a kernel or two, pandas-sized data) and a vLLM server of a small model (the API server,
+# the tokenizer, the weights staged in host memory while they load). Requests are what
+# placement counts per node; limits are what the pod may reach.
+HOST_DEFAULTS = {
+    "jupyter": {
+        "cpu_request_millicores": 500,
+        "cpu_limit_millicores": 2000,
+        "host_memory_request_mib": 2048,
+        "host_memory_limit_mib": 4096,
+        "ephemeral_storage_mib": 10240,
+    },
+    "vllm": {
+        "cpu_request_millicores": 2000,
+        "cpu_limit_millicores": 4000,
+        "host_memory_request_mib": 8192,
+        "host_memory_limit_mib": 16384,
+        "ephemeral_storage_mib": 20480,
+    },
+}

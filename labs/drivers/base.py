@@ -49,6 +49,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from labs.domain.units import HOST_DEFAULTS
+
 
 class DriverError(Exception):
     """The driver could not do what was asked; ``str(exc)`` is shown to the student. Asking again may work."""
@@ -118,6 +120,47 @@ class CardBinding:
 
 
 @dataclass(frozen=True)
+class HostResources:
+    """Host CPU (millicores), memory and scratch disk (MiB) of the instance: requests are what the
+    node keeps for it (placement counts them), limits what it may reach. Defaults: a teaching
+    JupyterLab (``labs.models.catalog.HOST_DEFAULTS``)."""
+
+    cpu_request_millicores: int = 500
+    cpu_limit_millicores: int = 2000
+    memory_request_mib: int = 2048
+    memory_limit_mib: int = 4096
+    ephemeral_storage_mib: int = 10240
+
+    @classmethod
+    def for_kind(cls, kind: str) -> HostResources:
+        """The defaults of a template ``kind`` (``labs.domain.units.HOST_DEFAULTS``)."""
+        d = HOST_DEFAULTS.get(kind, HOST_DEFAULTS["jupyter"])
+        return cls(
+            d["cpu_request_millicores"],
+            d["cpu_limit_millicores"],
+            d["host_memory_request_mib"],
+            d["host_memory_limit_mib"],
+            d["ephemeral_storage_mib"],
+        )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "cpu_request_millicores",
+            "cpu_limit_millicores",
+            "memory_request_mib",
+            "memory_limit_mib",
+            "ephemeral_storage_mib",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"HostResources.{name} must be a positive integer, not {value!r}")
+        if self.cpu_limit_millicores < self.cpu_request_millicores:
+            raise ValueError("HostResources: the CPU limit is below the request")
+        if self.memory_limit_mib < self.memory_request_mib:
+            raise ValueError("HostResources: the memory limit is below the request")
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     session_id: str
     kind: str  # "jupyter" | "vllm"
@@ -130,6 +173,7 @@ class LaunchSpec:
     args: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     model: str = ""  # vLLM: the model to serve; empty: the driver's default
+    host: HostResources = HostResources()
 
     def instance_environment(self) -> dict[str, str]:
         """The instance described to the lab, as the FlexNPU device plugin would expose it."""

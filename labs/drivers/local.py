@@ -15,7 +15,10 @@ Each session gets, under ``state_dir``:
 
 The server runs in its own session and process group, gets its token through
 ``JUPYTER_TOKEN`` (never on the command line, where ``ps`` shows it) and an environment
-stripped of the portal's secrets. Any process of this machine can poll or delete a session
+stripped of the portal's secrets. Of the template's host limits it applies what one machine
+can (``labs.drivers.limits``): the memory limit as an address-space cap on each of the lab's
+processes and a niceness of ``LAB_NICENESS``; CPU limits, requests and scratch disk are not
+enforced. Any process of this machine can poll or delete a session
 another one started; only the starting process learns a server's exit code first-hand.
 """
 
@@ -40,10 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labs.drivers import limits
 from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollStatus
 from labs.drivers.statefile import StateDir
 
 STOP_GRACE_SECONDS = 5.0
+# Labs run at a lower CPU priority than the portal's own processes.
+LAB_NICENESS = 10
 KILL_WAIT_SECONDS = 2.0
 READY_TIMEOUT_SECONDS = 1.0
 LOG_TAIL_BYTES = 4096
@@ -181,6 +187,17 @@ class LocalDriver(ClusterDriver):
             # would run as root anyway, Jupyter only refuses to without this flag.
             command.append("--allow-root")
         environment = _lab_environment(spec, runtime_dir, config_dir)
+        # What one machine can enforce of the template's host limits (module docstring of
+        # labs.drivers.limits): an address-space cap per process and a lower CPU priority.
+        command = [
+            sys.executable,
+            # By path: the lab's working directory and environment know nothing of the portal.
+            str(Path(limits.__file__)),
+            f"--memory-mib={spec.host.memory_limit_mib}",
+            f"--nice={LAB_NICENESS}",
+            "--",
+            *command,
+        ]
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
             process = subprocess.Popen(

@@ -1,12 +1,12 @@
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
-from labs.domain.units import MEMORY_GRANULE_MIB, Scenario
+from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, Scenario
 from labs.drivers.base import launches_vllm_serve
 
 
@@ -34,6 +34,9 @@ class AllowedImage(models.Model):
 
     def __str__(self) -> str:
         return self.label or self.reference
+
+
+_JUPYTER_HOST = HOST_DEFAULTS["jupyter"]
 
 
 class LabTemplate(models.Model):
@@ -72,6 +75,22 @@ class LabTemplate(models.Model):
     scenario = models.CharField(_("scenario"), max_length=16, choices=ScenarioChoice.choices, default=ScenarioChoice.DEVELOPMENT)
     idle_timeout_minutes = models.PositiveIntegerField(_("idle timeout (minutes)"), default=60)
     max_lifetime_minutes = models.PositiveIntegerField(_("maximum lifetime (minutes)"), default=240)
+    # Host resources of the pod (requests: counted by placement per node; limits: the pod's cap).
+    cpu_request_millicores = models.PositiveIntegerField(
+        _("CPU request (millicores)"), default=_JUPYTER_HOST["cpu_request_millicores"], validators=[MinValueValidator(1)]
+    )
+    cpu_limit_millicores = models.PositiveIntegerField(
+        _("CPU limit (millicores)"), default=_JUPYTER_HOST["cpu_limit_millicores"], validators=[MinValueValidator(1)]
+    )
+    host_memory_request_mib = models.PositiveIntegerField(
+        _("host memory request (MiB)"), default=_JUPYTER_HOST["host_memory_request_mib"], validators=[MinValueValidator(1)]
+    )
+    host_memory_limit_mib = models.PositiveIntegerField(
+        _("host memory limit (MiB)"), default=_JUPYTER_HOST["host_memory_limit_mib"], validators=[MinValueValidator(1)]
+    )
+    ephemeral_storage_mib = models.PositiveIntegerField(
+        _("scratch disk (MiB)"), default=_JUPYTER_HOST["ephemeral_storage_mib"], validators=[MinValueValidator(1)]
+    )
 
     class Meta:
         ordering = ["core_percent", "name"]
@@ -87,12 +106,24 @@ class LabTemplate(models.Model):
             models.CheckConstraint(
                 condition=Q(idle_timeout_minutes__gte=1, max_lifetime_minutes__gte=1), name="template_minutes_positive"
             ),
+            models.CheckConstraint(
+                condition=Q(
+                    cpu_request_millicores__gte=1,
+                    cpu_limit_millicores__gte=F("cpu_request_millicores"),
+                    host_memory_request_mib__gte=1,
+                    host_memory_limit_mib__gte=F("host_memory_request_mib"),
+                    ephemeral_storage_mib__gte=1,
+                ),
+                name="template_host_limits_cover_requests",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.core_percent} %, {self.memory_mib // 1024} GiB)"
 
     def clean(self) -> None:
+        """A vLLM lab runs ``vllm serve``; host limits at least the requests, requests within what the
+        largest node offers lab sessions."""
         super().clean()
         if not isinstance(self.command, list) or not all(isinstance(part, str) for part in self.command):
             raise ValidationError({"command": _("The command must be a list of strings.")})
@@ -105,3 +136,29 @@ class LabTemplate(models.Model):
                     )
                 }
             )
+        from django.utils.translation import gettext
+
+        from labs.services.allocation import largest_node_host
+
+        errors: dict[str, str] = {}
+        cpu_request, cpu_limit = self.cpu_request_millicores, self.cpu_limit_millicores
+        mib_request, mib_limit = self.host_memory_request_mib, self.host_memory_limit_mib
+        if cpu_request and cpu_limit and cpu_limit < cpu_request:
+            errors["cpu_limit_millicores"] = gettext(
+                "The CPU limit (%(limit)s millicores) must be at least the request (%(request)s millicores)."
+            ) % {"limit": cpu_limit, "request": cpu_request}
+        if mib_request and mib_limit and mib_limit < mib_request:
+            errors["host_memory_limit_mib"] = gettext(
+                "The memory limit (%(limit)s MiB) must be at least the request (%(request)s MiB)."
+            ) % {"limit": mib_limit, "request": mib_request}
+        largest_cpu, largest_mib = largest_node_host()
+        if largest_cpu is not None and cpu_request and cpu_request > largest_cpu:
+            errors["cpu_request_millicores"] = gettext(
+                "No node can give %(request)s millicores; the largest has %(largest)s for lab sessions."
+            ) % {"request": cpu_request, "largest": largest_cpu}
+        if largest_mib is not None and mib_request and mib_request > largest_mib:
+            errors["host_memory_request_mib"] = gettext(
+                "No node can give %(request)s MiB; the largest has %(largest)s MiB for lab sessions."
+            ) % {"request": mib_request, "largest": largest_mib}
+        if errors:
+            raise ValidationError(errors)

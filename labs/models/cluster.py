@@ -32,6 +32,12 @@ class Node(models.Model):
         NONE = "none", _("chosen by the device plugin, not reported")
 
     card_truth = models.CharField(_("card truth"), max_length=8, choices=CardTruth.choices, default=CardTruth.REPORTED)
+    # The host's CPU (millicores) and memory (MiB) as its agent (host CPU count and RAM) or the
+    # Kubernetes node (``status.allocatable``) reports them; empty for an agent that reports
+    # neither: then placement does not limit the node's host resources. Placement subtracts
+    # ``LAB_NODE_RESERVE`` (the system and the FlexNPU daemon) from these figures.
+    host_cpu_millicores = models.PositiveIntegerField(_("host CPU (millicores)"), null=True, blank=True)
+    host_memory_mib = models.PositiveIntegerField(_("host memory (MiB)"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -144,6 +144,9 @@ class Allocation(models.Model):
     core_percent = models.PositiveSmallIntegerField()
     memory_mib = models.PositiveIntegerField()
     scenario = models.CharField(max_length=16)
+    # Host CPU (millicores) and memory (MiB) the pod requests on its node (the template's, at admission).
+    cpu_millicores = models.PositiveIntegerField(default=0)
+    host_memory_mib = models.PositiveIntegerField(default=0)
     entity_id = models.CharField(max_length=128, blank=True)
     # Admitted on the cohort's idle quota beyond the course's guarantee: may be reclaimed.
     borrowed = models.BooleanField(default=False)

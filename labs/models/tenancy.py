@@ -130,6 +130,9 @@ class CourseQuota(models.Model):
     lend_core_percent = models.PositiveIntegerField(_("lends at most AI Core (%)"), null=True, blank=True)
     lend_memory_mib = models.PositiveBigIntegerField(_("lends at most memory (MiB)"), null=True, blank=True)
     lend_instances = models.PositiveIntegerField(_("lends at most instances"), null=True, blank=True)
+    # Caps on the host CPU and memory the course's sessions request in all (issue 14); empty: no cap.
+    host_cpu_cap_millicores = models.PositiveIntegerField(_("host CPU cap (millicores, all sessions)"), null=True, blank=True)
+    host_memory_cap_mib = models.PositiveBigIntegerField(_("host memory cap (MiB, all sessions)"), null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -87,10 +87,17 @@ class NodeView:
     cards: list[CardView]
     sessions: int = 0  # instances still held on it (what a drain waits for)
     cap: int = NODE_INSTANCE_CAP[Scenario.DEVELOPMENT]
+    # Host CPU (millicores) and memory (MiB) for lab sessions after the reserve; None: the
+    # node reports none (an old agent) and placement does not limit it.
+    host_cpu_millicores: int | None = None
+    host_memory_mib: int | None = None
 
 
 def cluster_state() -> list[NodeView]:
     """Every node and card with what the ledger holds on it: three queries whatever the cluster's size."""
+    from labs.services.allocation import node_allocatable
+
+    _no_counts = (0, NODE_INSTANCE_CAP[Scenario.DEVELOPMENT])
     held = {
         row["card_id"]: row
         for row in Allocation.objects.filter(released_at__isnull=True)
@@ -104,7 +111,17 @@ def cluster_state() -> list[NodeView]:
     }
     nodes = {
         n.pk: NodeView(
-            n.pk, n.name, n.available, n.unavailable_reason, n.drained, n.drain_reason, n.last_seen_at, n.card_truth, []
+            n.pk,
+            n.name,
+            n.available,
+            n.unavailable_reason,
+            n.drained,
+            n.drain_reason,
+            n.last_seen_at,
+            n.card_truth,
+            [],
+            *_no_counts,
+            *node_allocatable(n.host_cpu_millicores, n.host_memory_mib),
         )
         for n in Node.objects.order_by("name")
     }

@@ -36,7 +36,7 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     to them. A node whose agent answers again becomes available for placements again.
     """
     try:
-        reports = agent_client(node, timeout=timeout).inventory()
+        reports, host = agent_client(node, timeout=timeout).inventory_and_host()
     except AgentError as exc:
         node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return False
@@ -93,7 +93,12 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
             .exclude(unavailable_reason="")
             .update(available=True, unavailable_reason="")
         )
-        Node.objects.filter(pk=node.pk).update(last_seen_at=now)
+        # Host figures as reported; an old agent's ``None`` clears them (its node is not limited).
+        host_fields = {
+            "host_cpu_millicores": None if host is None else host.cpu_millicores,
+            "host_memory_mib": None if host is None else host.memory_mib,
+        }
+        Node.objects.filter(pk=node.pk).update(last_seen_at=now, **host_fields)
         if came_back:
             RepairEvent.objects.create(kind=RepairEvent.Kind.NODE_AVAILABLE, node=node, message="agent answers again")
     node.available = node.available or bool(came_back)

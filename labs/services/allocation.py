@@ -63,6 +63,8 @@ def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int]) -> QuotaRu
         lending_limit=_limit(quota.lend_core_percent, quota.lend_memory_mib, quota.lend_instances),
         sessions_per_student=quota.sessions_per_student,
         allowed_templates=allowed_templates,
+        host_cpu_cap_millicores=quota.host_cpu_cap_millicores,
+        host_memory_cap_mib=quota.host_memory_cap_mib,
     )
 
 
@@ -130,14 +132,37 @@ def capacity_snapshot() -> list[NodeCapacity]:
             since=Func(
                 F("created_at"), template="EXTRACT(EPOCH FROM %(expressions)s)::double precision", output_field=FloatField()
             ),
-        ).values_list("card_id", "core_percent", "memory_mib", "scenario", "key", "course_id", "since")
-        for card_id, core, memory, scenario, key, course_id, since in live:
-            instances[card_id].append(Instance(core, memory, Scenario(scenario), key, course_id, since))
-    else:
-        rows = live.values_list("card_id", "core_percent", "memory_mib", "scenario", "session_id", "course_id", "created_at")
-        for card_id, core, memory, scenario, session_id, course_id, created_at in rows:
+        ).values_list(
+            "card_id", "core_percent", "memory_mib", "scenario", "key", "course_id", "since", "cpu_millicores", "host_memory_mib"
+        )
+        for card_id, core, memory, scenario, key, course_id, since, cpu, host_mib in live:
             instances[card_id].append(
-                Instance(core, memory, Scenario(scenario), str(session_id), course_id, created_at.timestamp())
+                Instance(core, memory, Scenario(scenario), key, course_id, since, cpu_millicores=cpu, host_memory_mib=host_mib)
+            )
+    else:
+        rows = live.values_list(
+            "card_id",
+            "core_percent",
+            "memory_mib",
+            "scenario",
+            "session_id",
+            "course_id",
+            "created_at",
+            "cpu_millicores",
+            "host_memory_mib",
+        )
+        for card_id, core, memory, scenario, session_id, course_id, created_at, cpu, host_mib in rows:
+            instances[card_id].append(
+                Instance(
+                    core,
+                    memory,
+                    Scenario(scenario),
+                    str(session_id),
+                    course_id,
+                    created_at.timestamp(),
+                    cpu_millicores=cpu,
+                    host_memory_mib=host_mib,
+                )
             )
     cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
     unseen = set(Node.objects.filter(card_truth=Node.CardTruth.NONE).values_list("pk", flat=True))
@@ -150,7 +175,9 @@ def capacity_snapshot() -> list[NodeCapacity]:
         # A card an operator marked unhealthy takes nothing new, whatever its agent says.
         usable = healthy and not disabled
         cards_by_node[node_id].append(CardCapacity(pk, index, memory_mib, usable, on_card, die_id, chip_type, unlisted))
-    nodes = Node.objects.order_by("name").values_list("pk", "name", "available", "drained", "labels", "memory_granule_mib")
+    nodes = Node.objects.order_by("name").values_list(
+        "pk", "name", "available", "drained", "labels", "memory_granule_mib", "host_cpu_millicores", "host_memory_mib"
+    )
     return [
         NodeCapacity(
             name,
@@ -159,9 +186,31 @@ def capacity_snapshot() -> list[NodeCapacity]:
             # Labels are JSON in the database; the engine compares strings.
             {str(key): str(value) for key, value in (labels or {}).items()},
             granule,
+            *node_allocatable(cpu, host_mib),
         )
-        for pk, name, available, drained, labels, granule in nodes
+        for pk, name, available, drained, labels, granule, cpu, host_mib in nodes
     ]
+
+
+def node_allocatable(cpu_millicores: int | None, memory_mib: int | None) -> tuple[int | None, int | None]:
+    """A node's host CPU (millicores) and memory (MiB) for lab sessions: what it reports minus
+    ``LAB_NODE_RESERVE_*`` (never below 0); ``None`` where it reports nothing (not limited)."""
+    cpu = None if cpu_millicores is None else max(0, cpu_millicores - settings.LAB_NODE_RESERVE_CPU_MILLICORES)
+    mib = None if memory_mib is None else max(0, memory_mib - settings.LAB_NODE_RESERVE_MEMORY_MIB)
+    return cpu, mib
+
+
+def largest_node_host() -> tuple[int | None, int | None]:
+    """The most host CPU (millicores) and memory (MiB) one node offers lab sessions; ``None`` for a
+    resource some node does not report (it is not limited there) or when there is no node."""
+    rows = list(Node.objects.values_list("host_cpu_millicores", "host_memory_mib"))
+    figures = [node_allocatable(cpu, mib) for cpu, mib in rows]
+    cpus = [cpu for cpu, _ in figures]
+    mibs = [mib for _, mib in figures]
+    return (
+        None if not cpus or None in cpus else max(cpus),
+        None if not mibs or None in mibs else max(mibs),
+    )
 
 
 def memory_beyond_ledger(measured_mib: int | None, held_mib: int) -> int:
@@ -303,6 +352,8 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 scenario=Scenario(s.template.scenario),
                 template_id=s.template_id,
                 pooled=s.reservation_slot_id is not None and s.claimed_at is None,
+                cpu_millicores=s.template.cpu_request_millicores,
+                host_memory_mib=s.template.host_memory_request_mib,
             )
             for s in queued
         ]
@@ -326,6 +377,8 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                     core_percent=by_key[d.key].template.core_percent,
                     memory_mib=by_key[d.key].template.memory_mib,
                     scenario=by_key[d.key].template.scenario,
+                    cpu_millicores=by_key[d.key].template.cpu_request_millicores,
+                    host_memory_mib=by_key[d.key].template.host_memory_request_mib,
                     borrowed=d.borrowed,
                 )
                 for d in placed

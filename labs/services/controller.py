@@ -61,7 +61,7 @@ from labs.domain.lifecycle import (
 from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.drivers import DriverError, DriverRefused, LaunchSpec, Observed, get_driver
-from labs.drivers.base import CardBinding
+from labs.drivers.base import CardBinding, HostResources
 from labs.models import Allocation, Card, LabSession, RepairEvent
 from labs.services.agents import instance_register, instance_unregister
 from labs.services.allocation import allocation_pass
@@ -502,6 +502,13 @@ def launch_spec(session: LabSession) -> LaunchSpec:
         command=tuple(template.command or ()),
         args=tuple(template.args or ()),
         model=template.model,
+        host=HostResources(
+            cpu_request_millicores=template.cpu_request_millicores,
+            cpu_limit_millicores=template.cpu_limit_millicores,
+            memory_request_mib=template.host_memory_request_mib,
+            memory_limit_mib=template.host_memory_limit_mib,
+            ephemeral_storage_mib=template.ephemeral_storage_mib,
+        ),
     )
 
 

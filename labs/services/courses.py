@@ -90,6 +90,8 @@ QUOTA_FIELDS = (
     "extension_minutes",
     "budget_core_percent_hours",
     "budget_gib_hours",
+    "host_cpu_cap_millicores",
+    "host_memory_cap_mib",
 )
 
 

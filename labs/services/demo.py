@@ -71,7 +71,14 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
     course.templates.add(small, medium)
     node, _ = Node.objects.update_or_create(
         name=DEMO_NODE,
-        defaults={"labels": {"accelerator": "ascend-910b"}, "agent_url": f"http://127.0.0.1:{DEMO_AGENT_PORT}"},
+        defaults={
+            "labels": {"accelerator": "ascend-910b"},
+            "agent_url": f"http://127.0.0.1:{DEMO_AGENT_PORT}",
+            # An 8-card Atlas 800T A2's host (4 x Kunpeng 920: 192 cores, 1 TiB); the simulated
+            # agent reports the same at each inventory sync.
+            "host_cpu_millicores": 192_000,
+            "host_memory_mib": 1024 * 1024,
+        },
     )
     for index in range(8):
         Card.objects.get_or_create(

@@ -101,7 +101,14 @@ def _holder(course: Course):
 
 
 def _demand(template: LabTemplate, count: int) -> Demand:
-    return Demand(template.core_percent, template.memory_mib, count, Scenario(template.scenario))
+    return Demand(
+        template.core_percent,
+        template.memory_mib,
+        count,
+        Scenario(template.scenario),
+        template.cpu_request_millicores,
+        template.host_memory_request_mib,
+    )
 
 
 def _overlaps(slots: Sequence[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime, int, Demand]]:
@@ -119,8 +126,10 @@ def _overlaps(slots: Sequence[tuple[datetime, datetime]]) -> list[tuple[datetime
         "reservation__template__core_percent",
         "reservation__template__memory_mib",
         "reservation__template__scenario",
+        "reservation__template__cpu_request_millicores",
+        "reservation__template__host_memory_request_mib",
     )
-    return [(s, e, c, Demand(core, mem, n, Scenario(sc))) for s, e, c, n, core, mem, sc in rows]
+    return [(s, e, c, Demand(core, mem, n, Scenario(sc), cpu, host_mib)) for s, e, c, n, core, mem, sc, cpu, host_mib in rows]
 
 
 def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tuple[datetime, datetime]], now: datetime) -> None:

@@ -69,3 +69,18 @@ def test_extensions_and_weekly_budgets_round_trip_and_a_put_replaces_them(api, w
         None,
         None,
     )
+
+
+def test_host_cpu_and_memory_caps_round_trip_and_a_negative_one_is_refused(api, world):
+    url = f"/api/v1/courses/{world['course'].pk}/quota/"
+    etag = api.call("GET", url)["ETag"]
+    caps = {"host_cpu_cap_millicores": 64000, "host_memory_cap_mib": 256 * 1024}
+
+    response = api.call("PUT", url, {**QUOTA, **caps}, headers={"If-Match": etag})
+
+    assert response.status_code == 200, response.content
+    got = api.call("GET", url)
+    assert {k: got.json()[k] for k in caps} == caps
+    bad = api.call("PUT", url, {**QUOTA, "host_memory_cap_mib": -1}, headers={"If-Match": got["ETag"]})
+    assert bad.status_code == 400 and "host_memory_cap_mib" in bad.json()["error"]["fields"]
+    assert CourseQuota.objects.get(course=world["course"]).host_memory_cap_mib == 256 * 1024

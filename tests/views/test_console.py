@@ -477,3 +477,58 @@ def test_a_course_used_before_its_first_day_counts_that_use_in_its_term(world):
     usage = logged_in(world["instructor"]).get(url(course, "usage/")).context["usage"]
     assert usage.term_start.date() == timezone.localdate()
     assert next(u for u in usage.students if u.username == world["students"][0].username).sessions_term == 1
+
+
+def test_a_vllm_template_gets_the_host_defaults_of_its_kind_and_a_jupyter_one_its_own(world):
+    course = world["course"]
+    model = AllowedImage.objects.create(institution=course.institution, kind="vllm", reference="Qwen/Qwen2.5-0.5B-Instruct")
+    lab = AllowedImage.objects.create(institution=course.institution, kind="jupyter", reference="jupyter/scipy")
+    client = logged_in(world["instructor"])
+    base = {"action": "create", "core_percent": 10, "memory_mib": "8", "scenario": "development"}
+
+    client.post(url(course, "templates/"), {**base, "name": "small model", "image": model.pk})
+    client.post(
+        url(course, "templates/"),
+        {**base, "name": "big data", "image": lab.pk, "host_memory_request_mib": 16384, "host_memory_limit_mib": 32768},
+    )
+
+    served = LabTemplate.objects.get(name="small model")
+    assert (served.cpu_request_millicores, served.host_memory_request_mib, served.host_memory_limit_mib) == (2000, 8192, 16384)
+    data = LabTemplate.objects.get(name="big data")
+    assert (data.cpu_request_millicores, data.host_memory_request_mib, data.host_memory_limit_mib) == (500, 16384, 32768)
+
+
+def test_a_template_is_refused_a_host_limit_below_its_request_or_more_memory_than_any_node_has(world, settings):
+    course = world["course"]
+    settings.LAB_NODE_RESERVE_MEMORY_MIB = 12 * 1024
+    world["node"].host_memory_mib = 44 * 1024  # 32 GiB for lab sessions
+    world["node"].save(update_fields=["host_memory_mib"])
+    lab = AllowedImage.objects.create(institution=course.institution, kind="jupyter", reference="jupyter/scipy")
+    client = logged_in(world["instructor"])
+    base = {"action": "create", "name": "t", "image": lab.pk, "core_percent": 10, "memory_mib": "8", "scenario": "development"}
+
+    below = client.post(url(course, "templates/"), {**base, "cpu_request_millicores": 2000, "cpu_limit_millicores": 1000})
+    beyond = client.post(
+        url(course, "templates/"), {**base, "host_memory_request_mib": 40 * 1024, "host_memory_limit_mib": 40 * 1024}
+    )
+
+    assert "must be at least the request" in str(below.context["form"].errors["cpu_limit_millicores"])
+    assert "No node can give 40960 MiB; the largest has 32768 MiB" in str(
+        beyond.context["form"].errors["host_memory_request_mib"]
+    )
+    assert not LabTemplate.objects.filter(name="t").exists()
+
+
+def test_the_quota_may_cap_the_courses_host_cpu_and_memory_and_empty_means_no_cap(world):
+    course = world["course"]
+    client = logged_in(world["instructor"])
+
+    capped = client.post(url(course, "quota/"), quota_data(host_cpu_cap_millicores=64000, host_memory_cap_mib=262144))
+    quota = CourseQuota.objects.get(course=course)
+    assert capped.status_code == 302
+    assert (quota.host_cpu_cap_millicores, quota.host_memory_cap_mib) == (64000, 262144)
+    refused = client.post(url(course, "quota/"), quota_data(host_memory_cap_mib=-1))
+    assert "host_memory_cap_mib" in refused.context["form"].errors
+    client.post(url(course, "quota/"), quota_data())
+    quota.refresh_from_db()
+    assert (quota.host_cpu_cap_millicores, quota.host_memory_cap_mib) == (None, None)

@@ -386,3 +386,16 @@ def test_operators_see_their_institution_s_class_reservations_on_the_usage_page(
     assert (slot.reservation.course_id, slot.reservation.count, slot.prestarted, slot.claimed) == (world["course"].pk, 3, 0, 0)
     assert len(client_for(people["platform"]).get("/ops/usage/").context["classes"]) == 1
     assert client_for(people["foreign_operator"]).get("/ops/usage/").context["classes"] == []
+
+
+def test_the_cluster_page_says_which_nodes_limit_host_resources_and_which_are_not_limited(world, people, settings):
+    settings.LAB_NODE_RESERVE_CPU_MILLICORES = 2000
+    settings.LAB_NODE_RESERVE_MEMORY_MIB = 12 * GIB
+    old = Node.objects.create(name="old-agent-node")
+    Node.objects.filter(pk=world["node"].pk).update(host_cpu_millicores=192_000, host_memory_mib=1024 * GIB)
+
+    page = client_for(people["operator"]).get("/ops/").content.decode()
+
+    assert "host for lab sessions: 190000 millicores, 1036288 MiB (after the reserve)" in page
+    after_old = page.split(f'data-node="{old.name}"', 1)[1]
+    assert "host CPU and memory not reported (an older agent): not limited" in after_old.split("data-node-sessions", 1)[0]

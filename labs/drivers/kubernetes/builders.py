@@ -7,7 +7,13 @@ handed to the official client as request bodies unchanged.
 Names are derived from the session id, so any process can find a session's objects again:
 pod and service ``lab-<session-id>``, secret ``lab-<session-id>-secret``, all in the course's
 namespace ``<namespace_prefix><course>``. The session's secret (Jupyter token, vLLM API key)
-lives only in the Secret; the pod refers to it with ``secretKeyRef``.
+lives only in the Secret: JupyterLab reads it as a mounted file (``JUPYTER_TOKEN_FILE``); vLLM
+takes its key only from ``--api-key`` or ``VLLM_API_KEY``, so its pod refers to it with
+``secretKeyRef`` (listed with that reason in ``deploy/policy-baseline.yaml``).
+
+Every lab pod asks for the template's host CPU, memory and scratch disk (requests and limits),
+runs with a read-only root filesystem and writes only to the ``emptyDir`` volumes of
+``WRITABLE_DIRS`` (and the persistent home, when configured).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ KIND_LABEL = f"{LABEL_PREFIX}/kind"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "npu-lab-portal"}
 SESSION_SELECTOR = "app.kubernetes.io/managed-by=npu-lab-portal,app.kubernetes.io/component=lab-session"
 SECRET_KEY = "token"
+SECRET_MOUNT_PATH = "/var/run/lab-secret"
 JUPYTER_PORT = 8888
 VLLM_PORT = 8000
 SCHEDULER_NAME = "volcano"
@@ -193,6 +200,7 @@ def _secret_env(name: str, spec: LaunchSpec) -> dict:
 
 def _jupyter_container(spec: LaunchSpec, options: PodOptions, profile: DeviceProfile) -> dict:
     url = base_url(spec.session_id)
+    api = {"httpGet": {"path": f"{url}api", "port": JUPYTER_PORT}}
     return {
         "command": list(spec.command) or ["jupyter", "lab"],
         "args": [
@@ -200,12 +208,20 @@ def _jupyter_container(spec: LaunchSpec, options: PodOptions, profile: DevicePro
             "--ServerApp.ip=0.0.0.0",
             f"--ServerApp.port={JUPYTER_PORT}",
             f"--ServerApp.base_url={url}",
+            # The student's files: the persistent home when there is one, else a scratch volume
+            # (the image's home is read-only).
+            f"--ServerApp.root_dir={options.home_mount_path}",
             *spec.args,
         ],
-        # Jupyter Server reads its token from JUPYTER_TOKEN.
-        "env": [_secret_env("JUPYTER_TOKEN", spec)],
+        # Jupyter Server's IdentityProvider reads the token from the file JUPYTER_TOKEN_FILE
+        # names when JUPYTER_TOKEN is unset: the secret stays out of the environment.
+        "env": [{"name": "JUPYTER_TOKEN_FILE", "value": f"{SECRET_MOUNT_PATH}/{SECRET_KEY}"}],
         # /api answers without a token once the server is up.
-        "readinessProbe": {"httpGet": {"path": f"{url}api", "port": JUPYTER_PORT}, "periodSeconds": 2, "failureThreshold": 3},
+        "readinessProbe": {**api, "periodSeconds": 2, "failureThreshold": 3},
+        # Up within five minutes (an image pulled cold, a large home), then restarted (the pod
+        # fails: restartPolicy Never) when it stops answering for two minutes.
+        "startupProbe": {**api, "periodSeconds": 2, "failureThreshold": 150},
+        "livenessProbe": {**api, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 4},
     }
 
 
@@ -239,6 +255,44 @@ def _vllm_container(spec: LaunchSpec, options: PodOptions, profile: DeviceProfil
 
 TEMPLATES = {"jupyter": _jupyter_container, "vllm": _vllm_container}
 
+# vLLM loads its model for minutes before /health answers: a startup probe holds the liveness
+# probe back for up to 20 minutes, then a server that stops answering for two minutes fails.
+_VLLM_HEALTH = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
+VLLM_STARTUP_PROBE = {**_VLLM_HEALTH, "periodSeconds": 10, "failureThreshold": 120}
+VLLM_LIVENESS_PROBE = {**_VLLM_HEALTH, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 4}
+VLLM_HOME = "/home/lab"
+
+# The directories each kind writes to, each an ``emptyDir`` (the root filesystem is read-only):
+# volume name -> (mount path, why).
+WRITABLE_DIRS: dict[str, dict[str, tuple[str, str]]] = {
+    "jupyter": {
+        "tmp": ("/tmp", "kernels' and libraries' temporary files"),
+        "cache": ("/home/jovyan/.cache", "pip, matplotlib font and Hugging Face caches"),
+        "config": ("/home/jovyan/.config", "user configuration written on first use (matplotlib, git)"),
+        "local": ("/home/jovyan/.local", "pip --user installs and Jupyter's runtime files (connection files, server info)"),
+        "jupyter": ("/home/jovyan/.jupyter", "JupyterLab's user settings and workspaces"),
+        "ipython": ("/home/jovyan/.ipython", "IPython's profile and history database"),
+    },
+    "vllm": {
+        "tmp": ("/tmp", "compiler and runtime temporary files (torch, CANN kernels)"),
+        "home": (VLLM_HOME, "HOME: the model cache (~/.cache/huggingface, ~/.cache/vllm) and ~/.config/vllm"),
+    },
+}
+
+
+def _mebibytes(mib: int) -> str:
+    return f"{mib}Mi"
+
+
+def host_resources(spec: LaunchSpec) -> tuple[dict[str, str], dict[str, str]]:
+    """The pod's host requests and limits (CPU, memory, scratch disk) from the template."""
+    host = spec.host
+    storage = _mebibytes(host.ephemeral_storage_mib)
+    requests = {"cpu": f"{host.cpu_request_millicores}m", "memory": _mebibytes(host.memory_request_mib)}
+    limits = {"cpu": f"{host.cpu_limit_millicores}m", "memory": _mebibytes(host.memory_limit_mib)}
+    requests["ephemeral-storage"] = limits["ephemeral-storage"] = storage
+    return requests, limits
+
 
 def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, options: PodOptions) -> dict:
     """The session's pod: one unprivileged NPU container, scheduled by Volcano onto the ledger's node."""
@@ -248,26 +302,56 @@ def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, option
         raise DriverError(f"Unknown lab kind {spec.kind!r}; expected one of {', '.join(sorted(TEMPLATES))}.") from None
     device = profile.render(spec.card)
     container = template(spec, options, profile)
+    extra_env = []
+    if spec.kind == "vllm":
+        container.setdefault("startupProbe", VLLM_STARTUP_PROBE)
+        container.setdefault("livenessProbe", VLLM_LIVENESS_PROBE)
+        extra_env = [{"name": "HOME", "value": VLLM_HOME}]
     container["env"] = [
         *({"name": key, "value": value} for key, value in sorted(spec.instance_environment().items())),
+        *extra_env,
         *container["env"],
     ]
     port = port_for(spec.kind)
+    host_requests, host_limits = host_resources(spec)
     container = {
         "name": "lab",
         "image": spec.image,
         **container,
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
-        "resources": {"requests": dict(device.resources), "limits": dict(device.resources)},
+        "resources": {"requests": {**host_requests, **device.resources}, "limits": {**host_limits, **device.resources}},
         "securityContext": {
             "runAsNonRoot": True,
             "allowPrivilegeEscalation": False,
             "privileged": False,
-            "readOnlyRootFilesystem": False,
+            "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
+    writable = WRITABLE_DIRS[spec.kind]
+    volumes: list[dict] = [{"name": name, "emptyDir": {}} for name in writable]
+    mounts: list[dict] = [{"name": name, "mountPath": path} for name, (path, _why) in writable.items()]
+    if spec.kind == "jupyter":
+        # The token as a file, readable by the lab's group only (fsGroup).
+        volumes.append(
+            {
+                "name": "token",
+                "secret": {
+                    "secretName": secret_name(spec.session_id),
+                    "items": [{"key": SECRET_KEY, "path": SECRET_KEY}],
+                    "defaultMode": 0o440,
+                },
+            }
+        )
+        mounts.append({"name": "token", "mountPath": SECRET_MOUNT_PATH, "readOnly": True})
+        home = {"persistentVolumeClaim": {"claimName": _home_claim(spec, options)}} if options.home_pvc else {"emptyDir": {}}
+        volumes.append({"name": "home", **home})
+        mounts.append({"name": "home", "mountPath": options.home_mount_path})
+    elif options.home_pvc:
+        volumes.append({"name": "home", "persistentVolumeClaim": {"claimName": _home_claim(spec, options)}})
+        mounts.append({"name": "home", "mountPath": options.home_mount_path})
+    container["volumeMounts"] = mounts
     metadata = _metadata(spec, pod_name(spec.session_id), namespace)
     metadata["labels"] = {**options.extra_labels, **{k: label_value(v) for k, v in spec.labels.items()}, **metadata["labels"]}
     metadata["annotations"] = {**metadata["annotations"], **device.annotations}
@@ -285,12 +369,13 @@ def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, option
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
+        "volumes": volumes,
     }
-    if options.home_pvc:
-        claim = dns_label(options.home_pvc.format(student=spec.student or "anonymous", course=spec.course_code))
-        pod_spec["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": claim}}]
-        container["volumeMounts"] = [{"name": "home", "mountPath": options.home_mount_path}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def _home_claim(spec: LaunchSpec, options: PodOptions) -> str:
+    return dns_label(options.home_pvc.format(student=spec.student or "anonymous", course=spec.course_code))
 
 
 def make_service(spec: LaunchSpec, *, namespace: str) -> dict:

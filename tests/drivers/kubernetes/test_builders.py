@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labs.drivers.base import CardBinding, DriverError, LaunchSpec
+from labs.drivers.base import CardBinding, DriverError, HostResources, LaunchSpec
 from labs.drivers.kubernetes import builders
 from labs.drivers.kubernetes.profiles import get_profile
 
@@ -37,6 +37,7 @@ def spec(kind: str, card: CardBinding = CARD, command: tuple[str, ...] = ()) -> 
         command=command,
         course_code="CS 231/Spring",
         student="Ada.Lovelace@example.edu",
+        host=HostResources.for_kind(kind),
     )
 
 
@@ -76,8 +77,57 @@ def test_the_secret_is_only_in_the_secret_object(kind: str) -> None:
     assert "s3cr3t-token-never-in-the-pod" not in json.dumps(pod)
     assert secret["stringData"]["token"] == "s3cr3t-token-never-in-the-pod"
     env = {item["name"]: item for item in pod["spec"]["containers"][0]["env"]}
-    key = "JUPYTER_TOKEN" if kind == "jupyter" else "VLLM_API_KEY"
-    assert env[key]["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"], "key": "token"}
+    if kind == "vllm":  # vLLM takes its key only from --api-key or VLLM_API_KEY
+        assert env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": secret["metadata"]["name"], "key": "token"}
+
+
+def test_jupyter_reads_its_token_from_a_mounted_file_not_the_environment() -> None:
+    pod = builders.make_pod(spec("jupyter"), profile=get_profile(), namespace="ns", options=builders.PodOptions())
+    container = pod["spec"]["containers"][0]
+    env = {item["name"]: item for item in container["env"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+
+    assert "JUPYTER_TOKEN" not in env
+    assert not any("valueFrom" in item for item in container["env"])
+    assert env["JUPYTER_TOKEN_FILE"]["value"] == f"{mounts['token']['mountPath']}/token"
+    assert volumes["token"]["secret"]["secretName"] == builders.secret_name(SESSION_ID)
+    assert mounts["token"]["readOnly"] is True
+
+
+@pytest.mark.parametrize("kind", ["jupyter", "vllm"])
+@pytest.mark.parametrize("home_pvc", ["", "home-{student}"])
+def test_every_pod_asks_for_the_templates_host_resources_on_a_read_only_root(kind: str, home_pvc: str) -> None:
+    host = HostResources(750, 1500, 3072, 6144, 4096)
+    pod = builders.make_pod(
+        replace(spec(kind), host=host), profile=get_profile(), namespace="ns", options=builders.PodOptions(home_pvc=home_pvc)
+    )
+    container = pod["spec"]["containers"][0]
+    resources = container["resources"]
+
+    assert {k: resources["requests"][k] for k in ("cpu", "memory", "ephemeral-storage")} == {
+        "cpu": "750m",
+        "memory": "3072Mi",
+        "ephemeral-storage": "4096Mi",
+    }
+    assert {k: resources["limits"][k] for k in ("cpu", "memory", "ephemeral-storage")} == {
+        "cpu": "1500m",
+        "memory": "6144Mi",
+        "ephemeral-storage": "4096Mi",
+    }
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {"livenessProbe", "readinessProbe", "startupProbe"} <= set(container)
+    mounted = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/tmp" in mounted
+    # Every mount has its volume.
+    assert {m["name"] for m in container["volumeMounts"]} <= {v["name"] for v in pod["spec"]["volumes"]}
+
+
+def test_host_resources_refuse_a_limit_below_the_request() -> None:
+    with pytest.raises(ValueError, match="memory limit is below the request"):
+        HostResources(500, 1000, 4096, 2048, 1024)
 
 
 def test_service_secret_namespace_policy_and_quota_match_their_golden_files() -> None:

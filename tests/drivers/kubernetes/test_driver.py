@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from labs.drivers import DriverError, PollStatus
+from labs.drivers.base import HostResources
 from labs.drivers.kubernetes import KubernetesDriver
 from tests.drivers.helpers import make_spec
 from tests.drivers.kubernetes.emulator import EmulatorThread, Kubelet
@@ -17,8 +19,10 @@ def only_pod(emulator: EmulatorThread) -> dict:
     return pod
 
 
-def test_create_makes_a_pod_with_the_share_as_requests_and_limits(k8s_driver: KubernetesDriver, emulator: EmulatorThread) -> None:
-    spec = make_spec()
+def test_create_makes_a_pod_with_the_share_and_the_host_as_requests_and_limits(
+    k8s_driver: KubernetesDriver, emulator: EmulatorThread
+) -> None:
+    spec = replace(make_spec(), host=HostResources(1000, 3000, 2048, 8192, 5120))
 
     uid = k8s_driver.create(spec)
 
@@ -27,7 +31,11 @@ def test_create_makes_a_pod_with_the_share_as_requests_and_limits(k8s_driver: Ku
     assert pod["metadata"]["namespace"] == "lab-npu101"
     container = pod["spec"]["containers"][0]
     share = {"volcano.sh/flexnpu-core.percentage": "25", "volcano.sh/flexnpu-memory.128mi": "64", "volcano.sh/flexnpu-num": "1"}
-    assert container["resources"] == {"requests": share, "limits": share}
+    assert container["resources"] == {
+        "requests": {**share, "cpu": "1000m", "memory": "2048Mi", "ephemeral-storage": "5120Mi"},
+        "limits": {**share, "cpu": "3000m", "memory": "8192Mi", "ephemeral-storage": "5120Mi"},
+    }
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["spec"]["schedulerName"] == "volcano"
     assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "node-a"}
 
