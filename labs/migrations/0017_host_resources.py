@@ -3,6 +3,20 @@
 import django.core.validators
 from django.db import migrations, models
 
+# The vLLM defaults of labs.domain.units.HOST_DEFAULTS as they were when this migration was
+# written: the new columns' defaults are JupyterLab's, which are too small for a model server.
+VLLM_HOST = {
+    "cpu_request_millicores": 2000,
+    "cpu_limit_millicores": 4000,
+    "host_memory_request_mib": 8192,
+    "host_memory_limit_mib": 16384,
+    "ephemeral_storage_mib": 20480,
+}
+
+
+def existing_vllm_templates_get_vllm_host_defaults(apps, schema_editor):
+    apps.get_model("labs", "LabTemplate").objects.filter(kind="vllm").update(**VLLM_HOST)
+
 
 class Migration(migrations.Migration):
 
@@ -70,4 +84,5 @@ class Migration(migrations.Migration):
             model_name='labtemplate',
             constraint=models.CheckConstraint(condition=models.Q(('cpu_limit_millicores__gte', models.F('cpu_request_millicores')), ('cpu_request_millicores__gte', 1), ('ephemeral_storage_mib__gte', 1), ('host_memory_limit_mib__gte', models.F('host_memory_request_mib')), ('host_memory_request_mib__gte', 1)), name='template_host_limits_cover_requests'),
         ),
+        migrations.RunPython(existing_vllm_templates_get_vllm_host_defaults, migrations.RunPython.noop),
     ]
