@@ -22,6 +22,8 @@ from labs.services.events import cluster_changed_publish
 
 # A report is accepted while the lab is up or coming up; an ended session changes nothing.
 OPEN_STATES = ("starting", "running", "stopping")
+# Far above any device (1 PiB), and within the column (a bigint): a larger figure is a bad report.
+MAX_VISIBLE_MIB = 2**30
 
 
 class SelftestRejected(Exception):
@@ -53,8 +55,10 @@ def selftest_record(*, session_id: str, secret: str, visible_mib: object, probe_
     got past it): the session is flagged, its card
     marked ``isolation_suspect`` and an ``isolation_breach`` repair event recorded, once per session.
     """
-    if not isinstance(visible_mib, int) or isinstance(visible_mib, bool) or visible_mib < 0:
-        raise SelftestRejected(400, f"visible_mib must be a whole number of MiB >= 0, got {visible_mib!r}")
+    if not isinstance(visible_mib, int) or isinstance(visible_mib, bool) or not 0 <= visible_mib <= MAX_VISIBLE_MIB:
+        raise SelftestRejected(
+            400, f"visible_mib must be a whole number of MiB from 0 to {MAX_VISIBLE_MIB}, got {visible_mib!r:.40}"
+        )
     if probe_exceeded not in (None, True, False):
         raise SelftestRejected(400, f"probe_exceeded must be true, false or null, got {probe_exceeded!r}")
     with transaction.atomic():

@@ -79,6 +79,7 @@ def test_a_probe_that_allocated_past_the_cap_is_a_breach_even_when_the_visible_m
         ({"body": ["visible_mib", 99999]}, 400),
         ({"body": {"visible_mib": "lots"}}, 400),
         ({"body": {"visible_mib": -1}}, 400),
+        ({"body": {"visible_mib": 10**30}}, 400),
         ({"body": {"visible_mib": True}}, 400),
         ({"body": {"visible_mib": 99999, "probe_exceeded": "yes"}}, 400),
     ],
