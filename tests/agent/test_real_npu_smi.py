@@ -25,6 +25,12 @@ COMPLETE = {
         [(0, 0, None, "910B2C", 20701, 65536, "HBM", "OK"), (1, 0, None, "910B2C", 20687, 65536, "HBM", "OK")],
         [NpuProcess(npu_id=0, chip_id=0, pid=124528, name="python3.8", memory_mib=17400, container_pid=None)],
     ),
+    "vllm_ascend_198_910b3_23.0.7.txt": (
+        "23.0.7",
+        8,
+        [(n, 0, None, "910B3", used, 65536, "HBM", "OK") for n, used in enumerate([3338, 3337, 3334, 3334, 3334, 3334, 3334, 3338])],
+        [],
+    ),
     "nputop_310b4_23.0.0.txt": ("23.0.0", 1, [(0, 0, 0, "310B4", 3628, 15609, "DDR", "Alarm")], []),
     "nputop_a3_25.2.0.txt": (
         "25.2.0",
