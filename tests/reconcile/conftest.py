@@ -51,7 +51,10 @@ def agent(world, settings):
 
 @pytest.fixture
 def cluster_driver():
+    """The run's simulator, empty: labs an earlier test in this process left would be orphans here."""
     driver = get_driver()
+    for session_id in driver.list():
+        driver.delete(session_id)
     yield driver
     for session_id in driver.list():
         driver.delete(session_id)
