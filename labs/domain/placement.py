@@ -519,6 +519,13 @@ class Holding(NamedTuple):
     charge: Resources
 
 
+def largest_limit(limits: Iterable[int | None]) -> int | None:
+    """The largest of the nodes' host limits; ``None`` when there is no node or some node reports
+    none (it is not limited, so nothing is too large for it)."""
+    values = list(limits)
+    return None if not values or None in values else max(values)
+
+
 class Cluster:
     """The mutable capacity state of one pass. See the module docstring."""
 
@@ -543,10 +550,8 @@ class Cluster:
         self.granules = frozenset(n.granule for n in self.nodes)
         self._whole_card_mib: dict[int, int] = {}
         # The most host CPU / memory any node offers lab sessions; ``None`` when some node is unlimited.
-        cpus = [n.cpu_total for n in self.nodes]
-        mibs = [n.host_mib_total for n in self.nodes]
-        self.largest_cpu_millicores = None if None in cpus or not cpus else max(cpus)
-        self.largest_host_mib = None if None in mibs or not mibs else max(mibs)
+        self.largest_cpu_millicores = largest_limit(n.cpu_total for n in self.nodes)
+        self.largest_host_mib = largest_limit(n.host_mib_total for n in self.nodes)
         # Nodes that limit host CPU or memory: explanations then take the scan, which counts them.
         self._host_limited = any(n.cpu_total is not None or n.host_mib_total is not None for n in self.nodes)
         for source, node in zip(sources, self.nodes, strict=True):

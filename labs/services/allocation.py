@@ -15,7 +15,16 @@ from django.utils import timezone
 from labs.domain.allocation import Placed, Refused, Waiting, allocate
 from labs.domain.fairness import Waiting as FairWaiting
 from labs.domain.fairness import cohort_fair_order, dominant_share
-from labs.domain.placement import CardCapacity, Instance, LaunchRequest, NodeCapacity, PlacementConfig, Policy, ScoreWeights
+from labs.domain.placement import (
+    CardCapacity,
+    Instance,
+    LaunchRequest,
+    NodeCapacity,
+    PlacementConfig,
+    Policy,
+    ScoreWeights,
+    largest_limit,
+)
 from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
@@ -203,14 +212,8 @@ def node_allocatable(cpu_millicores: int | None, memory_mib: int | None) -> tupl
 def largest_node_host() -> tuple[int | None, int | None]:
     """The most host CPU (millicores) and memory (MiB) one node offers lab sessions; ``None`` for a
     resource some node does not report (it is not limited there) or when there is no node."""
-    rows = list(Node.objects.values_list("host_cpu_millicores", "host_memory_mib"))
-    figures = [node_allocatable(cpu, mib) for cpu, mib in rows]
-    cpus = [cpu for cpu, _ in figures]
-    mibs = [mib for _, mib in figures]
-    return (
-        None if not cpus or None in cpus else max(cpus),
-        None if not mibs or None in mibs else max(mibs),
-    )
+    figures = [node_allocatable(cpu, mib) for cpu, mib in Node.objects.values_list("host_cpu_millicores", "host_memory_mib")]
+    return largest_limit(cpu for cpu, _ in figures), largest_limit(mib for _, mib in figures)
 
 
 def memory_beyond_ledger(measured_mib: int | None, held_mib: int) -> int:
