@@ -11,7 +11,9 @@ While labs are starting or stopping, a run also asks for one follow-up run short
 Wakes are coalesced. Each wake bumps a generation counter in Redis and sends the controller
 task only if none is queued already (a key set with NX). The controller reads the counter
 before and after a run and runs again when it moved, so a wake that arrives while it runs is
-never lost, and a burst of 500 launches queues one or two controller runs, not 500.
+never lost, and a burst of 500 launches queues one or two controller runs, not 500. A run
+that finds another holding the controller's lock leaves the marker set for the holder to
+clear (``controller_done``), so a long round does not draw a new run for every launch.
 """
 
 from __future__ import annotations
@@ -113,8 +115,23 @@ def controller_generation() -> int | None:
 
 
 def controller_dequeued() -> None:
-    """Called as a controller run starts: a wake from now on queues a new run."""
+    """Called as a controller run's round starts (holding the lock): a wake from now on queues a new run."""
     try:
         _redis().delete(QUEUED_KEY)
     except redis.RedisError:
         pass
+
+
+def controller_done(seen: int | None) -> None:
+    """A controller run ends; ``seen`` is the generation its last round started at.
+
+    Clears the queued marker (a run that skipped because this one held the lock left it set)
+    and, when a wake came since ``seen``, sends a new run for it: no wake is lost between the
+    last round and the end of the run.
+    """
+    controller_dequeued()
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return  # an eager run would recurse; tests and the shell call the controller themselves
+    now = controller_generation()
+    if seen is not None and now is not None and now != seen:
+        _wake_now()

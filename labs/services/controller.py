@@ -65,7 +65,7 @@ from labs.drivers.base import CardBinding, HostResources
 from labs.models import Allocation, Card, LabSession, RepairEvent
 from labs.services.agents import instance_register, instance_unregister
 from labs.services.allocation import allocation_pass
-from labs.services.events import events_batch
+from labs.services.events import events_batch, events_flush
 from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock
 from labs.services.selftest import SelftestRejected, selftest_record
 from labs.services.sessions import reason_fields, session_begin_stop, session_note, session_stop, session_transition
@@ -98,9 +98,16 @@ class ControllerReport:
 
 
 def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
-    """Run the controller until the ledger and the cluster agree or nothing more can be done now."""
-    dispatch.controller_dequeued()
+    """Run the controller until the ledger and the cluster agree or nothing more can be done now.
+
+    A run that finds another holding the lock returns at once and leaves the queued marker set
+    (``dispatch``): the holder goes round again for the wakes that came (the generation moved),
+    so while one round runs, a burst of launches queues one more run, not one per launch. The
+    holder clears the marker as its rounds start, and when it ends sends a new run for any
+    wake that came after its last round began.
+    """
     report = ControllerReport()
+    seen = None
     for round_number in range(max_rounds):
         if round_number:
             # During a burst every launch wakes the controller: a short pause between rounds
@@ -111,12 +118,14 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
             if not held:
                 report.skipped = True  # the run that holds it goes round again for our wake
                 return report
-            before = dispatch.controller_generation()
+            dispatch.controller_dequeued()
+            seen = dispatch.controller_generation()
             acted = reconcile_once(report)
         after = dispatch.controller_generation()
         # Another round when this one could make more progress, or a wake came in while it ran.
-        if not acted and (before is None or after == before):
+        if not acted and (seen is None or after == seen):
             break
+    dispatch.controller_done(seen)
     if LabSession.objects.filter(state__in=IN_PROGRESS).exists():
         dispatch.controller_follow_up(settings.LAB_CONTROLLER_FOLLOW_UP_SECONDS)
     return report
@@ -128,6 +137,8 @@ def reconcile_once(report: ControllerReport | None = None) -> bool:
     report.rounds += 1
     with events_batch():
         report.admitted += len(allocation_pass().admitted)
+        # The students see their admissions now, not when the whole round ends.
+        events_flush()
         try:
             seen = {sid: _seen(observed) for sid, observed in get_driver().observe().items()}
         except DriverError as exc:
@@ -277,6 +288,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
                     report.rebound += 1
             case Expire(session_id, minutes):
                 session_stop(session_id=session_id, reason=Reason.of("session.lifetime", minutes=minutes))
+    events_flush()  # running, stopped: the pages hear now, before the driver's answers are awaited
     # Wait for the driver's answers, but not for ever: a slow cluster must not hold the loop
     # (and its lock) for a whole batch. Answers that come later are not lost: the instance
     # shows in the next observe() and is bound then; a failed create is tried again when its

@@ -104,6 +104,25 @@ def events_batch() -> Iterator[None]:
             _hooks_call(events)
 
 
+def events_flush() -> None:
+    """Inside ``events_batch()``, outside any transaction: send what has been committed so far now.
+
+    A long controller round calls it between its phases, so the pages hear of admissions
+    and of labs that are running as they happen, not when the round ends."""
+    pending = _batch.get()
+    events = _event_batch.get()
+    if pending is None or events is None:
+        return
+    if pending:
+        ids = set(pending)
+        pending.clear()
+        _send(ids)
+    if events:
+        gathered = list(events)
+        events.clear()
+        _hooks_call(gathered)
+
+
 def _hooks_call(events: list[SessionEvent]) -> None:
     for hook in _event_hooks():
         try:

@@ -63,3 +63,46 @@ def test_a_cancelled_queued_session_moves_those_behind_it_up_and_no_other_course
     assert f"student.{other_students[0].pk}" not in by_group and f"course.{other.pk}" not in by_group
     assert [p["queue_position"] for p in by_group[f"student.{second.student_id}"]] == [1]
     assert [p["queue_position"] for p in by_group[f"student.{third.student_id}"]] == [2]
+
+
+def test_a_batch_flushed_midway_sends_what_was_committed_so_far_and_the_rest_when_it_ends(sent):
+    from labs.services.events import events_batch, events_flush
+
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(2, code="AI101", quota={"instance_count": 0})
+    first, second = [session_launch(student=s, course=course, template=small) for s in students]
+    sent.clear()
+    stopped = Reason.of("session.stopped_by", who="s")
+
+    def states_sent_to(student):
+        return [p["state"] for g, m in sent if g == f"student.{student.pk}" for p in m["sessions"]]
+
+    with events_batch():
+        session_stop(session_id=first.pk, reason=stopped)
+        assert sent == []
+        events_flush()
+        assert states_sent_to(students[0]) == ["stopped"]
+        sent.clear()
+        session_stop(session_id=second.pk, reason=stopped)
+        assert sent == []
+    assert states_sent_to(students[1]) == ["stopped"] and states_sent_to(students[0]) == []
+
+
+def test_a_controller_round_tells_the_student_of_the_admission_before_it_starts_the_lab(sent):
+    from labs.drivers import get_driver
+    from labs.services.controller import reconcile_once
+
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(1, code="AI101")
+    session = session_launch(student=students[0], course=course, template=small)
+    sent.clear()
+    try:
+        reconcile_once()
+    finally:
+        for ref in get_driver().list():
+            get_driver().delete(ref)
+
+    states = [p["state"] for g, m in sent if g == f"student.{students[0].pk}" for p in m["sessions"]]
+    # the admission goes out as soon as the pass commits, then the lab's start in the same round
+    assert states[0] == "admitted" and states[-1] == "starting", states
+    assert str(session.pk) in {p["id"] for g, m in sent for p in m.get("sessions", [])}

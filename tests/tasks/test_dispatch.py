@@ -37,3 +37,32 @@ def test_only_one_follow_up_is_pending_at_a_time(broker):
         dispatch.controller_follow_up(2.0)
 
     assert broker.llen("celery") == 1
+
+
+def test_while_a_run_holds_the_lock_a_burst_queues_one_more_run_and_the_holder_sends_one_for_later_wakes(broker):
+    dispatch._wake_now()
+    dispatch.controller_dequeued()  # the run's round starts, holding the lock
+    seen = dispatch.controller_generation()
+
+    dispatch._wake_now()  # queues a run; it will find the lock held and leave the marker set
+    for _ in range(20):
+        dispatch._wake_now()
+    assert broker.llen("celery") == 2
+
+    dispatch.controller_done(seen)  # the holder ends: the wakes after its round began get a run
+
+    assert broker.llen("celery") == 3
+    assert broker.exists(dispatch.QUEUED_KEY)
+
+
+def test_a_run_that_ends_with_no_wake_since_its_last_round_sends_nothing_and_clears_the_marker(broker):
+    dispatch._wake_now()
+    dispatch.controller_dequeued()
+    seen = dispatch.controller_generation()
+
+    dispatch.controller_done(seen)
+
+    assert broker.llen("celery") == 1
+    assert not broker.exists(dispatch.QUEUED_KEY)
+    dispatch._wake_now()  # the next launch queues a run again
+    assert broker.llen("celery") == 2
