@@ -67,8 +67,16 @@ from labs.services.agents import instance_register, instance_unregister
 from labs.services.allocation import allocation_pass
 from labs.services.events import events_batch, events_flush
 from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock
-from labs.services.selftest import SelftestRejected, selftest_record
-from labs.services.sessions import reason_fields, session_begin_stop, session_note, session_stop, session_transition
+from labs.services.rows import rows_update
+from labs.services.selftest import selftests_record
+from labs.services.sessions import (
+    reason_fields,
+    session_begin_stop,
+    session_note,
+    session_stop,
+    sessions_note,
+    sessions_transition,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +260,9 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
     )
     deletes = [a for a in actions if isinstance(a, Delete)]
     pending = _start_creates(creates, by_id) + [(_pool().submit(get_driver().delete, a.session_id), a) for a in deletes]
+    running: dict[str, dict[str, object]] = {}
+    finishing: list[str] = []
+    notes: dict[str, Reason] = {}
     for action in actions:
         match action:
             case Bind(session_id, ref):
@@ -262,14 +273,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
             case Running(session_id, url):
                 kind, secret = links.get(session_id, ("", ""))
                 url = with_jupyter_token(url, kind=kind, secret=secret)
-                if session_transition(
-                    session_id,
-                    to=SessionState.RUNNING,
-                    only_from={SessionState.STARTING},
-                    access_url=url[:500],
-                    **reason_fields(None),
-                ):
-                    report.running += 1
+                running[session_id] = {"access_url": url[:500], **reason_fields(None)}
             case Fail(session_id, reason):
                 if session_begin_stop(session_id, reason=reason, failed=True):
                     report.failed += 1
@@ -278,27 +282,34 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
                             kind=RepairEvent.Kind.SESSION_FAILED, session_id=session_id, message=str(reason)[:500]
                         )
             case Note(session_id, reason):
-                session_note(session_id, reason=reason, state=SessionState.STARTING)
+                notes[session_id] = reason
             case Finish(session_id):
-                if _finish(session_id):
-                    report.finished += 1
-                    freed = True
+                finishing.append(session_id)
             case Rebind(session_id, node, card_index):
                 if allocation_rebind(session_id, node=node, card_index=card_index):
                     report.rebound += 1
             case Expire(session_id, minutes):
                 session_stop(session_id=session_id, reason=Reason.of("session.lifetime", minutes=minutes))
+    # Progress notes, the labs that came up and those whose instance is gone, each kind in one transaction.
+    sessions_note(notes, state=SessionState.STARTING)
+    report.running += len(sessions_transition(running, to=SessionState.RUNNING, only_from={SessionState.STARTING}))
+    finished = _finish(finishing)
+    report.finished += finished
+    freed = freed or finished > 0
     events_flush()  # running, stopped: the pages hear now, before the driver's answers are awaited
     # Wait for the driver's answers, but not for ever: a slow cluster must not hold the loop
     # (and its lock) for a whole batch. Answers that come later are not lost: the instance
     # shows in the next observe() and is bound then; a failed create is tried again when its
     # lease ends.
     done, _ = wait([future for future, _ in pending], timeout=settings.LAB_CONTROLLER_WAIT_SECONDS)
+    created: dict[str, str] = {}
     for future, action in pending:
         if future in done:
-            _collect(future, action, report)
+            _collect(future, action, report, created)
         else:
             report.in_flight += 1
+    _bind_created(created)
+    _simulated_selftests(list(created))
     # Another round is worth it when the driver was asked for something (a delete may be done
     # already) or a release freed capacity the allocation pass can hand out.
     return bool(pending) or freed
@@ -314,14 +325,12 @@ def _pool() -> ThreadPoolExecutor:
 def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tuple[Future, Create]]:
     if not session_ids:
         return []
-    for session_id in session_ids:
-        if by_id[session_id].state == SessionState.ADMITTED:
-            session_transition(
-                session_id,
-                to=SessionState.STARTING,
-                reason=Reason.of("session.requesting"),
-                only_from={SessionState.ADMITTED},
-            )
+    sessions_transition(
+        {sid: {} for sid in session_ids if by_id[sid].state == SessionState.ADMITTED},
+        to=SessionState.STARTING,
+        reason=Reason.of("session.requesting"),
+        only_from={SessionState.ADMITTED},
+    )
     # Only sessions still starting now (a stop may have come first) are created. Each gets a
     # lease: no other run asks again for it until the lease ends, even if this run stops
     # waiting for the answer (a slow cluster) or its worker dies.
@@ -343,7 +352,9 @@ def _create(session: LabSession) -> str:
     return ref
 
 
-def _collect(future: Future, action: Create | Delete, report: ControllerReport) -> None:
+def _collect(future: Future, action: Create | Delete, report: ControllerReport, created: dict[str, str]) -> None:
+    """One driver answer: a failure is recorded now; a created instance's reference goes into
+    ``created`` (session id -> reference), which the caller binds, all at once."""
     session_id = action.session_id
     try:
         result = future.result()
@@ -365,8 +376,7 @@ def _collect(future: Future, action: Create | Delete, report: ControllerReport) 
         return
     if isinstance(action, Create):
         report.created += 1
-        _bind(session_id, result, recovered=False)
-        _simulated_selftest(session_id)
+        created[session_id] = result
     else:
         report.deleted += 1
         if action.orphan:
@@ -378,19 +388,35 @@ def _collect(future: Future, action: Create | Delete, report: ControllerReport) 
             )
 
 
-def _simulated_selftest(session_id: str) -> None:
-    """A simulated lab reports its isolation self-test through the endpoint's service, as a real
-    lab's entrypoint does, so the demo shows the result; real drivers' labs report themselves."""
-    visible = get_driver().simulated_selftest_mib(session_id)
-    if visible is None:
+def _simulated_selftests(session_ids: list[str]) -> None:
+    """Simulated labs report their isolation self-test as a real lab's entrypoint does (judged the
+    same way, ``selftests_record``), so the demo shows the result; real drivers' labs report
+    themselves through the endpoint."""
+    driver = get_driver()
+    visible = {sid: mib for sid in session_ids if (mib := driver.simulated_selftest_mib(sid)) is not None}
+    selftests_record(visible)
+
+
+def _bind_created(refs: dict[str, str]) -> None:
+    """``_bind`` for the instances a round created (not recovered ones): one transaction, four
+    statements on PostgreSQL, whose row locks keep it exact; ``_bind`` each elsewhere."""
+    if not refs:
         return
-    secret = LabSession.objects.filter(pk=session_id).values_list("secret", flat=True).first()
-    if secret is None:
+    if connection.vendor != "postgresql":
+        for session_id, ref in refs.items():
+            _bind(session_id, ref, recovered=False)
         return
-    try:
-        selftest_record(session_id=session_id, secret=secret, visible_mib=visible)
-    except SelftestRejected:
-        pass  # the session ended meanwhile: nothing to judge
+    with transaction.atomic():
+        # Stopping too, as in ``_bind``.
+        alive = (
+            LabSession.objects.select_for_update()
+            .filter(pk__in=list(refs), state__in=(SessionState.STARTING, SessionState.STOPPING))
+            .order_by("pk")
+            .values_list("pk", "driver_ref")
+        )
+        rows_update(LabSession, {pk: {"driver_ref": refs[str(pk)]} for pk, ref in alive if ref != refs[str(pk)]})
+        allocations = Allocation.objects.filter(session_id__in=list(refs), released_at__isnull=True)
+        rows_update(Allocation, {pk: {"entity_id": refs[str(sid)]} for pk, sid in allocations.values_list("pk", "session_id")})
 
 
 def _bind(session_id: str, ref: str, *, recovered: bool) -> None:
@@ -440,18 +466,21 @@ def _delete_failed(action: Delete, exc: Exception) -> None:
         session_note(action.session_id, reason=Reason.of("session.stop_retry", error=str(exc)[:300]), state=SessionState.STOPPING)
 
 
-def _finish(session_id: str) -> bool:
-    """stopping -> stopped/failed once the instance is gone; the allocation is released with it."""
-    session = LabSession.objects.filter(pk=session_id).select_related("allocation__card__node").first()
-    if session is None or session.state != SessionState.STOPPING:
-        return False
-    allocation = getattr(session, "allocation", None)
-    entity_id = session.driver_ref or (allocation.entity_id if allocation is not None else "")
-    if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and entity_id:
-        # Unreachable agent: the node reconciler unregisters it later (an ended session's instance).
-        instance_unregister(allocation.card.node, entity_id)
-    end_state = SessionState(session.end_state or SessionState.STOPPED)
-    return session_transition(session_id, to=end_state, only_from={SessionState.STOPPING})
+def _finish(session_ids: list[str]) -> int:
+    """stopping -> stopped/failed for the sessions whose instance is gone; their allocations are released with them."""
+    if not session_ids:
+        return 0
+    ends: dict[SessionState, dict[str, dict[str, object]]] = {}
+    for session in LabSession.objects.filter(pk__in=session_ids, state=SessionState.STOPPING).select_related(
+        "allocation__card__node"
+    ):
+        allocation = getattr(session, "allocation", None)
+        entity_id = session.driver_ref or (allocation.entity_id if allocation is not None else "")
+        if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and entity_id:
+            # Unreachable agent: the node reconciler unregisters it later (an ended session's instance).
+            instance_unregister(allocation.card.node, entity_id)
+        ends.setdefault(SessionState(session.end_state or SessionState.STOPPED), {})[str(session.pk)] = {}
+    return sum(len(sessions_transition(ids, to=end, only_from={SessionState.STOPPING})) for end, ids in ends.items())
 
 
 def allocation_rebind(session_id: str, *, node: str, card_index: int) -> bool:

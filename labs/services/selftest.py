@@ -19,6 +19,7 @@ from labs.drivers import get_driver
 from labs.models import Card, LabSession, RepairEvent
 from labs.services.audit import audit_record
 from labs.services.events import cluster_changed_publish
+from labs.services.rows import rows_update
 
 # A report is accepted while the lab is up or coming up; an ended session changes nothing.
 OPEN_STATES = ("starting", "running", "stopping")
@@ -62,41 +63,69 @@ def selftest_record(*, session_id: str, secret: str, visible_mib: object, probe_
     if probe_exceeded not in (None, True, False):
         raise SelftestRejected(400, f"probe_exceeded must be true, false or null, got {probe_exceeded!r}")
     with transaction.atomic():
-        session = (
-            LabSession.objects.select_for_update(of=("self",))
-            .select_related("allocation__card__node")
-            .filter(pk=session_id)
-            .first()
-        )
+        session = _locked_sessions([session_id]).first()
         # An unknown session and a wrong secret answer alike, so a report cannot probe for ids.
         if session is None or not hmac.compare_digest(session.secret.encode(), str(secret).encode()):
             raise SelftestRejected(404, "no lab session with this id and secret")
         allocation = getattr(session, "allocation", None)
         if session.state not in OPEN_STATES or allocation is None:
             raise SelftestRejected(409, f"the session is {session.state}: its self-test is no longer taken")
-        cap = allocation.memory_mib
-        # Where the runtime reports the whole card (FlexNPU), seeing more than the cap is by
-        # design; there only the probe (an allocation past the cap that succeeds) shows a breach.
-        judges_visible = get_driver().memory_seen(allocation.card.node.labels or {}) == "cap"
-        over_cap = (judges_visible and visible_mib > cap) or probe_exceeded is True
-        newly_over = over_cap and not session.selftest_over_cap
-        session.selftest_at = timezone.now()
-        session.selftest_visible_mib = visible_mib
-        session.selftest_probe_exceeded = probe_exceeded
-        session.selftest_over_cap = session.selftest_over_cap or over_cap
-        session.save(update_fields=["selftest_at", "selftest_visible_mib", "selftest_probe_exceeded", "selftest_over_cap"])
-        if newly_over:
-            card = allocation.card
-            Card.objects.filter(pk=card.pk).update(isolation_suspect=True)
-            probed = {True: "allocated past it", False: "could not allocate past it", None: "not probed"}[probe_exceeded]
-            RepairEvent.objects.create(
-                kind=RepairEvent.Kind.ISOLATION_BREACH,
-                node=card.node,
-                session=session,
-                entity_id=allocation.entity_id,
-                message=f"{card}: the session sees {visible_mib} MiB of NPU memory, its cap is {cap} MiB ({probed})",
-            )
-            cluster_changed_publish()
+        verdict = _judge(session, allocation, visible_mib, probe_exceeded)
+        session.save(update_fields=SELFTEST_FIELDS)
+    return verdict
+
+
+def selftests_record(visible_mib: dict[str, int]) -> list[SelftestVerdict]:
+    """The simulator's labs' self-tests, many at once (the controller, as it binds them): no secret
+    (the caller is the portal itself), the same judgement, one read and one write. Sessions that
+    ended meanwhile are left out."""
+    if not visible_mib:
+        return []
+    verdicts = []
+    with transaction.atomic():
+        sessions = [s for s in _locked_sessions(list(visible_mib)).order_by("pk") if s.state in OPEN_STATES]
+        judged = []
+        for session in sessions:
+            allocation = getattr(session, "allocation", None)
+            if allocation is not None:
+                verdicts.append(_judge(session, allocation, visible_mib[str(session.pk)], None))
+                judged.append(session)
+        rows_update(LabSession, {s.pk: {name: getattr(s, name) for name in SELFTEST_FIELDS} for s in judged})
+    return verdicts
+
+
+SELFTEST_FIELDS = ["selftest_at", "selftest_visible_mib", "selftest_probe_exceeded", "selftest_over_cap"]
+
+
+def _locked_sessions(session_ids: list[str]):
+    return LabSession.objects.select_for_update(of=("self",)).select_related("allocation__card__node").filter(pk__in=session_ids)
+
+
+def _judge(session: LabSession, allocation, visible_mib: int, probe_exceeded: bool | None) -> SelftestVerdict:
+    """Set the self-test fields on ``session`` (the caller saves them); over the cap the first time,
+    mark the card suspect and record the breach (in the caller's transaction)."""
+    cap = allocation.memory_mib
+    # Where the runtime reports the whole card (FlexNPU), seeing more than the cap is by
+    # design; there only the probe (an allocation past the cap that succeeds) shows a breach.
+    judges_visible = get_driver().memory_seen(allocation.card.node.labels or {}) == "cap"
+    over_cap = (judges_visible and visible_mib > cap) or probe_exceeded is True
+    newly_over = over_cap and not session.selftest_over_cap
+    session.selftest_at = timezone.now()
+    session.selftest_visible_mib = visible_mib
+    session.selftest_probe_exceeded = probe_exceeded
+    session.selftest_over_cap = session.selftest_over_cap or over_cap
+    if newly_over:
+        card = allocation.card
+        Card.objects.filter(pk=card.pk).update(isolation_suspect=True)
+        probed = {True: "allocated past it", False: "could not allocate past it", None: "not probed"}[probe_exceeded]
+        RepairEvent.objects.create(
+            kind=RepairEvent.Kind.ISOLATION_BREACH,
+            node=card.node,
+            session=session,
+            entity_id=allocation.entity_id,
+            message=f"{card}: the session sees {visible_mib} MiB of NPU memory, its cap is {cap} MiB ({probed})",
+        )
+        cluster_changed_publish()
     return SelftestVerdict(str(session.pk), cap, visible_mib, probe_exceeded, over_cap)
 
 

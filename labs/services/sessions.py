@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -26,6 +26,7 @@ from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
 from labs.selectors.usage import launch_usage
 from labs.services.events import session_changes_publish, session_event
+from labs.services.rows import rows_update
 
 _TIMESTAMP_OF = {
     SessionState.ADMITTED: "admitted_at",
@@ -85,6 +86,61 @@ def session_transition(
     return True
 
 
+def sessions_transition(
+    changes: dict[str, dict[str, object]],
+    *,
+    to: SessionState,
+    reason: Reason | None = None,
+    only_from: Iterable[SessionState] | None = None,
+) -> set[str]:
+    """``session_transition`` for many sessions at once, each with its own ``fields`` (``changes``
+    maps a session id to them): the controller's rounds move hundreds of labs at a time.
+
+    One transaction; the sessions in an allowed source state are locked and read, then written
+    in one UPDATE (and one more for their own fields), their allocations released in a few statements (``allocations_release``).
+    Returns the ids that moved; the others were not in an allowed state and are unchanged.
+    PostgreSQL only takes the row locks this relies on: elsewhere (the embedded SQLite demo)
+    it is ``session_transition`` once per session.
+    """
+    if not changes:
+        return set()
+    if connection.vendor != "postgresql":
+        return {
+            sid for sid, fields in changes.items() if session_transition(sid, to=to, reason=reason, only_from=only_from, **fields)
+        }
+    sources = set(sources_of(to))
+    if only_from is not None:
+        sources &= set(only_from)
+    common: dict[str, object] = {"state": to}
+    if to in _TIMESTAMP_OF:
+        common[_TIMESTAMP_OF[to]] = timezone.now()
+    if reason is not None:
+        common.update(reason_fields(reason))
+    with transaction.atomic():
+        moved = [
+            str(pk)
+            for pk in LabSession.objects.select_for_update()
+            .filter(pk__in=list(changes), state__in=sources)
+            .order_by("pk")  # one lock order for every batch: two batches never deadlock
+            .values_list("pk", flat=True)
+        ]
+        if not moved:
+            return set()
+        LabSession.objects.filter(pk__in=moved).update(version=F("version") + 1, **common)
+        rows_update(LabSession, {sid: changes[sid] for sid in moved})
+        for sid in moved:
+            if to == SessionState.RUNNING:
+                session_event("session.running", sid)
+            if to in TERMINAL:
+                session_event("session.ended", sid)
+        if to in TERMINAL:
+            allocations_release(moved)
+            for sid in moved:
+                session_ended(sid)
+        session_changes_publish(moved)
+    return set(moved)
+
+
 def session_note(session_id, *, reason: Reason, state: SessionState, **fields: object) -> bool:
     """Change the reason of a session still in ``state`` (progress messages); ``fields`` go in the same UPDATE."""
     stored = reason_fields(reason)
@@ -99,6 +155,33 @@ def session_note(session_id, *, reason: Reason, state: SessionState, **fields: o
     return bool(updated)
 
 
+def sessions_note(reasons: dict[str, Reason], *, state: SessionState) -> set[str]:
+    """``session_note`` for many sessions (the controller's progress messages for a round's labs):
+    one transaction, the rows locked and read, the changed ones written in two statements on
+    PostgreSQL; ``session_note`` each elsewhere. Returns the ids whose reason changed."""
+    if not reasons:
+        return set()
+    if connection.vendor != "postgresql":
+        return {sid for sid, reason in reasons.items() if session_note(sid, reason=reason, state=state)}
+    with transaction.atomic():
+        stored = (
+            LabSession.objects.select_for_update()
+            .filter(pk__in=list(reasons), state=state)
+            .order_by("pk")
+            .values_list("pk", "reason_code", "reason_params")
+        )
+        changed = {}
+        for pk, code, params in stored:
+            fields = reason_fields(reasons[str(pk)])
+            if (code, params) != (fields["reason_code"], fields["reason_params"]):
+                changed[str(pk)] = fields
+        if changed:
+            LabSession.objects.filter(pk__in=list(changed)).update(version=F("version") + 1)
+            rows_update(LabSession, changed)
+            session_changes_publish(changed)
+    return set(changed)
+
+
 def allocation_release(session_id) -> bool:
     """Release the session's allocation and write its usage record, in the caller's transaction.
 
@@ -109,24 +192,50 @@ def allocation_release(session_id) -> bool:
     if not Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(released_at=now):
         return False
     allocation = Allocation.objects.select_related("session", "course").get(session_id=session_id)
-    seconds = max(0, round((now - allocation.created_at).total_seconds()))
-    UsageRecord.objects.create(
-        allocation=allocation,
-        session_id=session_id,
-        student_id=allocation.session.student_id,
-        course_id=allocation.course_id,
-        institution_id=allocation.course.institution_id,
-        template_id=allocation.session.template_id,
-        started_at=allocation.created_at,
-        ended_at=now,
-        core_percent=allocation.core_percent,
-        memory_mib=allocation.memory_mib,
-        core_percent_seconds=allocation.core_percent * seconds,
-        memory_mib_seconds=allocation.memory_mib * seconds,
-        borrowed=allocation.borrowed,
-    )
+    UsageRecord.objects.create(**_usage_of(allocation, now))
     session_event("usage.recorded", session_id)
     return True
+
+
+def allocations_release(session_ids: list[str]) -> set[str]:
+    """``allocation_release`` for many sessions, in the caller's transaction (PostgreSQL): the
+    unreleased allocations are locked and read, released in one UPDATE, their usage records
+    written in one INSERT. Exactly once as well: a row another transaction released first is
+    not read, one it is releasing is waited for and then not read. Returns the sessions released."""
+    now = timezone.now()
+    allocations = list(
+        Allocation.objects.select_for_update(of=("self",))
+        .filter(session_id__in=session_ids, released_at__isnull=True)
+        .select_related("session", "course")
+        .order_by("pk")
+    )
+    if not allocations:
+        return set()
+    Allocation.objects.filter(pk__in=[a.pk for a in allocations]).update(released_at=now)
+    UsageRecord.objects.bulk_create(UsageRecord(**_usage_of(a, now)) for a in allocations)
+    for allocation in allocations:
+        session_event("usage.recorded", allocation.session_id)
+    return {str(a.session_id) for a in allocations}
+
+
+def _usage_of(allocation: Allocation, now) -> dict[str, object]:
+    """The usage record's fields for an allocation held until ``now``."""
+    seconds = max(0, round((now - allocation.created_at).total_seconds()))
+    return {
+        "allocation": allocation,
+        "session_id": allocation.session_id,
+        "student_id": allocation.session.student_id,
+        "course_id": allocation.course_id,
+        "institution_id": allocation.course.institution_id,
+        "template_id": allocation.session.template_id,
+        "started_at": allocation.created_at,
+        "ended_at": now,
+        "core_percent": allocation.core_percent,
+        "memory_mib": allocation.memory_mib,
+        "core_percent_seconds": allocation.core_percent * seconds,
+        "memory_mib_seconds": allocation.memory_mib * seconds,
+        "borrowed": allocation.borrowed,
+    }
 
 
 def session_launch(*, student, course: Course, template: LabTemplate) -> LabSession:
