@@ -8,15 +8,15 @@ from django.http import HttpRequest, HttpResponse
 
 
 class SyncMiddlewareChain:
-    """Last in ``MIDDLEWARE``, doing nothing itself: it keeps every middleware in sync mode under ASGI.
+    """Last in ``MIDDLEWARE``, doing nothing itself: it keeps every middleware in sync mode under Django's async handlers.
 
     Django runs a middleware that can do both in the mode of the one below it. Below the last one
-    is the ASGI handler, which is async, so without this every ``MiddlewareMixin`` middleware up
-    to WhiteNoise (sync only) ran async, sending each of its ``process_request``,
-    ``process_view`` and ``process_response`` hooks to the sync thread and back: about twenty
-    thread hops a request, for views that are all sync anyway. With it the chain is sync, entered
-    once (``bench.request_cost`` shows the difference). The same middlewares run in the same
-    order, as in the sync mode the test client exercises.
+    is the handler; under an async one (Django's ``ASGIHandler``, the test ``AsyncClient`` that
+    ``bench.request_cost`` uses) every ``MiddlewareMixin`` middleware up to WhiteNoise (sync
+    only) would run async, sending each of its hooks to the sync thread and back: about twenty
+    thread hops a request, for views that are all sync anyway. With it the chain is sync,
+    entered once. Daphne serves the portal through ``portal.handlers.SyncChainASGIHandler``,
+    whose chain is sync from the start; there it changes nothing.
     """
 
     sync_capable = True

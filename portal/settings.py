@@ -72,7 +72,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last of those that act, as django-axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
-    # Keeps the whole chain in sync mode under Daphne (one thread hop a request, not twenty).
+    # Keeps the chain in sync mode under Django's async handlers (one thread hop a request, not twenty).
     "portal.middleware.SyncMiddlewareChain",
 ]
 
