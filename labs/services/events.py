@@ -151,18 +151,25 @@ def _send(session_ids: set[str]) -> None:
             place = places.get(session.pk)
             messages[student_group(session.student_id)].append(session_event_payload(session, for_owner=True, queue=place))
             messages[course_group(session.course_id)].append(session_event_payload(session, for_owner=False, queue=place))
-        async_to_sync(_send_all)(layer, messages)
+        # The cluster page shows the cards' shares: they change when a session is admitted (its
+        # allocation made) or ends (released), not when one queues, starts, runs or is stopping.
+        cards = any(s.state in CARD_STATES for s in sessions if str(s.pk) in session_ids)
+        async_to_sync(_send_all)(layer, messages, cards)
     except Exception:
         # A page misses a live update; the state itself is committed and the next page load
         # shows it. Never let a Redis hiccup undo or fail a state change.
         logger.warning("could not publish session updates", exc_info=True)
 
 
-async def _send_all(layer, messages: dict[str, list[dict]]) -> None:
+async def _send_all(layer, messages: dict[str, list[dict]], cards: bool) -> None:
     for group, sessions in messages.items():
         await layer.group_send(group, {"type": "sessions.update", "sessions": sessions})
-    # Sessions that changed may hold or free cards: the operators' cluster page reads it again.
-    await layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"})
+    if cards:  # the operators' cluster page reads it again
+        await layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"})
+
+
+# States a session reaches when its card share is taken or given back.
+CARD_STATES = frozenset({"admitted", "stopped", "failed"})
 
 
 CLUSTER_GROUP = "cluster"

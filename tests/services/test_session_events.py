@@ -106,3 +106,35 @@ def test_a_controller_round_tells_the_student_of_the_admission_before_it_starts_
     # the admission goes out as soon as the pass commits, then the lab's start in the same round
     assert states[0] == "admitted" and states[-1] == "starting", states
     assert str(session.pk) in {p["id"] for g, m in sent for p in m.get("sessions", [])}
+
+
+def test_the_cluster_page_hears_when_a_share_is_taken_or_given_back_not_of_every_step(sent):
+    import time
+
+    from labs.drivers import get_driver
+    from labs.models import LabSession
+    from labs.services.controller import reconcile_once
+
+    def settle(until):
+        deadline = time.monotonic() + 10
+        while LabSession.objects.get(pk=session.pk).state != until:
+            assert time.monotonic() < deadline, until
+            reconcile_once()
+            time.sleep(0.05)
+
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(1, code="AI101")
+    try:
+        session = session_launch(student=students[0], course=course, template=small)
+        assert "cluster" not in {g for g, _ in sent}  # queued: no share yet
+        reconcile_once()
+        assert "cluster" in {g for g, _ in sent}  # admitted: a share taken
+        settle("running")
+        sent.clear()
+        assert session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="s"))
+        assert {g for g, _ in sent} == {f"student.{students[0].pk}", f"course.{course.pk}"}  # stopping: still held
+        settle("stopped")
+        assert "cluster" in {g for g, _ in sent}  # released
+    finally:
+        for ref in get_driver().list():
+            get_driver().delete(ref)
