@@ -63,9 +63,19 @@ def sessions_of_student(*, user) -> list[LabSession]:
     Each carries ``card``: its ``session_event_payload`` (the owner's), read in bulk, which is
     what the page draws the card from.
     """
-    base = _with_relations(LabSession.objects.filter(student=user))
-    open_sessions = list(base.exclude(state__in=TERMINAL).order_by("-created_at"))
-    ended = list(base.filter(state__in=TERMINAL).order_by("-ended_at")[:RECENT_ENDED])
+    mine = LabSession.objects.filter(student=user)
+    recent_ended = mine.filter(state__in=TERMINAL).order_by("-ended_at").values("pk")[:RECENT_ENDED]
+    # One query for both (a second one of these joins costs more to compose than to run); the
+    # student is the user: not joined again.
+    rows = list(
+        mine.filter(~Q(state__in=TERMINAL) | Q(pk__in=recent_ended))
+        .select_related("template", "course__quota", "allocation__card__node")
+        .order_by("-created_at")
+    )
+    for session in rows:
+        LabSession.student.field.set_cached_value(session, user)
+    open_sessions = [s for s in rows if s.state not in TERMINAL]
+    ended = sorted((s for s in rows if s.state in TERMINAL), key=lambda s: s.ended_at, reverse=True)  # never null
     sessions = open_sessions + ended
     for session, payload in zip(sessions, session_event_payloads(sessions, for_owner=True), strict=True):
         session.card = payload

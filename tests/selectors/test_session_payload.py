@@ -10,7 +10,13 @@ from django.utils import timezone, translation
 from labs.domain.lifecycle import Expire, Seen, decide
 from labs.domain.states import SessionState
 from labs.models import Card, Enrollment, LabSession
-from labs.selectors.sessions import session_event_payload, session_event_payloads, sessions_for_events, sessions_of_student
+from labs.selectors.sessions import (
+    RECENT_ENDED,
+    session_event_payload,
+    session_event_payloads,
+    sessions_for_events,
+    sessions_of_student,
+)
 from labs.services import controller
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch, session_transition
@@ -153,3 +159,28 @@ def test_the_students_sessions_carry_their_card_payload(world):
     (listed,) = sessions_of_student(user=student)
     assert listed.card["id"] == str(session.pk)
     assert listed.card["queue_position"] == 1
+
+
+def test_the_student_sees_open_sessions_newest_first_then_the_five_latest_ended_in_one_query(world, django_assert_num_queries):
+    student, other = world["students"][:2]
+    course, small = world["course"], world["small"]
+    now = timezone.now()
+    ended = []
+    for i in range(RECENT_ENDED + 2):
+        # Ended in an order other than their creation's.
+        ended_at = now - timedelta(minutes=(i * 3) % 7)
+        session = LabSession.objects.create(
+            student=student, course=course, template=small, state="stopped", secret="s", ended_at=ended_at
+        )
+        ended.append(session)
+    LabSession.objects.create(student=other, course=course, template=small, state="stopped", secret="s", ended_at=now)
+    first = LabSession.objects.create(student=student, course=course, template=small, state="queued", secret="s")
+    second = LabSession.objects.create(student=student, course=course, template=small, state="queued", secret="s")
+    LabSession.objects.filter(pk=first.pk).update(created_at=now - timedelta(minutes=1))
+    latest_ended = LabSession.objects.filter(pk__in=[s.pk for s in ended]).order_by("-ended_at")[:RECENT_ENDED]
+
+    with django_assert_num_queries(2):  # the sessions, then the queue places
+        listed = sessions_of_student(user=student)
+
+    assert [s.pk for s in listed] == [second.pk, first.pk, *(s.pk for s in latest_ended)]
+    assert {s.card["student"] for s in listed} == {student.get_username()}
