@@ -84,10 +84,17 @@ def sessions_of_student(*, user) -> list[LabSession]:
 
 def session_for_user(*, user, session_id) -> LabSession | None:
     """The session if ``user`` owns it or teaches its course; ``None`` otherwise."""
+    return _with_relations(LabSession.objects.filter(pk=session_id)).filter(_owned_or_taught(user)).first()
+
+
+def session_of_user_exists(*, user, session_id) -> bool:
+    """Whether ``session_for_user`` would find the session (without reading it)."""
+    return LabSession.objects.filter(pk=session_id).filter(_owned_or_taught(user)).exists()
+
+
+def _owned_or_taught(user) -> Q:
     staff_courses = Enrollment.objects.filter(user=user, role__in=Enrollment.STAFF_ROLES).values("course_id")
-    return (
-        _with_relations(LabSession.objects.filter(pk=session_id)).filter(Q(student=user) | Q(course_id__in=staff_courses)).first()
-    )
+    return Q(student=user) | Q(course_id__in=staff_courses)
 
 
 def queue_facts(sessions: Sequence[LabSession], *, now: float | None = None) -> dict[Any, QueueFacts]:
