@@ -95,7 +95,7 @@ def console_links(*, user) -> ConsoleLinks:
             _console_links_sql(),
             {
                 "user": user.pk,
-                "staff_roles": list(Enrollment.STAFF_ROLES),
+                **_staff_role_params(),
                 "operator": InstitutionRole.Role.OPERATOR.value,
                 "codename": "operate_platform",
                 "app_label": "labs",
@@ -104,8 +104,13 @@ def console_links(*, user) -> ConsoleLinks:
         row = cursor.fetchone()
     if row is None:
         return ConsoleLinks(teaches=False, operates=False)
-    is_active, staff, any_role, operator, platform = row
+    is_active, staff, any_role, operator, platform = (bool(v) for v in row)  # SQLite answers 0 and 1
     return ConsoleLinks(teaches=staff or any_role, operates=operator or (platform and is_active))
+
+
+@cache
+def _staff_role_params() -> dict[str, str]:
+    return {f"staff_role_{i}": str(role) for i, role in enumerate(sorted(Enrollment.STAFF_ROLES))}
 
 
 @cache
@@ -118,10 +123,11 @@ def _console_links_sql() -> str:
     """
     User = get_user_model()
     table = connection.ops.quote_name
+    staff_roles = ", ".join(f"%({name})s" for name in _staff_role_params())  # PostgreSQL and SQLite (the demo)
     return f"""
         SELECT u.is_active,
             EXISTS (SELECT 1 FROM {table(Enrollment._meta.db_table)} e
-                    WHERE e.user_id = u.id AND e.role = ANY(%(staff_roles)s)),
+                    WHERE e.user_id = u.id AND e.role IN ({staff_roles})),
             EXISTS (SELECT 1 FROM {table(InstitutionRole._meta.db_table)} r WHERE r.user_id = u.id),
             EXISTS (SELECT 1 FROM {table(InstitutionRole._meta.db_table)} r
                     WHERE r.user_id = u.id AND r.role = %(operator)s),
