@@ -541,7 +541,8 @@ def reservation_cancel(request: HttpRequest, course, reservation_id: int) -> Htt
 def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
     """The course's open sessions (or the last 200 ended ones with ``state=ended``), filtered by
     state, template and student."""
-    qs = LabSession.objects.filter(course=course).select_related("student", "template", "course__quota", "allocation__card__node")
+    # The course (with its quota) is the page's: not joined again for every row.
+    qs = LabSession.objects.filter(course=course).select_related("student", "template", "allocation__card__node")
     state = params.get("state", "")
     template = params.get("template", "")
     if template.isdigit():
@@ -556,7 +557,10 @@ def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
         if state in LabSession.State.values:
             qs = qs.filter(state=state)
         qs = qs.order_by("created_at")
-    return list(qs), {"state": state, "template": template, "student": student}
+    sessions = list(qs)
+    for session in sessions:
+        LabSession.course.field.set_cached_value(session, course)
+    return sessions, {"state": state, "template": template, "student": student}
 
 
 @course_view()

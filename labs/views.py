@@ -21,7 +21,7 @@ from labs.forms import LaunchForm
 from labs.models import Course, Enrollment, LabSession, LabTemplate
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
-from labs.selectors.sessions import session_event_payload, session_for_user, sessions_of_student
+from labs.selectors.sessions import session_event_payload, session_for_user, session_of_user_exists, sessions_of_student
 from labs.selectors.usage import student_budgets
 from labs.services.activity import session_keep_running as keep_service
 from labs.services.selftest import SelftestRejected, selftest_record
@@ -104,11 +104,10 @@ def session_launch(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def session_stop(request: HttpRequest, session_id) -> HttpResponse:
-    session = session_for_user(user=request.user, session_id=session_id)
-    if session is None:
+    if not session_of_user_exists(user=request.user, session_id=session_id):
         raise Http404(_("No such session."))
     reason = Reason.of("session.stopped_by", who=request.user.get_username())
-    stopped = stop_service(session_id=session.pk, reason=reason)
+    stopped = stop_service(session_id=session_id, reason=reason)
     if _wants_json(request):
         if not stopped:
             return JsonResponse({"error": _("This session is already ending.")}, status=409)

@@ -20,7 +20,7 @@ def enrollments_of_user(*, user) -> list[Enrollment]:
     """The user's enrolments with course, quota and allowed templates loaded."""
     return list(
         Enrollment.objects.filter(user=user)
-        .select_related("course__quota", "course__institution")
+        .select_related("course__quota")
         .prefetch_related(Prefetch("course__templates", queryset=LabTemplate.objects.order_by("core_percent", "name")))
         .order_by("course__code")
     )

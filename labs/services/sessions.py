@@ -327,6 +327,17 @@ def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabS
     """
     from django.db.models import Case, IntegerField, Value, When
 
+    unclaimed = LabSession.objects.filter(
+        course=course,
+        template=template,
+        reservation_slot__isnull=False,
+        claimed_at__isnull=True,
+        state__in=[SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING],
+    )
+    # Most launches come with no class reserved: this plain check spares them composing the
+    # locking query below (~2 ms CPU, bench.request_cost).
+    if not unclaimed.exists():
+        return None
     now = timezone.now()
     lead = timedelta(seconds=settings.LAB_RESERVATION_PRESTART_SECONDS)
     readiness = Case(
@@ -337,13 +348,8 @@ def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabS
         output_field=IntegerField(),
     )
     found = (
-        LabSession.objects.select_for_update(of=("self",), skip_locked=True)
+        unclaimed.select_for_update(of=("self",), skip_locked=True)
         .filter(
-            course=course,
-            template=template,
-            reservation_slot__isnull=False,
-            claimed_at__isnull=True,
-            state__in=[SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING],
             reservation_slot__starts_at__lte=now + lead,
             reservation_slot__ends_at__gt=now,
             reservation_slot__reservation__cancelled_at__isnull=True,

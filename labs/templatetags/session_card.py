@@ -9,6 +9,7 @@ say the same thing in the same language.
 
 from __future__ import annotations
 
+import html
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from django.conf import settings
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import json_script
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext, gettext_noop
 
 from labs.templatetags.units import gib_text
@@ -103,6 +105,39 @@ def _clock(iso: str) -> str:
 @register.simple_tag(name="card_text")
 def card_text_tag(card: dict[str, Any] | None, piece: str) -> str:
     return card_text(card, piece, now=time.time()) if card else ""
+
+
+# The attributes the page's script (``labs/static/labs/sessions.js``) finds and orders a card or
+# a row by, from its payload, with what a blank ``<template>`` (no payload) gets.
+DATA_ATTRIBUTES = (
+    ("data-session-id", "id", ""),
+    ("data-version", "version", 0),
+    ("data-read-at-ms", "read_at_ms", 0),
+    ("data-state", "state", ""),
+    ("data-course-code", "course", ""),
+    ("data-started-at", "started_at", ""),
+    ("data-stops-at", "stops_at", ""),
+    ("data-queue-position", "queue_position", None),
+    ("data-wait-seconds", "wait_seconds", None),
+)
+
+
+@register.simple_tag(name="session_data")
+def session_data_tag(card: dict[str, Any] | None) -> str:
+    """`` data-session-id="…" data-version="…" …`` of a card or a row (``DATA_ATTRIBUTES``): a false
+    value shows the blank's value, except where that is ``None``, where only a missing one does (0 stays)."""
+    card = card or {}
+    parts = []
+    for attribute, key, blank in DATA_ATTRIBUTES:
+        value = card.get(key)
+        if blank is None:
+            value = "" if value is None else value
+        elif not value:
+            value = blank
+        # html.escape is what django.utils.html.escape does, without its lazy-string checks: this
+        # runs nine times a row of the course page.
+        parts.append(f' {attribute}="{html.escape(str(value))}"')
+    return mark_safe("".join(parts))
 
 
 @register.simple_tag(name="share_text")

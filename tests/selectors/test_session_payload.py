@@ -8,13 +8,20 @@ import pytest
 from django.utils import timezone, translation
 
 from labs.domain.lifecycle import Expire, Seen, decide
+from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.models import Card, Enrollment, LabSession
-from labs.selectors.sessions import session_event_payload, session_event_payloads, sessions_for_events, sessions_of_student
+from labs.selectors.sessions import (
+    RECENT_ENDED,
+    session_event_payload,
+    session_event_payloads,
+    sessions_for_events,
+    sessions_of_student,
+)
 from labs.services import controller
 from labs.services.allocation import allocation_pass
-from labs.services.sessions import session_launch, session_transition
-from tests.factories import UserFactory, course_with_students
+from labs.services.sessions import session_launch, session_stop, session_transition
+from tests.factories import UserFactory, course_with_students, node_with_cards
 
 
 def set_instances(course, count: int) -> None:
@@ -153,3 +160,46 @@ def test_the_students_sessions_carry_their_card_payload(world):
     (listed,) = sessions_of_student(user=student)
     assert listed.card["id"] == str(session.pk)
     assert listed.card["queue_position"] == 1
+
+
+def test_the_student_sees_open_sessions_newest_first_then_the_five_latest_ended_in_one_query(world, django_assert_num_queries):
+    student, other = world["students"][:2]
+    course, small = world["course"], world["small"]
+    now = timezone.now()
+    ended = []
+    for i in range(RECENT_ENDED + 2):
+        # Ended in an order other than their creation's.
+        ended_at = now - timedelta(minutes=(i * 3) % 7)
+        session = LabSession.objects.create(
+            student=student, course=course, template=small, state="stopped", secret="s", ended_at=ended_at
+        )
+        ended.append(session)
+    LabSession.objects.create(student=other, course=course, template=small, state="stopped", secret="s", ended_at=now)
+    first = LabSession.objects.create(student=student, course=course, template=small, state="queued", secret="s")
+    second = LabSession.objects.create(student=student, course=course, template=small, state="queued", secret="s")
+    LabSession.objects.filter(pk=first.pk).update(created_at=now - timedelta(minutes=1))
+    latest_ended = LabSession.objects.filter(pk__in=[s.pk for s in ended]).order_by("-ended_at")[:RECENT_ENDED]
+
+    with django_assert_num_queries(2):  # the sessions, then the queue places
+        listed = sessions_of_student(user=student)
+
+    assert [s.pk for s in listed] == [second.pk, first.pk, *(s.pk for s in latest_ended)]
+    assert {s.card["student"] for s in listed} == {student.get_username()}
+
+
+def test_a_changed_session_and_those_behind_it_in_its_queue_are_read_in_one_query(db, django_assert_num_queries):
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(3, code="AI101", quota={"instance_count": 0})
+    other, (other_small, _), other_students, _ = course_with_students(1, code="AI102", quota={"instance_count": 0})
+    first, second, third = [session_launch(student=s, course=course, template=small) for s in students]
+    waiting = session_launch(student=other_students[0], course=other, template=other_small)
+
+    with django_assert_num_queries(1):
+        unmoved = sessions_for_events([str(waiting.pk)])
+    assert [s.pk for s in unmoved] == [waiting.pk]
+
+    assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="s"))
+    with django_assert_num_queries(1):
+        moved = sessions_for_events([str(first.pk)])
+    assert moved[0].pk == first.pk
+    assert {s.pk for s in moved[1:]} == {second.pk, third.pk}

@@ -3,7 +3,7 @@
 import pytest
 from django.utils import timezone, translation
 
-from labs.templatetags.session_card import PHRASES, card_text, card_words, duration_text
+from labs.templatetags.session_card import PHRASES, card_text, card_words, duration_text, session_data_tag
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 STOPS = "2027-01-15T10:13:30+00:00"
@@ -53,3 +53,27 @@ def test_every_phrase_the_script_uses_has_a_chinese_translation():
 def test_an_unknown_piece_is_refused():
     with pytest.raises(ValueError, match="unknown card piece"):
         card_text({}, "eta", now=NOW)
+
+
+def test_the_data_attributes_come_from_the_payload_and_a_blank_template_gets_empty_ones():
+    queued = {
+        "id": "6f0c4f64-7a61-4ac1-8d6f-6a5f1c9d2e01",
+        "version": 3,
+        "read_at_ms": 1_800_000_000_123,
+        "state": "queued",
+        "course": "AI<101>",
+        "started_at": None,
+        "stops_at": None,
+        "queue_position": 1,
+        "wait_seconds": 0,
+    }
+    assert session_data_tag(queued) == (
+        ' data-session-id="6f0c4f64-7a61-4ac1-8d6f-6a5f1c9d2e01" data-version="3" data-read-at-ms="1800000000123"'
+        ' data-state="queued" data-course-code="AI&lt;101&gt;" data-started-at="" data-stops-at=""'
+        ' data-queue-position="1" data-wait-seconds="0"'
+    )
+    blank = (
+        ' data-session-id="" data-version="0" data-read-at-ms="0" data-state="" data-course-code="" data-started-at=""'
+        ' data-stops-at="" data-queue-position="" data-wait-seconds=""'
+    )
+    assert session_data_tag(None) == session_data_tag("") == blank
