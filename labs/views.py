@@ -21,6 +21,7 @@ from labs.forms import LaunchForm
 from labs.models import Course, Enrollment, LabSession, LabTemplate
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
+from labs.selectors.rows import one
 from labs.selectors.sessions import session_event_payload, session_for_user, session_of_user_exists, sessions_of_student
 from labs.selectors.usage import student_budgets
 from labs.services.activity import session_keep_running as keep_service
@@ -70,13 +71,13 @@ def session_launch(request: HttpRequest) -> HttpResponse:
         error = _("Choose a course and a template to launch.")
     else:
         # With its quota: the answer's session payload shows the course's limits.
-        course = (
-            Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).select_related("quota").first()
+        course = one(
+            Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).select_related("quota")
         )
         # Only the course's own institution: the refusal names the template, and another
         # tenant's template names must not be readable by guessing ids.
         template = (
-            LabTemplate.objects.filter(pk=form.cleaned_data["template"], institution_id=course.institution_id).first()
+            one(LabTemplate.objects.filter(pk=form.cleaned_data["template"], institution_id=course.institution_id))
             if course is not None
             else None
         )

@@ -24,6 +24,7 @@ from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
 from labs.selectors.courses import QuotaUse, staff_courses
+from labs.selectors.rows import one
 from labs.selectors.usage import seconds_by_day, usage_spans, week_start
 
 
@@ -54,7 +55,7 @@ def course_role(*, user, course: Course) -> CourseRole | None:
 
 
 def course_for_console(*, user, course_id: int) -> tuple[Course, CourseRole] | None:
-    course = Course.objects.select_related("institution", "quota").filter(pk=course_id).first()
+    course = one(Course.objects.select_related("institution", "quota").filter(pk=course_id))
     if course is None:
         return None
     role = course_role(user=user, course=course)

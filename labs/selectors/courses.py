@@ -18,11 +18,13 @@ class QuotaUse:
 
 def enrollments_of_user(*, user) -> list[Enrollment]:
     """The user's enrolments with course, quota and allowed templates loaded."""
-    return list(
+    # Sorted here, not by the database: under an ORDER BY Django hashes every selected column of the joins.
+    return sorted(
         Enrollment.objects.filter(user=user)
         .select_related("course__quota")
         .prefetch_related(Prefetch("course__templates", queryset=LabTemplate.objects.order_by("core_percent", "name")))
-        .order_by("course__code")
+        .order_by(),
+        key=lambda e: (e.course.code, e.pk),
     )
 
 

@@ -17,6 +17,7 @@ from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Enrollment, LabSession
+from labs.selectors.rows import one
 from labs.templatetags.session_card import selftest_text, share_text
 
 RECENT_ENDED = 5
@@ -49,7 +50,11 @@ def sessions_for_events(session_ids: Iterable[str]) -> list[LabSession]:
     # One query (composing a second one of these joins costs more than running it): the changed
     # sessions, and the queued ones of the courses where a changed one ``LEFT_QUEUE``.
     moved = LabSession.objects.filter(LEFT_QUEUE, pk__in=ids).values("course_id")
-    found = list(_with_relations(LabSession.objects.filter(Q(pk__in=ids) | Q(course_id__in=moved, state=SessionState.QUEUED))))
+    # Unordered: under any ORDER BY (the model's default one too) Django 5.2 hashes every selected
+    # column of these joins, which costs more than the query.
+    found = list(
+        _with_relations(LabSession.objects.filter(Q(pk__in=ids) | Q(course_id__in=moved, state=SessionState.QUEUED))).order_by()
+    )
     return [s for s in found if s.pk in ids] + [s for s in found if s.pk not in ids]
 
 
@@ -63,10 +68,12 @@ def sessions_of_student(*, user) -> list[LabSession]:
     recent_ended = mine.filter(state__in=TERMINAL).order_by("-ended_at").values("pk")[:RECENT_ENDED]
     # One query for both (a second one of these joins costs more to compose than to run); the
     # student is the user: not joined again.
-    rows = list(
+    rows = sorted(
         mine.filter(~Q(state__in=TERMINAL) | Q(pk__in=recent_ended))
         .select_related("template", "course__quota", "allocation__card__node")
-        .order_by("-created_at")
+        .order_by(),  # sorted here: see ``sessions_for_events``
+        key=lambda s: s.created_at,
+        reverse=True,
     )
     for session in rows:
         LabSession.student.field.set_cached_value(session, user)
@@ -80,7 +87,7 @@ def sessions_of_student(*, user) -> list[LabSession]:
 
 def session_for_user(*, user, session_id) -> LabSession | None:
     """The session if ``user`` owns it or teaches its course; ``None`` otherwise."""
-    return _with_relations(LabSession.objects.filter(pk=session_id)).filter(_owned_or_taught(user)).first()
+    return one(_with_relations(LabSession.objects.filter(pk=session_id)).filter(_owned_or_taught(user)))
 
 
 def session_of_user_exists(*, user, session_id) -> bool:

@@ -24,6 +24,7 @@ from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
 from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
+from labs.selectors.rows import one
 from labs.selectors.usage import launch_usage
 from labs.services.events import session_changes_publish, session_event
 from labs.services.rows import rows_update
@@ -252,11 +253,8 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
         # Locking the enrolment row serialises two launches by the same student, so both
         # cannot pass the concurrent-session check at once.
         # The course's archived flag and quota come with it, read now, in the same statement.
-        enrollment = (
-            Enrollment.objects.select_for_update(of=("self",))
-            .select_related("course__quota")
-            .filter(user=student, course=course)
-            .first()
+        enrollment = one(
+            Enrollment.objects.select_for_update(of=("self",)).select_related("course__quota").filter(user=student, course=course)
         )
         if enrollment is None:
             raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
@@ -379,11 +377,10 @@ def session_extend(*, session_id, student) -> int:
     Returns the extensions still left. The controller reads the new deadline at its next run.
     """
     with transaction.atomic():
-        session = (
+        session = one(
             LabSession.objects.select_for_update(of=("self",))
             .select_related("course__quota")
             .filter(pk=session_id, student=student)
-            .first()
         )
         if session is None or session.state != SessionState.RUNNING:
             raise ExtendRefused(_("Only a running session can be extended."))
