@@ -103,7 +103,15 @@ REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "portal")},
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": env_str("CHANNELS_PREFIX", "portal"),
+            # Messages waiting for one web process: every socket of a process shares one Redis
+            # key (channels_redis's process-specific channel), and past this many a message is
+            # dropped. channels_redis's default, 100, was overrun by one controller round telling
+            # a few hundred students of their labs (README, "Settings").
+            "capacity": env_int("CHANNELS_CAPACITY", 10_000, minimum=100),
+        },
     }
 }
 

@@ -369,3 +369,9 @@ def test_session_cookies_for_an_lms_iframe_need_https(tmp_path):
     result = run_settings(tmp_path, script, SESSION_COOKIE_SAMESITE="None", HTTPS="true")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-2:] == ["None", "None"]
+
+
+def test_a_channel_capacity_below_100_is_refused_naming_the_variable(tmp_path):
+    stderr = refused(run_settings(tmp_path, CHANNELS_CAPACITY="10"))
+    assert "CHANNELS_CAPACITY=10" in stderr
+    assert loaded(run_settings(tmp_path, CHANNELS_CAPACITY="20000")) is not None
