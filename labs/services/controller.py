@@ -145,8 +145,6 @@ def reconcile_once(report: ControllerReport | None = None) -> bool:
     report.rounds += 1
     with events_batch():
         report.admitted += len(allocation_pass().admitted)
-        # The students see their admissions now, not when the whole round ends.
-        events_flush()
         try:
             seen = {sid: _seen(observed) for sid, observed in get_driver().observe().items()}
         except DriverError as exc:
@@ -296,7 +294,9 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
     finished = _finish(finishing)
     report.finished += finished
     freed = freed or finished > 0
-    events_flush()  # running, stopped: the pages hear now, before the driver's answers are awaited
+    # Admitted and starting, running, stopped: the pages hear now (one message per group for all
+    # of it), before the driver's answers are awaited.
+    events_flush()
     # Wait for the driver's answers, but not for ever: a slow cluster must not hold the loop
     # (and its lock) for a whole batch. Answers that come later are not lost: the instance
     # shows in the next observe() and is bound then; a failed create is tried again when its

@@ -152,8 +152,10 @@ def _send(session_ids: set[str]) -> None:
             messages[student_group(session.student_id)].append(session_event_payload(session, for_owner=True, queue=place))
             messages[course_group(session.course_id)].append(session_event_payload(session, for_owner=False, queue=place))
         # The cluster page shows the cards' shares: they change when a session is admitted (its
-        # allocation made) or ends (released), not when one queues, starts, runs or is stopping.
-        cards = any(s.state in CARD_STATES for s in sessions if str(s.pk) in session_ids)
+        # allocation made; by the time a batch is sent it may be starting or running already)
+        # or ends (released), not when one queues or is being stopped: a launch or a stop from
+        # the web does not send it a message.
+        cards = any(s.state not in SHARE_UNCHANGED for s in sessions if str(s.pk) in session_ids)
         async_to_sync(_send_all)(layer, messages, cards)
     except Exception:
         # A page misses a live update; the state itself is committed and the next page load
@@ -168,8 +170,8 @@ async def _send_all(layer, messages: dict[str, list[dict]], cards: bool) -> None
         await layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"})
 
 
-# States a session reaches when its card share is taken or given back.
-CARD_STATES = frozenset({"admitted", "stopped", "failed"})
+# States a session reaches without taking or giving back a card share.
+SHARE_UNCHANGED = frozenset({"queued", "stopping"})
 
 
 CLUSTER_GROUP = "cluster"
