@@ -1,4 +1,4 @@
-"""A burst to the sockets of one web process: every message arrives (channels_redis dropped past 100)."""
+"""A burst to the sockets of one web process: every message arrives (channels_redis's list layer dropped past 100)."""
 
 import asyncio
 
@@ -8,7 +8,7 @@ from django.conf import settings
 
 def test_a_burst_of_500_messages_to_one_processs_sockets_all_arrive():
     layer = get_channel_layer()
-    assert layer.capacity == settings.CHANNEL_LAYERS["default"]["CONFIG"]["capacity"] >= 1000
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
 
     async def burst() -> int:
         # Two sockets of this process: their channels share the process's Redis key.
