@@ -471,9 +471,8 @@ def _finish(session_ids: list[str]) -> int:
     if not session_ids:
         return 0
     ends: dict[SessionState, dict[str, dict[str, object]]] = {}
-    for session in LabSession.objects.filter(pk__in=session_ids, state=SessionState.STOPPING).select_related(
-        "allocation__card__node"
-    ):
+    stopping = LabSession.objects.filter(pk__in=session_ids, state=SessionState.STOPPING)
+    for session in stopping.select_related("allocation__card__node").order_by():
         allocation = getattr(session, "allocation", None)
         entity_id = session.driver_ref or (allocation.entity_id if allocation is not None else "")
         if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and entity_id:
