@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from labs.drivers import get_driver
 from labs.models import Card, LabSession, RepairEvent
+from labs.selectors.rows import one
 from labs.services.audit import audit_record
 from labs.services.events import cluster_changed_publish
 from labs.services.rows import rows_update
@@ -63,7 +64,7 @@ def selftest_record(*, session_id: str, secret: str, visible_mib: object, probe_
     if probe_exceeded not in (None, True, False):
         raise SelftestRejected(400, f"probe_exceeded must be true, false or null, got {probe_exceeded!r}")
     with transaction.atomic():
-        session = _locked_sessions([session_id]).first()
+        session = one(_locked_sessions([session_id]))
         # An unknown session and a wrong secret answer alike, so a report cannot probe for ids.
         if session is None or not hmac.compare_digest(session.secret.encode(), str(secret).encode()):
             raise SelftestRejected(404, "no lab session with this id and secret")

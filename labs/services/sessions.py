@@ -65,25 +65,13 @@ def session_transition(
     allocation is released in the same transaction. Returns ``False`` — and changes nothing —
     when the session is not in an allowed source state (another process got there first).
     """
-    sources = set(sources_of(to))
-    if only_from is not None:
-        sources &= set(only_from)
-    updates: dict[str, object] = {"state": to, "version": F("version") + 1, **fields}
-    if to in _TIMESTAMP_OF:
-        updates[_TIMESTAMP_OF[to]] = timezone.now()
-    if reason is not None:
-        updates.update(reason_fields(reason))
+    sources, common = _transition_of(to, reason=reason, only_from=only_from)
     with transaction.atomic():
+        updates = {"version": F("version") + 1, **common, **fields}  # the caller's fields win, as they did
         updated = LabSession.objects.filter(pk=session_id, state__in=sources).update(**updates)
         if updated != 1:
             return False
-        if to == SessionState.RUNNING:
-            session_event("session.running", session_id)
-        if to in TERMINAL:
-            session_event("session.ended", session_id)
-            allocation_release(session_id)
-            session_ended(session_id)
-        session_changes_publish([session_id])
+        _transitioned([str(session_id)], to, release=lambda ids: allocation_release(ids[0]))
     return True
 
 
@@ -98,8 +86,8 @@ def sessions_transition(
     maps a session id to them): the controller's rounds move hundreds of labs at a time.
 
     One transaction; the sessions in an allowed source state are locked and read, then written
-    in one UPDATE (and one more for their own fields), their allocations released in a few statements (``allocations_release``).
-    Returns the ids that moved; the others were not in an allowed state and are unchanged.
+    in one UPDATE (and one more for their own fields), their allocations released in a few
+    statements (``allocations_release``). Returns the ids that moved; the others were not in an allowed state and are unchanged.
     PostgreSQL only takes the row locks this relies on: elsewhere (the embedded SQLite demo)
     it is ``session_transition`` once per session.
     """
@@ -109,14 +97,7 @@ def sessions_transition(
         return {
             sid for sid, fields in changes.items() if session_transition(sid, to=to, reason=reason, only_from=only_from, **fields)
         }
-    sources = set(sources_of(to))
-    if only_from is not None:
-        sources &= set(only_from)
-    common: dict[str, object] = {"state": to}
-    if to in _TIMESTAMP_OF:
-        common[_TIMESTAMP_OF[to]] = timezone.now()
-    if reason is not None:
-        common.update(reason_fields(reason))
+    sources, common = _transition_of(to, reason=reason, only_from=only_from)
     with transaction.atomic():
         moved = [
             str(pk)
@@ -129,17 +110,39 @@ def sessions_transition(
             return set()
         LabSession.objects.filter(pk__in=moved).update(version=F("version") + 1, **common)
         rows_update(LabSession, {sid: changes[sid] for sid in moved})
-        for sid in moved:
-            if to == SessionState.RUNNING:
-                session_event("session.running", sid)
-            if to in TERMINAL:
-                session_event("session.ended", sid)
-        if to in TERMINAL:
-            allocations_release(moved)
-            for sid in moved:
-                session_ended(sid)
-        session_changes_publish(moved)
+        _transitioned(moved, to, release=allocations_release)
     return set(moved)
+
+
+def _transition_of(
+    to: SessionState, *, reason: Reason | None, only_from: Iterable[SessionState] | None
+) -> tuple[set[SessionState], dict[str, object]]:
+    """The states a move to ``to`` may start from, and the fields every moved session gets (the
+    state, its timestamp, the reason when one is given)."""
+    sources = set(sources_of(to))
+    if only_from is not None:
+        sources &= set(only_from)
+    fields: dict[str, object] = {"state": to}
+    if to in _TIMESTAMP_OF:
+        fields[_TIMESTAMP_OF[to]] = timezone.now()
+    if reason is not None:
+        fields.update(reason_fields(reason))
+    return sources, fields
+
+
+def _transitioned(session_ids: list[str], to: SessionState, *, release) -> None:
+    """What follows sessions' move to ``to``, in its transaction: their events; on an end,
+    ``release`` of their allocations and the end hooks; and their pages told on commit."""
+    for session_id in session_ids:
+        if to == SessionState.RUNNING:
+            session_event("session.running", session_id)
+        if to in TERMINAL:
+            session_event("session.ended", session_id)
+    if to in TERMINAL:
+        release(session_ids)
+        for session_id in session_ids:
+            session_ended(session_id)
+    session_changes_publish(session_ids)
 
 
 def session_note(session_id, *, reason: Reason, state: SessionState, **fields: object) -> bool:
