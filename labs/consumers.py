@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -12,6 +13,7 @@ from django.utils import translation
 from django.utils.translation import trans_real
 
 from labs.models import LabSession
+from labs.models.sessions import stored_reason_text
 from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
 from labs.selectors.sessions import extend_label
@@ -23,8 +25,29 @@ CLOSE_FORBIDDEN = 4403
 MAX_COURSES = 100
 
 
-class SessionUpdatesConsumer(AsyncJsonWebsocketConsumer):
+class WithoutDatabase:
+    """Group messages whose handlers never touch the database skip Channels' ``close_old_connections``.
+
+    Channels calls it before every handler, to close connections that outlived their age on
+    the consumer's database thread: a trip to that thread and back for each message, the most
+    frequent thing a page's socket does. The handlers named in ``without_database`` only
+    reshape the message and send it; the others (connect and its database checks included)
+    still go through Channels' own ``dispatch``.
+    """
+
+    without_database: frozenset[str] = frozenset()
+
+    async def dispatch(self, message):
+        if message["type"] in self.without_database:
+            await getattr(self, get_handler_name(message))(message)
+        else:
+            await super().dispatch(message)
+
+
+class SessionUpdatesConsumer(WithoutDatabase, AsyncJsonWebsocketConsumer):
     """``/ws/sessions/``: the user's own sessions; ``?course=<id>`` adds a course they teach."""
+
+    without_database = frozenset({"sessions.update"})
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -70,11 +93,10 @@ def localised(payload: dict) -> dict:
     Numbers and times stay as they are: the page composes the timed lines (queue place, time
     left) from them with phrases translated for the same reader (``labs.templatetags.session_card``).
     """
-    reason = LabSession(reason_code=payload.get("reason_code", ""), reason_params=payload.get("reason_params") or {}).reason
     state = payload["state"]
     return {
         **payload,
-        "reason": reason,
+        "reason": stored_reason_text(payload.get("reason_code", ""), payload.get("reason_params") or {}),
         "state_label": str(LabSession.State(state).label),
         "share_text": share_text(payload["core_percent"], payload["memory_mib"]),
         "selftest_text": selftest_text(payload.get("selftest_visible_mib"), bool(payload.get("selftest_over_cap"))),
@@ -98,8 +120,10 @@ def reader_language(scope: dict) -> str:
     return settings.LANGUAGE_CODE
 
 
-class ClusterConsumer(AsyncJsonWebsocketConsumer):
+class ClusterConsumer(WithoutDatabase, AsyncJsonWebsocketConsumer):
     """``/ws/cluster/``: operators hear that cards, nodes or their use changed (the page reads them again)."""
+
+    without_database = frozenset({"cluster.changed"})
 
     async def connect(self) -> None:
         user = self.scope.get("user")

@@ -62,3 +62,85 @@ def test_a_page_goes_through_every_middleware_and_the_view():
 def test_a_missing_page_and_a_refused_method_answer_as_django_does():
     assert request(SyncChainASGIHandler(), "/no-such-page/")[0]["status"] == 404
     assert request(SyncChainASGIHandler(), "/sessions/launch/")[0]["status"] in (302, 405)
+
+
+# --- threads kept for the next requests ------------------------------------------------------------------
+
+seen: list[tuple[int, bool]] = []  # (thread, whether the thread had an open database connection on entry)
+
+
+def thread_view(request):
+    import threading
+
+    from django.db import connection
+    from django.http import HttpResponse
+
+    seen.append((threading.get_ident(), connection.connection is not None))
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.exists()  # the request uses the database
+    return HttpResponse("ok")
+
+
+urlpatterns = []  # filled below: this module is the URLconf of the tests that follow
+
+
+def _urls():
+    from django.urls import path
+
+    return [path("thread/", thread_view)]
+
+
+@pytest.fixture
+def thread_urls(settings):
+    urlpatterns[:] = _urls()
+    settings.ROOT_URLCONF = __name__
+    seen.clear()
+
+
+def requests_at_once(app, n: int) -> list[int]:
+    """``n`` requests whose views overlap (each waits for the others inside the view)."""
+    import threading
+
+    barrier = threading.Barrier(n, timeout=10)
+
+    def view(request):
+        from django.http import HttpResponse
+
+        seen.append((threading.get_ident(), False))
+        barrier.wait()
+        return HttpResponse("ok")
+
+    from django.urls import path
+
+    urlpatterns[:] = [path("thread/", view), path("one/", thread_view)]
+    assert request(app, "/one/")[0]["status"] == 200  # one thread kept: one of the n must not reuse it while busy
+    seen.clear()
+
+    async def run():
+        return await asyncio.gather(*(asyncio.to_thread(request, app, "/thread/") for _ in range(n)))
+
+    return [start["status"] for start, _ in asyncio.run(run())]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_one_after_another_run_on_one_kept_thread_and_leave_no_connection_open(thread_urls):
+    app = SyncChainASGIHandler()
+    for _ in range(3):
+        assert request(app, "/thread/")[0]["status"] == 200
+
+    assert len({thread for thread, _ in seen}) == 1
+    # Each request found the thread without a database connection: request_finished gave the
+    # previous one back to the pool (CONN_MAX_AGE 0) on the same thread.
+    assert [connected for _, connected in seen] == [False, False, False]
+    assert len(app.idle) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_at_once_get_threads_of_their_own_and_at_most_keep_of_them_wait_idle(thread_urls):
+    app = SyncChainASGIHandler(keep=2)
+
+    assert requests_at_once(app, 4) == [200] * 4
+
+    assert len({thread for thread, _ in seen}) == 4  # a busy thread is never given a second request
+    assert len(app.idle) == 2  # the other two were shut down

@@ -107,16 +107,12 @@ class LabSession(models.Model):
 
     @property
     def reason_obj(self) -> Reason | None:
-        try:
-            return Reason.from_json({"code": self.reason_code, "params": self.reason_params}) if self.reason_code else None
-        except (ValueError, TypeError, KeyError):
-            return None  # a code from a newer or older release: show nothing rather than fail the page
+        return stored_reason(self.reason_code, self.reason_params)
 
     @property
     def reason(self) -> str:
         """The reason in the active language (the reader's, in a request or a websocket consumer)."""
-        reason = self.reason_obj
-        return reason.render(gettext) if reason is not None else ""
+        return stored_reason_text(self.reason_code, self.reason_params)
 
     @property
     def is_terminal(self) -> bool:
@@ -177,3 +173,17 @@ class Allocation(models.Model):
         if node.card_truth == node.CardTruth.NONE:
             return gettext("%(node)s / NPU picked by the device plugin") % {"node": node.name}
         return gettext("%(node)s / NPU %(index)s") % {"node": node.name, "index": self.card.index}
+
+
+def stored_reason(code: str, params: dict | None) -> Reason | None:
+    """The reason of a session's ``reason_code`` and ``reason_params`` (as stored, or as a payload carries them)."""
+    try:
+        return Reason.from_json({"code": code, "params": params}) if code else None
+    except (ValueError, TypeError, KeyError):
+        return None  # a code from a newer or older release: show nothing rather than fail the page
+
+
+def stored_reason_text(code: str, params: dict | None) -> str:
+    """``stored_reason`` in the active language; empty when there is none."""
+    reason = stored_reason(code, params)
+    return reason.render(gettext) if reason is not None else ""

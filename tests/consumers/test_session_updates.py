@@ -124,3 +124,28 @@ async def test_a_reason_reaches_the_page_in_words_with_its_code(async_world):
     assert events[0]["reason_code"] == "quota.ceiling_instances"
     assert events[0]["reason"] == "course quota: the course's guarantee allows no instances"
     await comm.disconnect()
+
+
+async def test_a_group_message_does_not_send_the_socket_to_the_database_thread_but_connecting_does(async_world, monkeypatch):
+    import channels.consumer
+
+    trips = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counted():
+        trips.append(1)
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    student = async_world["students"][0]
+    comm = communicator(student)
+    assert (await comm.connect())[0]
+    assert len(trips) == 1  # before the connect handler, which may read the database (?course=)
+    session = await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
+    await sync_to_async(allocation_pass)()
+
+    states, _ = await receive_states(comm, 1)
+
+    assert states == [("admitted", 2)] and session is not None
+    assert len(trips) == 1  # the update went straight to the socket
+    await comm.disconnect()
