@@ -203,3 +203,37 @@ def test_a_changed_session_and_those_behind_it_in_its_queue_are_read_in_one_quer
         moved = sessions_for_events([str(first.pk)])
     assert moved[0].pk == first.pk
     assert {s.pk for s in moved[1:]} == {second.pk, third.pk}
+
+
+def test_the_sessions_read_for_events_carry_every_column_their_payloads_use(world, django_assert_num_queries):
+    from labs.selectors.sessions import _with_relations, queue_facts
+
+    course, students = world["course"], world["students"]
+    set_instances(course, 2)
+    sessions = [session_launch(student=s, course=course, template=world["small"]) for s in students[:3]]
+    allocation_pass()  # two admitted, one queued
+    running(sessions[0], minutes_ago=5)
+    assert session_stop(session_id=sessions[1].pk, reason=Reason.of("session.stopped_by", who="s"))
+    ids = [s.pk for s in sessions]
+    full = {s.pk: s for s in _with_relations(LabSession.objects.filter(pk__in=ids))}
+    facts = queue_facts(list(full.values()))
+
+    read = sessions_for_events(ids)
+    with translation.override("zh-hans"), django_assert_num_queries(0):  # nothing deferred is touched
+        narrow = {
+            (s.pk, owner): session_event_payload(s, for_owner=owner, queue=facts.get(s.pk))
+            for s in read
+            for owner in (True, False)
+        }
+
+    assert {s.state for s in read} == {"running", "stopped", "queued"}
+    assert narrow[(sessions[0].pk, True)]["placement"]  # where it runs, from its card and node
+    with translation.override("zh-hans"):
+        expected = {
+            (s.pk, owner): session_event_payload(s, for_owner=owner, queue=facts.get(s.pk))
+            for s in full.values()
+            for owner in (True, False)
+        }
+    for payload in (*narrow.values(), *expected.values()):
+        payload.pop("read_at_ms")
+    assert narrow == expected
