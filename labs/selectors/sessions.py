@@ -66,7 +66,8 @@ def sessions_for_events(session_ids: Iterable[str]) -> list[LabSession]:
 def _payload_fields() -> tuple[str, ...]:
     """The columns ``session_event_payload`` reads: the session's own and, of its relations,
     only these (54 of the joins' 131 columns: what composing, running and loading the read
-    cost shrinks with them). A payload read with them costs no further query (a test says so)."""
+    cost shrinks with them). A payload read with them costs no further query (the tests of
+    ``sessions_for_events`` and ``sessions_of_student`` say so)."""
     return (
         *(f.name for f in LabSession._meta.concrete_fields),
         "template__name",
@@ -102,6 +103,7 @@ def sessions_of_student(*, user) -> list[LabSession]:
     rows = sorted(
         mine.filter(~Q(state__in=TERMINAL) | Q(pk__in=recent_ended))
         .select_related("template", "course__quota", "allocation__card__node")
+        .only(*(f for f in _payload_fields() if not f.startswith("student__")))
         .order_by(),  # sorted here: see ``sessions_for_events``
         key=lambda s: s.created_at,
         reverse=True,

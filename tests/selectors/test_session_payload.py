@@ -206,6 +206,9 @@ def test_a_changed_session_and_those_behind_it_in_its_queue_are_read_in_one_quer
 
 
 def test_the_sessions_read_for_events_carry_every_column_their_payloads_use(world, django_assert_num_queries):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
     from labs.selectors.sessions import _with_relations, queue_facts
 
     course, students = world["course"], world["students"]
@@ -237,3 +240,12 @@ def test_the_sessions_read_for_events_carry_every_column_their_payloads_use(worl
     for payload in (*narrow.values(), *expected.values()):
         payload.pop("read_at_ms")
     assert narrow == expected
+
+    # The dashboard's read of the same columns (the student is the user): its cards are the same.
+    for session in sessions:
+        with CaptureQueriesContext(connection) as facts_read:
+            queue_facts([full[session.pk]])
+        with translation.override("zh-hans"), django_assert_num_queries(1 + len(facts_read)):  # then queue_facts's
+            (listed,) = sessions_of_student(user=session.student)
+        listed.card.pop("read_at_ms")
+        assert listed.card == expected[(session.pk, True)]
