@@ -580,6 +580,13 @@ def machine_busy_ticks(text: str) -> tuple[int, int]:
     return user + nice + system + irq + softirq + steal, sum(values)
 
 
+def machine_steal_ticks(text: str) -> int:
+    """Clock ticks the hypervisor ran something else while this machine's cores wanted to run
+    (``steal``, the eighth value of ``/proc/stat``'s first line): a virtual machine shared with
+    busy neighbours gets less CPU, and every figure of the run is worse for it."""
+    return int(text.splitlines()[0].split()[8])
+
+
 def cpu_shares(before: dict[str, dict[int, int]], after: dict[str, dict[int, int]], seconds: float) -> dict[str, float]:
     """Per group, the CPU its processes used between two readings, in % of one core (a process that
     started in between counts from zero; one that ended in between is not seen)."""
@@ -601,10 +608,10 @@ class CpuMeter:
     def __init__(self, groups: dict[str, list[int]], match: dict[str, Callable[[str], bool]]) -> None:
         self.groups = groups
         self.match = match
-        self.before: tuple[float, dict[str, dict[int, int]], tuple[int, int]] | None = None
+        self.before: tuple[float, dict[str, dict[int, int]], tuple[int, int, int]] | None = None
         self.shares: dict[str, float] = {}
 
-    def read(self) -> tuple[float, dict[str, dict[int, int]], tuple[int, int]]:
+    def read(self) -> tuple[float, dict[str, dict[int, int]], tuple[int, int, int]]:
         table: dict[int, tuple[int, int, str]] = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -629,7 +636,8 @@ class CpuMeter:
             readings[group] = found
         for group, test in self.match.items():
             readings[group] = {pid: ticks for pid, (_, ticks, command) in table.items() if test(command)}
-        return time.monotonic(), readings, machine_busy_ticks(Path("/proc/stat").read_text())
+        stat = Path("/proc/stat").read_text()
+        return time.monotonic(), readings, (*machine_busy_ticks(stat), machine_steal_ticks(stat))
 
     def start(self) -> None:
         self.before = self.read()
@@ -637,16 +645,20 @@ class CpuMeter:
     def stop(self) -> None:
         if self.before is None:
             return
-        began, before, (busy0, total0) = self.before
-        ended, after, (busy1, total1) = self.read()
+        began, before, (busy0, total0, steal0) = self.before
+        ended, after, (busy1, total1, steal1) = self.read()
         seconds = ended - began
         self.shares = cpu_shares(before, after, seconds)
+        processes = sum(self.shares.values())
         cores = os.cpu_count() or 1
         busy = (busy1 - busy0) / max(1, total1 - total0) * 100.0 * cores
+        stolen = (steal1 - steal0) / max(1, total1 - total0) * 100.0 * cores
         self.shares["the whole machine"] = busy
-        self.shares["everything else (other work on the machine, this script)"] = busy - sum(
-            v for k, v in self.shares.items() if k != "the whole machine"
-        )
+        self.shares[STOLEN] = stolen
+        self.shares["everything else (other work on the machine, this script)"] = busy - stolen - processes
+
+
+STOLEN = "stolen by the hypervisor (counted in the whole machine; other guests ran)"
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -11,6 +11,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -35,6 +36,7 @@ from bench.load import (
     endpoint_stats,
     launch_forms_of,
     machine_busy_ticks,
+    machine_steal_ticks,
     parse_args,
     proc_stat_fields,
     results_read,
@@ -177,6 +179,11 @@ def test_machine_busy_ticks_leave_out_idle_and_iowait():
     assert machine_busy_ticks("cpu  10 1 5 80 4 2 3 0 0 0\ncpu0 ...") == (21, 105)
 
 
+def test_the_ticks_stolen_by_the_hypervisor_are_the_eighth_value():
+    assert machine_steal_ticks("cpu  10 1 5 80 4 2 3 7 0 0\ncpu0 ...") == 7
+    assert machine_busy_ticks("cpu  10 1 5 80 4 2 3 7 0 0\ncpu0 ...") == (28, 112)  # busy, as the machine lost them
+
+
 def test_cpu_shares_are_per_cent_of_one_core_and_new_processes_count_from_zero():
     from bench.load import CLOCK_TICKS
 
@@ -230,3 +237,22 @@ def test_a_quick_run_measures_every_endpoint(tmp_path):
     assert all(row["failures"] == 0 for row in figures["logins"] if row["name"] == LOGIN_POST)
     assert not math.isnan(figures["launch_stop_rps"])
     assert "PASS" in done.stdout or "FAIL" in done.stdout
+
+
+def test_the_cpu_meter_reports_what_the_hypervisor_took_apart_from_everything_else():
+    import os
+
+    from bench.load import STOLEN, CpuMeter
+
+    meter = CpuMeter({"this test": [os.getpid()]}, {})
+    meter.start()
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:
+        pass
+    meter.stop()
+
+    shares = meter.shares
+    assert shares["this test"] > 0
+    assert shares[STOLEN] >= 0
+    rest = shares["everything else (other work on the machine, this script)"]
+    assert rest == pytest.approx(shares["the whole machine"] - shares[STOLEN] - shares["this test"])
