@@ -50,6 +50,21 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def reference_loop_ms(iterations: int = 2_000_000, repeat: int = 3) -> float:
+    """CPU ms of a fixed pure-Python loop, the fastest of ``repeat``: how fast this machine runs
+    Python at the moment. On this project's virtual machines it moves with what other guests on
+    the host do (the same loop took 0.6 s and 1.0 s twenty minutes apart, with no steal
+    reported), and every figure of a bench moves with it: benches print it beside theirs."""
+    best = math.inf
+    for _ in range(repeat):
+        began = time.process_time()
+        total = 0
+        for i in range(iterations):
+            total += i * i
+        best = min(best, time.process_time() - began)
+    return best * 1000
+
+
 def fmt_seconds(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.2f} s"
 

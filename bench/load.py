@@ -75,6 +75,7 @@ from bench.harness import (
     raise_keyboard_interrupt_on_sigterm,
     redis_claim_database,
     redis_release_database,
+    reference_loop_ms,
     run_id,
     write_json,
 )
@@ -702,6 +703,8 @@ def run(args: argparse.Namespace) -> dict:
         connections.close_all()  # this process is idle from here on: give its connections back
         base_url = start_services(res, env, args, rid, web_processes=args.web_processes)
         print(f"set-up (migrate, data, services): {time.monotonic() - setup_started:.1f} s; {base_url}", flush=True)
+        speed_before = reference_loop_ms()
+        print(f"reference loop before the run: {speed_before:.0f} ms of CPU (bench.harness.reference_loop_ms)", flush=True)
 
         results_path = temp / "results.json"
         config = {
@@ -754,10 +757,15 @@ def run(args: argparse.Namespace) -> dict:
             raise RuntimeError(f"Locust exited with code {code} and wrote no results:\n{tail}")
         summary = summarise(results_read(results_path))
         summary["cpu_percent_of_one_core"] = meter.shares
+        summary["reference_loop_ms"] = [speed_before, reference_loop_ms()]
         summary["args"] = {k: v for k, v in vars(args).items() if k not in {"json", "keep_logs", "web_conn_max_age"}}
         summary["sessions_by_state"] = sessions_by_state()
         report(summary, args)
         print(f"  sessions in the database at the end, by state: {summary['sessions_by_state']}")
+        print(
+            "  reference loop before and after the run: {:.0f} and {:.0f} ms of CPU (higher: a slower machine,"
+            " and every figure above with it)".format(*summary["reference_loop_ms"])
+        )
         return summary
     finally:
         res.close()

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from bench.harness import Resources, bench_main, new_token, portal_in_process, run_id
+from bench.harness import Resources, bench_main, new_token, portal_in_process, reference_loop_ms, run_id
 
 FLOOR = "floor (trivial view, same middleware)"
 DASHBOARD = "GET /"
@@ -463,9 +463,17 @@ def run(args: argparse.Namespace) -> dict:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         print(f"set-up (migrate, world): {time.monotonic() - started:.1f} s", flush=True)
+        speed = reference_loop_ms()
+        print(f"reference loop: {speed:.0f} ms of CPU (higher: a slower machine, and every figure below with it)", flush=True)
         costs = measure(world, repeat=args.repeat)
         report(costs, students=args.students)
-        return {"bench": "request_cost", "students": args.students, "repeat": args.repeat, "costs": [asdict(c) for c in costs]}
+        return {
+            "bench": "request_cost",
+            "students": args.students,
+            "repeat": args.repeat,
+            "reference_loop_ms": speed,
+            "costs": [asdict(c) for c in costs],
+        }
     finally:
         res.close()
 

@@ -87,3 +87,10 @@ def test_resources_stop_their_processes_and_run_every_cleanup():
     assert not service.alive()
     assert cleaned == ["last", "first"]
     assert not temp.exists()
+
+
+def test_the_reference_loop_costs_cpu_in_proportion_to_its_length():
+    from bench.harness import reference_loop_ms
+
+    short, long = reference_loop_ms(200_000, repeat=2), reference_loop_ms(800_000, repeat=2)
+    assert 0 < short < long  # CPU time of the loop itself, not wall-clock or a constant
