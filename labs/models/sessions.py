@@ -106,10 +106,6 @@ class LabSession(models.Model):
         return f"{self.student} {self.template.slug} {self.state}"
 
     @property
-    def reason_obj(self) -> Reason | None:
-        return stored_reason(self.reason_code, self.reason_params)
-
-    @property
     def reason(self) -> str:
         """The reason in the active language (the reader's, in a request or a websocket consumer)."""
         return stored_reason_text(self.reason_code, self.reason_params)
