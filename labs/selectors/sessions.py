@@ -42,23 +42,23 @@ def _with_relations(qs: QuerySet[LabSession]) -> QuerySet[LabSession]:
 LEFT_QUEUE = Q(state=SessionState.ADMITTED) | Q(state__in=TERMINAL, admitted_at__isnull=True)
 
 
-def sessions_for_events(session_ids: Iterable[str]) -> list[LabSession]:
+def sessions_for_events(session_ids: Iterable[str], *, queues_moved: bool = True) -> list[LabSession]:
     """The changed sessions, and the still-queued sessions of every course whose queue one of them left.
 
     A session that leaves a queue moves everyone behind it up a place, so their pages are told
-    too; queued sessions of other courses keep their places and are not read.
+    too; queued sessions of other courses keep their places and are not read. With
+    ``queues_moved=False`` (the caller knows none of them left a queue) only the changed ones are read.
     """
     ids = {LabSession._meta.pk.to_python(i) for i in session_ids}
-    # One query (composing a second one of these joins costs more than running it): the changed
-    # sessions, and the queued ones of the courses where a changed one ``LEFT_QUEUE``.
-    moved = LabSession.objects.filter(LEFT_QUEUE, pk__in=ids).values("course_id")
+    wanted = Q(pk__in=ids)
+    if queues_moved:
+        # One query (composing a second one of these joins costs more than running it): the
+        # changed sessions, and the queued ones of the courses where a changed one ``LEFT_QUEUE``.
+        moved = LabSession.objects.filter(LEFT_QUEUE, pk__in=ids).values("course_id")
+        wanted |= Q(course_id__in=moved, state=SessionState.QUEUED)
     # Unordered: under any ORDER BY (the model's default one too) Django 5.2 hashes every selected
     # column of these joins, which costs more than the query.
-    found = list(
-        _with_relations(LabSession.objects.filter(Q(pk__in=ids) | Q(course_id__in=moved, state=SessionState.QUEUED)))
-        .only(*_payload_fields())
-        .order_by()
-    )
+    found = list(_with_relations(LabSession.objects.filter(wanted)).only(*_payload_fields()).order_by())
     return [s for s in found if s.pk in ids] + [s for s in found if s.pk not in ids]
 
 

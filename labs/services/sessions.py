@@ -142,7 +142,8 @@ def _transitioned(session_ids: list[str], to: SessionState, *, release) -> None:
         release(session_ids)
         for session_id in session_ids:
             session_ended(session_id)
-    session_changes_publish(session_ids)
+    # Only an admission or an end takes a session out of its queue (``LEFT_QUEUE``).
+    session_changes_publish(session_ids, queues_moved=to == SessionState.ADMITTED or to in TERMINAL)
 
 
 def session_note(session_id, *, reason: Reason, state: SessionState, **fields: object) -> bool:
@@ -155,7 +156,7 @@ def session_note(session_id, *, reason: Reason, state: SessionState, **fields: o
             .update(**stored, **fields, version=F("version") + 1)
         )
         if updated:
-            session_changes_publish([session_id])
+            session_changes_publish([session_id], queues_moved=False)  # a note moves no one
     return bool(updated)
 
 
@@ -182,7 +183,7 @@ def sessions_note(reasons: dict[str, Reason], *, state: SessionState) -> set[str
         if changed:
             LabSession.objects.filter(pk__in=list(changed)).update(version=F("version") + 1)
             rows_update(LabSession, changed)
-            session_changes_publish(changed)
+            session_changes_publish(changed, queues_moved=False)
     return set(changed)
 
 

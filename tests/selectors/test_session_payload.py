@@ -249,3 +249,42 @@ def test_the_sessions_read_for_events_carry_every_column_their_payloads_use(worl
             (listed,) = sessions_of_student(user=session.student)
         listed.card.pop("read_at_ms")
         assert listed.card == expected[(session.pk, True)]
+
+
+def test_a_publisher_that_knows_no_queue_moved_reads_only_its_sessions(db, django_assert_num_queries):
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(2, code="AI101", quota={"instance_count": 0})
+    first, second = [session_launch(student=s, course=course, template=small) for s in students]
+    assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="s"))
+
+    with django_assert_num_queries(1):
+        told = sessions_for_events([str(first.pk)], queues_moved=False)
+
+    assert [s.pk for s in told] == [first.pk]  # second, behind it, is the caller's to leave out
+    assert {s.pk for s in sessions_for_events([str(first.pk)])} == {first.pk, second.pk}
+
+
+def test_only_an_admission_or_an_end_makes_the_publish_look_behind_the_session(world, django_capture_on_commit_callbacks):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def publish_read(change) -> str:
+        """The SQL of the publish's read of the sessions (outside a batch), after ``change`` commits."""
+        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+            change()
+        sql = [q["sql"] for q in queries.captured_queries]
+        (read,) = [q for q in sql if q.startswith("SELECT") and '"labs_node"."card_truth"' in q and "reason_code" in q]
+        return read
+
+    course, students, small = world["course"], world["students"], world["small"]
+    looks_behind = 'IN (SELECT U0."course_id"'
+    stopped_by = Reason.of("session.stopped_by", who="s")
+    waiting = session_launch(student=students[0], course=course, template=small)
+    assert looks_behind in publish_read(lambda: session_stop(session_id=waiting.pk, reason=stopped_by))  # left the queue
+
+    session = session_launch(student=students[1], course=course, template=small)
+    allocation_pass()
+    assert looks_behind not in publish_read(lambda: session_transition(session.pk, to=SessionState.STARTING))
+    assert looks_behind not in publish_read(lambda: session_transition(session.pk, to=SessionState.RUNNING))
+    assert looks_behind not in publish_read(lambda: session_stop(session_id=session.pk, reason=stopped_by))  # to stopping
+    assert looks_behind in publish_read(lambda: session_transition(session.pk, to=SessionState.STOPPED))
