@@ -53,7 +53,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 def reference_loop_ms(iterations: int = 2_000_000, repeat: int = 3) -> float:
     """CPU ms of a fixed pure-Python loop, the fastest of ``repeat``: how fast this machine runs
     Python at the moment. On this project's virtual machines it moves with what other guests on
-    the host do (the same loop took 0.6 s and 1.0 s twenty minutes apart, with no steal
+    the host do (this loop took 103 ms and, within the hour, 176-203 ms, with 1-5 % steal
     reported), and every figure of a bench moves with it: benches print it beside theirs."""
     best = math.inf
     for _ in range(repeat):

@@ -42,6 +42,9 @@ POLICY_STOPS = ("session.lifetime", "session.idle_culled", "session.budget_stopp
 RECLAIMABLE = frozenset({SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING})
 # States that count against a student's concurrent-session limit.
 ACTIVE = frozenset(set(SessionState) - TERMINAL)
+# The only moves that can take a session out of its course's queue (an admission, or an end
+# before one): the sessions queued behind it move up a place.
+LEAVES_QUEUE = frozenset({SessionState.ADMITTED, *TERMINAL})
 
 
 class InvalidTransition(ValueError):

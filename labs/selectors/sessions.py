@@ -38,7 +38,8 @@ def _with_relations(qs: QuerySet[LabSession]) -> QuerySet[LabSession]:
     return qs.select_related("template", "course__quota", "student", "allocation__card__node")
 
 
-# Sessions that, published, have just left their course's queue (admitted, refused, cancelled).
+# Sessions that, published, have just left their course's queue (admitted, refused, cancelled):
+# of the states in ``LEAVES_QUEUE``, those whose move did (an end after an admission left it then).
 LEFT_QUEUE = Q(state=SessionState.ADMITTED) | Q(state__in=TERMINAL, admitted_at__isnull=True)
 
 

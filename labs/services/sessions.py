@@ -22,7 +22,7 @@ from django.utils.translation import ngettext
 from labs.dispatch import controller_wake, session_ended
 from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
-from labs.domain.states import ACTIVE, TERMINAL, SessionState, sources_of
+from labs.domain.states import ACTIVE, LEAVES_QUEUE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
 from labs.selectors.rows import one
 from labs.selectors.usage import launch_usage
@@ -142,8 +142,7 @@ def _transitioned(session_ids: list[str], to: SessionState, *, release) -> None:
         release(session_ids)
         for session_id in session_ids:
             session_ended(session_id)
-    # Only an admission or an end takes a session out of its queue (``LEFT_QUEUE``).
-    session_changes_publish(session_ids, queues_moved=to == SessionState.ADMITTED or to in TERMINAL)
+    session_changes_publish(session_ids, queues_moved=to in LEAVES_QUEUE)
 
 
 def session_note(session_id, *, reason: Reason, state: SessionState, **fields: object) -> bool:
