@@ -163,6 +163,7 @@ WHITENOISE_USE_FINDERS = True
 
 # --- Security (README "Security") ---------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
+SESSION_ENGINE = "portal.sessions"  # Django's database sessions, read with a written-out statement
 X_FRAME_OPTIONS = "DENY"
 # HTTPS: the portal is served over TLS (itself or behind a TLS-terminating proxy). It then
 # redirects plain HTTP to HTTPS, sends HSTS and marks its cookies secure, unless told otherwise.

@@ -7,9 +7,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -17,8 +18,8 @@ from django.utils.translation import ngettext
 
 from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
-from labs.domain.states import HOLDS_ALLOCATION, TERMINAL, SessionState
-from labs.models import Enrollment, LabSession
+from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
+from labs.models import Course, Enrollment, LabSession
 from labs.selectors.rows import one
 from labs.templatetags.session_card import selftest_text, share_text
 
@@ -125,8 +126,80 @@ def session_for_user(*, user, session_id) -> LabSession | None:
 
 
 def session_of_user_exists(*, user, session_id) -> bool:
-    """Whether ``session_for_user`` would find the session (without reading it)."""
-    return LabSession.objects.filter(pk=session_id).filter(_owned_or_taught(user)).exists()
+    """Whether ``session_for_user`` would find the session (without reading it).
+
+    Written out (``_owned_or_taught_sql``): every stop asks it, and composing the ORM's OR over a
+    subquery cost about 1 ms of CPU, several times running it."""
+    pk = LabSession._meta.pk
+    try:
+        session_pk = pk.get_db_prep_value(pk.to_python(session_id), connection)
+    except ValidationError:
+        return False  # not a session id at all
+    roles = sorted(Enrollment.STAFF_ROLES)
+    with connection.cursor() as cursor:
+        cursor.execute(_owned_or_taught_sql(len(roles)), [session_pk, user.pk, user.pk, *roles])
+        return cursor.fetchone() is not None
+
+
+@lru_cache(maxsize=8)
+def _owned_or_taught_sql(roles: int) -> str:
+    """The session (by id) if its student is the user or the user holds one of the staff roles
+    in its course. Parameters: the session id, the user twice, the roles."""
+    quote = connection.ops.quote_name
+    session, enrollment = LabSession._meta, Enrollment._meta
+    s = lambda name: "s." + quote(session.get_field(name).column)  # noqa: E731
+    e = lambda name: "e." + quote(enrollment.get_field(name).column)  # noqa: E731
+    return (
+        f"SELECT 1 FROM {quote(session.db_table)} s WHERE {s('id')} = %s AND ({s('student')} = %s"
+        f" OR {s('course')} IN (SELECT {e('course')} FROM {quote(enrollment.db_table)} e"
+        f" WHERE {e('user')} = %s AND {e('role')} IN ({', '.join(['%s'] * roles)})))"
+    )
+
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What a launch checks about the sessions and templates of its course, read in one statement."""
+
+    offered: bool  # the template is one of the course's
+    open_sessions: int  # the student's sessions in the course that have not ended
+    prestarted: bool  # a lab pre-started for a class of the course, with that template, waits unclaimed
+
+
+# The states of a pre-started lab a student may be handed (``services.sessions._prestarted_claim``).
+CLAIMABLE = (SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING)
+
+
+def launch_facts(*, student_id: int, course_id: int, template_id: int) -> LaunchFacts:
+    """:class:`LaunchFacts` for a student launching ``template_id`` in ``course_id``.
+
+    Written out (``_launch_facts_sql``): composed by the ORM these were three queries costing
+    about 2.5 ms of CPU on every launch, several times running them."""
+    active = sorted(state.value for state in ACTIVE)
+    claimable = [state.value for state in CLAIMABLE]
+    params = [course_id, template_id, student_id, course_id, *active, course_id, template_id, *claimable]
+    with connection.cursor() as cursor:
+        cursor.execute(_launch_facts_sql(), params)
+        offered, open_sessions, prestarted = cursor.fetchone()
+    return LaunchFacts(bool(offered), int(open_sessions), bool(prestarted))  # SQLite answers 0 and 1
+
+
+@cache
+def _launch_facts_sql() -> str:
+    """Parameters: course, template; student, course, the active states; course, template, the claimable states."""
+    quote = connection.ops.quote_name
+    session = LabSession._meta
+    offered = Course._meta.get_field("templates")
+    s = lambda name: quote(session.get_field(name).column)  # noqa: E731
+    table = quote(session.db_table)
+    states = lambda count: ", ".join(["%s"] * count)  # noqa: E731
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM {quote(offered.m2m_db_table())}"
+        f" WHERE {quote(offered.m2m_column_name())} = %s AND {quote(offered.m2m_reverse_name())} = %s),"
+        f" (SELECT COUNT(*) FROM {table} WHERE {s('student')} = %s AND {s('course')} = %s"
+        f" AND {s('state')} IN ({states(len(ACTIVE))})),"
+        f" EXISTS (SELECT 1 FROM {table} WHERE {s('course')} = %s AND {s('template')} = %s"
+        f" AND {s('reservation_slot')} IS NOT NULL AND {s('claimed_at')} IS NULL AND {s('state')} IN ({states(len(CLAIMABLE))}))"
+    )
 
 
 def _owned_or_taught(user) -> Q:

@@ -13,13 +13,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
+from functools import cache, lru_cache
 
-from django.db.models import Count, Sum
+from django.db import connection
+from django.db.models import Count, Field, Sum
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from labs.domain.fairness import decayed
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
+from labs.selectors.rows import converted
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,42 +50,77 @@ def usage_spans(
     institutions: Iterable[int] | None = None,
     now: datetime | None = None,
 ) -> Iterator[Span]:
-    """The spans that overlap ``[since, until)``, released ones then open ones; filters narrow them."""
+    """The spans that overlap ``[since, until)``, released ones and open ones; filters narrow them.
+
+    One statement written out (``_usage_spans_sql``, names from the models), not two composed by
+    the ORM: a launch and the dashboard read a student's spans every time, and composing the two
+    selects over their joins cost about 3 ms of CPU, several times running them.
+    """
     now = now or timezone.now()
-    records = UsageRecord.objects.filter(started_at__lt=until, ended_at__gt=since)
-    live = Allocation.objects.filter(released_at__isnull=True, created_at__lt=min(until, now))
-    if courses is not None:
-        courses = list(courses)
-        records, live = records.filter(course_id__in=courses), live.filter(course_id__in=courses)
-    if students is not None:
-        students = list(students)
-        records, live = records.filter(student_id__in=students), live.filter(session__student_id__in=students)
-    if institutions is not None:
-        institutions = list(institutions)
-        records, live = records.filter(institution_id__in=institutions), live.filter(course__institution_id__in=institutions)
-    for row in records.values_list(
-        "session_id",
-        "student_id",
-        "course_id",
-        "institution_id",
-        "template_id",
-        "started_at",
-        "ended_at",
-        "core_percent",
-        "memory_mib",
+    filters = [None if ids is None else list(ids) for ids in (courses, students, institutions)]
+    if any(ids is not None and not ids for ids in filters):
+        return  # an empty filter matches nothing
+    prep = UsageRecord._meta.get_field("started_at").get_db_prep_value
+    params: list[object] = [prep(until, connection), prep(since, connection)]
+    for ids in filters:
+        params.extend(ids or ())
+    params.append(prep(min(until, now), connection))
+    for ids in filters:
+        params.extend(ids or ())
+    with connection.cursor() as cursor:
+        cursor.execute(_usage_spans_sql(*(None if ids is None else len(ids) for ids in filters)), params)
+        rows = cursor.fetchall()
+    for session_id, student_id, course_id, institution_id, template_id, start, end, core, memory in converted(
+        rows, _usage_span_fields()
     ):
-        yield Span(str(row[0]), *row[1:])
-    for session_id, student_id, course_id, institution_id, template_id, start, core, memory in live.values_list(
-        "session_id",
-        "session__student_id",
-        "course_id",
-        "course__institution_id",
-        "session__template_id",
-        "created_at",
-        "core_percent",
-        "memory_mib",
-    ):
-        yield Span(str(session_id), student_id, course_id, institution_id, template_id, start, now, core, memory)
+        yield Span(str(session_id), student_id, course_id, institution_id, template_id, start, end or now, core, memory)
+
+
+@cache
+def _usage_span_fields() -> tuple[Field | None, ...]:
+    """What converts each column of ``_usage_spans_sql`` (``None``: integers, as given)."""
+    get = UsageRecord._meta.get_field
+    return (get("session"), None, None, None, None, get("started_at"), get("ended_at"), None, None)
+
+
+@lru_cache(maxsize=64)  # one statement per shape of filters (how many courses, students, institutions)
+def _usage_spans_sql(courses: int | None, students: int | None, institutions: int | None) -> str:
+    """Usage records overlapping ``[since, until)`` then open allocations made before ``until``
+    (their end is NULL: now), each narrowed by the filters given, as one ``UNION ALL``.
+    Parameters: until, since, the record filters' ids, min(until, now), the allocations' ids."""
+    quote = connection.ops.quote_name
+
+    def column(model, name: str) -> str:
+        return quote(model._meta.get_field(name).column)
+
+    def within(alias_column: str, count: int | None) -> str:
+        return "" if count is None else f" AND {alias_column} IN ({', '.join(['%s'] * count)})"
+
+    record = UsageRecord._meta
+    r = lambda name: "r." + column(UsageRecord, name)  # noqa: E731
+    a = lambda name: "a." + column(Allocation, name)  # noqa: E731
+    s = lambda name: "s." + column(LabSession, name)  # noqa: E731
+    c = lambda name: "c." + column(Course, name)  # noqa: E731
+    records = (
+        f"SELECT {r('session')}, {r('student')}, {r('course')}, {r('institution')}, {r('template')},"
+        f" {r('started_at')}, {r('ended_at')}, {r('core_percent')}, {r('memory_mib')}"
+        f" FROM {quote(record.db_table)} r WHERE {r('started_at')} < %s AND {r('ended_at')} > %s"
+        + within(r("course"), courses)
+        + within(r("student"), students)
+        + within(r("institution"), institutions)
+    )
+    live = (
+        f"SELECT {a('session')}, {s('student')}, {a('course')}, {c('institution')}, {s('template')},"
+        f" {a('created_at')}, NULL, {a('core_percent')}, {a('memory_mib')}"
+        f" FROM {quote(Allocation._meta.db_table)} a"
+        f" INNER JOIN {quote(LabSession._meta.db_table)} s ON {s('id')} = {a('session')}"
+        f" INNER JOIN {quote(Course._meta.db_table)} c ON {c('id')} = {a('course')}"
+        f" WHERE {a('released_at')} IS NULL AND {a('created_at')} < %s"
+        + within(a("course"), courses)
+        + within(s("student"), students)
+        + within(c("institution"), institutions)
+    )
+    return f"{records} UNION ALL {live}"
 
 
 def seconds_by_day(span: Span, days: list[date], now: datetime) -> Iterator[tuple[int, float]]:

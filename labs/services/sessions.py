@@ -22,9 +22,10 @@ from django.utils.translation import ngettext
 from labs.dispatch import controller_wake, session_ended
 from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
-from labs.domain.states import ACTIVE, LEAVES_QUEUE, TERMINAL, SessionState, sources_of
+from labs.domain.states import LEAVES_QUEUE, TERMINAL, SessionState, sources_of
 from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
 from labs.selectors.rows import one
+from labs.selectors.sessions import CLAIMABLE, launch_facts
 from labs.selectors.usage import launch_usage
 from labs.services.events import session_changes_publish, session_event
 from labs.services.rows import rows_update
@@ -263,14 +264,17 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
             raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
         if enrollment.course.archived_at is not None:
             raise LaunchRefused(_("%(course)s has ended and is archived: no new sessions.") % {"course": course.code})
-        if not course.templates.filter(pk=template.pk).exists():
+        # Whether the course offers the template, the student's open sessions in it and whether
+        # a pre-started lab waits: one statement, read under the enrolment's lock.
+        facts = launch_facts(student_id=student.pk, course_id=course.pk, template_id=template.pk)
+        if not facts.offered:
             raise LaunchRefused(
                 _("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code}
             )
         quota = getattr(enrollment.course, "quota", None)
         if quota is None:
             raise LaunchRefused(_("%(course)s has no NPU quota yet; ask your instructor.") % {"course": course.code})
-        open_count = LabSession.objects.filter(student=student, course=course, state__in=ACTIVE).count()
+        open_count = facts.open_sessions
         if open_count >= quota.sessions_per_student:
             raise LaunchRefused(
                 _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
@@ -289,9 +293,10 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
                 _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
                 % {"course": course.code}
             )
-        claimed = _prestarted_claim(student=student, course=course, template=template)
-        if claimed is not None:
-            return claimed
+        if facts.prestarted:
+            claimed = _prestarted_claim(student=student, course=course, template=template)
+            if claimed is not None:
+                return claimed
         delay = queue_delay_seconds(
             recent,
             seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
@@ -328,17 +333,15 @@ def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabS
     """
     from django.db.models import Case, IntegerField, Value, When
 
+    # Called only when ``launch_facts`` saw one waiting: most launches come with no class
+    # reserved, and that check spares them composing the locking query below (~2 ms of CPU).
     unclaimed = LabSession.objects.filter(
         course=course,
         template=template,
         reservation_slot__isnull=False,
         claimed_at__isnull=True,
-        state__in=[SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING],
+        state__in=CLAIMABLE,
     )
-    # Most launches come with no class reserved: this plain check spares them composing the
-    # locking query below (~2 ms CPU, bench.request_cost).
-    if not unclaimed.exists():
-        return None
     now = timezone.now()
     lead = timedelta(seconds=settings.LAB_RESERVATION_PRESTART_SECONDS)
     readiness = Case(

@@ -1,0 +1,89 @@
+"""Run by tests/selectors/test_written_sql.py in a new interpreter on an SQLite database (the
+embedded demo's): the written-out statements answer as the ORM's queries do there too.
+Prints one JSON line of what it found."""
+
+import json
+from datetime import timedelta
+
+import django
+
+django.setup()
+
+from django.contrib.sessions.backends.db import SessionStore as DjangoStore  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+call_command("migrate", verbosity=0)
+
+from labs.domain.reasons import Reason  # noqa: E402
+from labs.models import Allocation, UsageRecord  # noqa: E402
+from labs.selectors.sessions import session_of_user_exists  # noqa: E402
+from labs.selectors.usage import usage_spans  # noqa: E402
+from labs.services.allocation import allocation_pass  # noqa: E402
+from labs.services.sessions import session_launch, session_stop  # noqa: E402
+from portal.sessions import SessionStore  # noqa: E402
+from tests.factories import course_with_students, node_with_cards  # noqa: E402
+from webhooks.hooks import _any_subscription  # noqa: E402
+from webhooks.services import subscription_create  # noqa: E402
+
+node_with_cards()
+course, templates, students, instructor = course_with_students(3)
+ended = session_launch(student=students[0], course=course, template=templates[1])
+open_ = session_launch(student=students[1], course=course, template=templates[0])
+allocation_pass()
+Allocation.objects.update(created_at=timezone.now() - timedelta(hours=2))
+session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="test"))
+now = timezone.now()
+
+
+def reference(since, until, **filters):
+    """The spans as the ORM reads them (what usage_spans read before it was written out)."""
+    records = UsageRecord.objects.filter(started_at__lt=until, ended_at__gt=since, **filters)
+    live = Allocation.objects.filter(released_at__isnull=True, created_at__lt=min(until, now))
+    live = live.filter(
+        **{
+            {"student_id__in": "session__student_id__in", "institution_id__in": "course__institution_id__in"}.get(k, k): v
+            for k, v in filters.items()
+        }
+    )
+    rows = [(str(r.session_id), r.student_id, r.started_at, r.ended_at, r.core_percent) for r in records]
+    rows += [(str(a.session_id), a.session.student_id, a.created_at, now, a.core_percent) for a in live]
+    return sorted(rows)
+
+
+def spans(since, until, **filters):
+    names = {"course_id__in": "courses", "student_id__in": "students", "institution_id__in": "institutions"}
+    found = usage_spans(since=since, until=until, now=now, **{names[k]: v for k, v in filters.items()})
+    return sorted((s.session_id, s.student_id, s.start, s.end, s.core_percent) for s in found)
+
+
+windows = [(now - timedelta(days=1), now), (now - timedelta(hours=1), now), (now - timedelta(days=2), now - timedelta(days=1))]
+filters = [
+    {},
+    {"course_id__in": [course.pk]},
+    {"student_id__in": [students[1].pk]},
+    {"institution_id__in": [course.institution_id]},
+]
+spans_agree = all(spans(lo, hi, **f) == reference(lo, hi, **f) for lo, hi in windows for f in filters)
+
+store = DjangoStore()
+store["_auth_user_id"] = str(students[0].pk)
+store.save()
+subscribed_before = _any_subscription({str(ended.pk)})
+subscription_create(institution=course.institution, url="https://lms.example.edu/h", event_types=["session.queued"])
+print(
+    json.dumps(
+        {
+            "vendor": connection.vendor,
+            "spans": len(spans(now - timedelta(days=1), now)),
+            "spans_agree": spans_agree,
+            "owner": session_of_user_exists(user=students[0], session_id=ended.pk),
+            "teacher": session_of_user_exists(user=instructor, session_id=ended.pk),
+            "stranger": session_of_user_exists(user=students[2], session_id=ended.pk),
+            "session_loads": SessionStore(store.session_key).load() == {"_auth_user_id": str(students[0].pk)},
+            "subscribed_before": subscribed_before,
+            "subscribed_after": _any_subscription({str(ended.pk), str(open_.pk)}),
+        }
+    )
+)

@@ -1,0 +1,32 @@
+"""The statements written out for speed (usage spans, a session's owner or teacher, whether a
+webhook subscription is there, the session store's read) on SQLite, the embedded demo's database.
+The rest of the suite runs them on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, child_env
+
+SCRIPT = Path(__file__).with_name("sqlite_written.py")
+
+
+def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
+    env = child_env(DATABASE_URL=f"sqlite:///{tmp_path / 'portal.sqlite3'}", PORTAL_VAR_DIR=str(tmp_path))
+    result = subprocess.run([sys.executable, str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found == {
+        "vendor": "sqlite",
+        "spans": 2,  # the ended session's record and the open one's allocation
+        "spans_agree": True,
+        "owner": True,
+        "teacher": True,
+        "stranger": False,
+        "session_loads": True,
+        "subscribed_before": False,
+        "subscribed_after": True,
+    }
