@@ -66,13 +66,21 @@ def session_transition(
     allocation is released in the same transaction. Returns ``False`` — and changes nothing —
     when the session is not in an allowed source state (another process got there first).
     """
-    sources, common = _transition_of(to, reason=reason, only_from=only_from)
     with transaction.atomic():
-        updates = {"version": F("version") + 1, **common, **fields}  # the caller's fields win, as they did
-        updated = LabSession.objects.filter(pk=session_id, state__in=sources).update(**updates)
-        if updated != 1:
-            return False
-        _transitioned([str(session_id)], to, release=lambda ids: allocation_release(ids[0]))
+        return _session_transition_in(session_id, to=to, reason=reason, only_from=only_from, **fields)
+
+
+def _session_transition_in(
+    session_id, *, to: SessionState, reason: Reason | None, only_from: Iterable[SessionState] | None, **fields: object
+) -> bool:
+    """``session_transition`` in the caller's transaction, without a savepoint of its own (a
+    stop tries two moves in one transaction: each savepoint was two more round trips)."""
+    sources, common = _transition_of(to, reason=reason, only_from=only_from)
+    updates = {"version": F("version") + 1, **common, **fields}  # the caller's fields win, as they did
+    updated = LabSession.objects.filter(pk=session_id, state__in=sources).update(**updates)
+    if updated != 1:
+        return False
+    _transitioned([str(session_id)], to, release=lambda ids: allocation_release(ids[0]))
     return True
 
 
@@ -419,26 +427,30 @@ def session_stop(*, session_id, reason: Reason) -> bool:
     running one goes to ``stopping`` and a worker deletes its instance.
     """
     with transaction.atomic():
-        if session_transition(
+        if _session_transition_in(
             session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}
         ):
             # An admitted session freed its reservation: queued ones may now fit.
             controller_wake()
             return True
-        return session_begin_stop(session_id, reason=reason, failed=False)
+        return _begin_stop_in(session_id, reason=reason, failed=False)
 
 
 def session_begin_stop(session_id, *, reason: Reason, failed: bool) -> bool:
     """Move a starting or running session to ``stopping``; the controller then deletes its instance."""
-    end_state = SessionState.FAILED if failed else SessionState.STOPPED
     with transaction.atomic():
-        moved = session_transition(
-            session_id,
-            to=SessionState.STOPPING,
-            reason=reason,
-            only_from={SessionState.STARTING, SessionState.RUNNING},
-            end_state=end_state.value,
-        )
-        if moved:
-            controller_wake()
+        return _begin_stop_in(session_id, reason=reason, failed=failed)
+
+
+def _begin_stop_in(session_id, *, reason: Reason, failed: bool) -> bool:
+    end_state = SessionState.FAILED if failed else SessionState.STOPPED
+    moved = _session_transition_in(
+        session_id,
+        to=SessionState.STOPPING,
+        reason=reason,
+        only_from={SessionState.STARTING, SessionState.RUNNING},
+        end_state=end_state.value,
+    )
+    if moved:
+        controller_wake()
     return moved
