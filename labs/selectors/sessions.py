@@ -21,6 +21,7 @@ from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_secon
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Course, Enrollment, LabSession
 from labs.selectors.rows import one
+from labs.selectors.session_read import sessions_read
 from labs.templatetags.session_card import selftest_text, share_text
 
 RECENT_ENDED = 5
@@ -39,85 +40,85 @@ def _with_relations(qs: QuerySet[LabSession]) -> QuerySet[LabSession]:
     return qs.select_related("template", "course__quota", "student", "allocation__card__node")
 
 
-# Sessions that, published, have just left their course's queue (admitted, refused, cancelled):
-# of the states in ``LEAVES_QUEUE``, those whose move did (an end after an admission left it then).
-LEFT_QUEUE = Q(state=SessionState.ADMITTED) | Q(state__in=TERMINAL, admitted_at__isnull=True)
-
-
 def sessions_for_events(session_ids: Iterable[str], *, queues_moved: bool = True) -> list[LabSession]:
     """The changed sessions, and the still-queued sessions of every course whose queue one of them left.
 
     A session that leaves a queue moves everyone behind it up a place, so their pages are told
     too; queued sessions of other courses keep their places and are not read. With
-    ``queues_moved=False`` (the caller knows none of them left a queue) only the changed ones are read.
+    ``queues_moved=False`` (the caller knows none of them has left a queue) only the changed ones
+    are read. One statement either way (``session_read.sessions_read``).
     """
-    ids = {LabSession._meta.pk.to_python(i) for i in session_ids}
-    wanted = Q(pk__in=ids)
+    pk = LabSession._meta.pk
+    ids = {pk.to_python(i) for i in session_ids}
+    if not ids:
+        return []
+    keys = [pk.get_db_prep_value(i, connection) for i in ids]
     if queues_moved:
-        # One query (composing a second one of these joins costs more than running it): the
-        # changed sessions, and the queued ones of the courses where a changed one ``LEFT_QUEUE``.
-        moved = LabSession.objects.filter(LEFT_QUEUE, pk__in=ids).values("course_id")
-        wanted |= Q(course_id__in=moved, state=SessionState.QUEUED)
-    # Unordered: under any ORDER BY (the model's default one too) Django 5.2 hashes every selected
-    # column of these joins, which costs more than the query.
-    found = list(_with_relations(LabSession.objects.filter(wanted)).only(*_payload_fields()).order_by())
+        params = [*keys, SessionState.QUEUED.value, *keys, SessionState.ADMITTED.value, *_terminal_values()]
+    else:
+        params = keys
+    found = sessions_read(_events_where_sql(len(keys), queues_moved), params)
     return [s for s in found if s.pk in ids] + [s for s in found if s.pk not in ids]
 
 
-@lru_cache(maxsize=1)
-def _payload_fields() -> tuple[str, ...]:
-    """The columns ``session_event_payload`` reads: the session's own and, of its relations,
-    only these (54 of the joins' 131 columns: what composing, running and loading the read
-    cost shrinks with them). A payload read with them costs no further query (the tests of
-    ``sessions_for_events`` and ``sessions_of_student`` say so)."""
-    return (
-        *(f.name for f in LabSession._meta.concrete_fields),
-        "template__name",
-        "template__core_percent",
-        "template__memory_mib",
-        "template__max_lifetime_minutes",
-        "course__code",
-        "course__quota__course",
-        "course__quota__max_session_minutes",
-        "course__quota__extensions_allowed",
-        "course__quota__extension_minutes",
-        "student__username",
-        "allocation__session",
-        "allocation__card",
-        "allocation__released_at",
-        "allocation__card__index",
-        "allocation__card__node",
-        "allocation__card__node__name",
-        "allocation__card__node__card_truth",
+@cache
+def _terminal_values() -> tuple[str, ...]:
+    return tuple(sorted(state.value for state in TERMINAL))
+
+
+@lru_cache(maxsize=256)  # one per number of sessions and whether queues moved
+def _events_where_sql(count: int, queues_moved: bool) -> str:
+    """The changed sessions (by id) and, when ``queues_moved``, the queued sessions of every course
+    where one of them has just left the queue: admitted, or ended without an admission (an end
+    after one left the queue at the admission). Parameters: the ids; then the queued state, the
+    ids again, the admitted state and the terminal states."""
+    quote = connection.ops.quote_name
+    col = lambda name: quote(LabSession._meta.get_field(name).column)  # noqa: E731
+    marks = ", ".join(["%s"] * count)
+    changed = f"s.{col('id')} IN ({marks})"
+    if not queues_moved:
+        return changed
+    terminal = ", ".join(["%s"] * len(TERMINAL))
+    left = (
+        f"SELECT m.{col('course')} FROM {quote(LabSession._meta.db_table)} m WHERE m.{col('id')} IN ({marks})"
+        f" AND (m.{col('state')} = %s OR (m.{col('state')} IN ({terminal}) AND m.{col('admitted_at')} IS NULL))"
     )
+    return f"({changed} OR (s.{col('state')} = %s AND s.{col('course')} IN ({left})))"
 
 
 def sessions_of_student(*, user) -> list[LabSession]:
     """The student's open sessions, then their few most recently ended ones.
 
     Each carries ``card``: its ``session_event_payload`` (the owner's), read in bulk, which is
-    what the page draws the card from.
+    what the page draws the card from. One statement for both (``session_read.sessions_read``;
+    the student is the user: not joined again).
     """
-    mine = LabSession.objects.filter(student=user)
-    recent_ended = mine.filter(state__in=TERMINAL).order_by("-ended_at").values("pk")[:RECENT_ENDED]
-    # One query for both (a second one of these joins costs more to compose than to run); the
-    # student is the user: not joined again.
+    terminal = _terminal_values()
     rows = sorted(
-        mine.filter(~Q(state__in=TERMINAL) | Q(pk__in=recent_ended))
-        .select_related("template", "course__quota", "allocation__card__node")
-        .only(*(f for f in _payload_fields() if not f.startswith("student__")))
-        .order_by(),  # sorted here: see ``sessions_for_events``
+        sessions_read(_student_where_sql(), [user.pk, *terminal, user.pk, *terminal, RECENT_ENDED], student=user),
         key=lambda s: s.created_at,
         reverse=True,
     )
-    for session in rows:
-        LabSession.student.field.set_cached_value(session, user)
     open_sessions = [s for s in rows if s.state not in TERMINAL]
     ended = sorted((s for s in rows if s.state in TERMINAL), key=lambda s: s.ended_at, reverse=True)  # never null
     sessions = open_sessions + ended
     for session, payload in zip(sessions, session_event_payloads(sessions, for_owner=True), strict=True):
         session.card = payload
     return sessions
+
+
+@cache
+def _student_where_sql() -> str:
+    """The student's sessions not ended, and their latest ended ones. Parameters: the student,
+    the terminal states, the student, the terminal states, how many ended ones."""
+    quote = connection.ops.quote_name
+    col = lambda name: quote(LabSession._meta.get_field(name).column)  # noqa: E731
+    terminal = ", ".join(["%s"] * len(TERMINAL))
+    latest = (
+        f"SELECT r.{col('id')} FROM {quote(LabSession._meta.db_table)} r"
+        f" WHERE r.{col('student')} = %s AND r.{col('state')} IN ({terminal}) ORDER BY r.{col('ended_at')} DESC LIMIT %s"
+    )
+    return f"s.{col('student')} = %s AND (s.{col('state')} NOT IN ({terminal}) OR s.{col('id')} IN ({latest}))"
 
 
 def session_for_user(*, user, session_id) -> LabSession | None:

@@ -17,8 +17,14 @@ from django.utils import timezone  # noqa: E402
 call_command("migrate", verbosity=0)
 
 from labs.domain.reasons import Reason  # noqa: E402
-from labs.models import Allocation, UsageRecord  # noqa: E402
-from labs.selectors.sessions import session_of_user_exists  # noqa: E402
+from labs.models import Allocation, LabSession, UsageRecord  # noqa: E402
+from labs.selectors.sessions import (  # noqa: E402
+    _with_relations,
+    session_event_payload,
+    session_of_user_exists,
+    sessions_for_events,
+    sessions_of_student,
+)
 from labs.selectors.usage import usage_spans  # noqa: E402
 from labs.services.allocation import allocation_pass  # noqa: E402
 from labs.services.sessions import session_launch, session_stop  # noqa: E402
@@ -67,6 +73,22 @@ filters = [
 ]
 spans_agree = all(spans(lo, hi, **f) == reference(lo, hi, **f) for lo, hi in windows for f in filters)
 
+
+def payloads(sessions):
+    found = {str(s.pk): session_event_payload(s, for_owner=True) for s in sessions}
+    for payload in found.values():
+        payload.pop("read_at_ms")
+    return found
+
+
+every = [ended.pk, open_.pk]
+orm_read = payloads(_with_relations(LabSession.objects.filter(pk__in=every)))
+events_agree = payloads(sessions_for_events([str(pk) for pk in every])) == orm_read
+dashboard_agrees = all(
+    payloads(sessions_of_student(user=s.student)) == {str(s.pk): orm_read[str(s.pk)]}
+    for s in LabSession.objects.filter(pk__in=every)
+)
+
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)
 store.save()
@@ -78,6 +100,8 @@ print(
             "vendor": connection.vendor,
             "spans": len(spans(now - timedelta(days=1), now)),
             "spans_agree": spans_agree,
+            "events_agree": events_agree,
+            "dashboard_agrees": dashboard_agrees,
             "owner": session_of_user_exists(user=students[0], session_id=ended.pk),
             "teacher": session_of_user_exists(user=instructor, session_id=ended.pk),
             "stranger": session_of_user_exists(user=students[2], session_id=ended.pk),

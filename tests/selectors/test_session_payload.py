@@ -273,11 +273,11 @@ def test_only_an_admission_or_an_end_makes_the_publish_look_behind_the_session(w
         with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
             change()
         sql = [q["sql"] for q in queries.captured_queries]
-        (read,) = [q for q in sql if q.startswith("SELECT") and '"labs_node"."card_truth"' in q and "reason_code" in q]
+        (read,) = [q for q in sql if q.startswith("SELECT") and 'n."card_truth"' in q and "reason_code" in q]
         return read
 
     course, students, small = world["course"], world["students"], world["small"]
-    looks_behind = 'IN (SELECT U0."course_id"'
+    looks_behind = 'IN (SELECT m."course_id"'
     stopped_by = Reason.of("session.stopped_by", who="s")
     waiting = session_launch(student=students[0], course=course, template=small)
     assert looks_behind in publish_read(lambda: session_stop(session_id=waiting.pk, reason=stopped_by))  # left the queue

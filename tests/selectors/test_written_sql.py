@@ -1,5 +1,6 @@
-"""The statements written out for speed (usage spans, a session's owner or teacher, whether a
-webhook subscription is there, the session store's read) on SQLite, the embedded demo's database.
+"""The statements written out for speed (usage spans, the sessions a publish or the dashboard
+reads, a session's owner or teacher, whether a webhook subscription is there, the session
+store's read) on SQLite, the embedded demo's database.
 The rest of the suite runs them on PostgreSQL."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
         "vendor": "sqlite",
         "spans": 2,  # the ended session's record and the open one's allocation
         "spans_agree": True,
+        "events_agree": True,  # the sessions a publish reads, as their payloads show them
+        "dashboard_agrees": True,
         "owner": True,
         "teacher": True,
         "stranger": False,
