@@ -10,6 +10,7 @@ a lookup by a unique key needs no order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 from typing import TypeVar
 
 from django.db import connection
@@ -27,19 +28,33 @@ def converted(rows: Iterable[tuple], fields: Sequence[Field | None]) -> Iterator
     """The rows of a written-out statement, each value converted as the ORM converts the column of
     its field in ``fields`` (``None``: the value as the database gives it).
 
-    PostgreSQL's values need no converting for most fields; SQLite (the embedded demo) gives
-    datetimes as text and UUIDs as hex, which the backend's converters turn back.
+    PostgreSQL's values need no converting for most fields (JSON does); SQLite (the embedded
+    demo) gives datetimes as text and UUIDs as hex, which the backend's converters turn back.
     """
-    cols = [None if f is None else f.get_col(f.model._meta.db_table) for f in fields]  # as the compiler: a key as its target
-    steps = [[] if c is None else connection.ops.get_db_converters(c) + c.get_db_converters(connection) for c in cols]
-    if not any(steps):
+    columns = _converters(tuple(fields), connection.alias)
+    if not columns:
         yield from rows
         return
-    columns = list(zip(steps, cols, strict=True))
     for row in rows:
-        values = []
-        for value, (converters, col) in zip(row, columns, strict=True):
+        values = list(row)
+        for i, converters, col in columns:
+            value = values[i]
             for convert in converters:
                 value = convert(value, col, connection)
-            values.append(value)
+            values[i] = value
         yield tuple(values)
+
+
+@lru_cache(maxsize=64)  # a statement's fields are the same every time: found once per process
+def _converters(fields: tuple[Field | None, ...], alias: str) -> tuple[tuple[int, list, object], ...]:
+    """``(index, converters, column)`` of the columns that need converting, as the compiler finds
+    them (a foreign key's column as its target's)."""
+    found = []
+    for i, field in enumerate(fields):
+        if field is None:
+            continue
+        col = field.get_col(field.model._meta.db_table)
+        converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        if converters:
+            found.append((i, converters, col))
+    return tuple(found)
