@@ -7,8 +7,13 @@ back to the loop for the handler inside it, to the thread again for the view, an
 way (``portal.middleware.SyncMiddlewareChain`` had already cut the hops per middleware). Each
 hop wakes a thread and waits for the loop, which under load shares the GIL with every other
 request's thread. Here the chain is loaded in sync mode, as under WSGI, and run whole in one
-``sync_to_async`` call: one hop there, one back. Everything else (reading the body, the
-request signals, streaming responses, client disconnects) is Django's own.
+``sync_to_async`` call: one hop there, one back. The request's signals go in the same trip:
+Django sent ``request_started`` (its receivers are sync: ``close_old_connections``) in a hop of
+its own before the chain, and closed the response (``request_finished``) in another after
+sending it. Here ``request_started`` is sent in the thread just before the chain and a response
+whose content is in memory (not streamed) is closed there just after it, before the content
+goes out; a streamed one (a file, an export) is closed after it has been sent, as Django does.
+Everything else (reading the body, streaming, client disconnects) is Django's own.
 
 Django also gives every request a new thread (``ThreadSensitiveContext()``: a new one-thread
 executor, shut down when the request ends), and with a new thread come new per-thread objects:
@@ -23,12 +28,17 @@ the language on every request). At most ``keep`` executors wait idle; one more i
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.core import signals
+from django.core.exceptions import RequestAborted
 from django.core.handlers import base
-from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import FileResponse
+from django.http.response import HttpResponseBase
+from django.urls import set_script_prefix
 
 IDLE_THREADS = 32
 
@@ -55,9 +65,70 @@ class SyncChainASGIHandler(ASGIHandler):
             else:
                 executor.shutdown(wait=False)
 
-    async def run_get_response(self, request):
-        response = await sync_to_async(self.get_response, thread_sensitive=True)(request)
+    async def handle(self, scope, receive, send):
+        """Django's ``ASGIHandler.handle`` (5.2) with the signals in the request's one trip to its thread."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            await signals.request_started.asend(sender=self.__class__, scope=scope)
+            body_file.close()
+            await self.send_response(error_response, send)
+            await sync_to_async(error_response.close)()
+            return
+        closed = []  # the thread appends once it has closed the response
+
+        async def process_request(request, send):
+            response = await sync_to_async(self._respond, thread_sensitive=True)(request, scope, closed)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client went away while the response was being sent
+            return response
+
+        # As Django's: a client that goes away while the view runs cancels the request.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            if not closed:
+                await signals.request_finished.asend(sender=self.__class__)
+        else:
+            if not closed:
+                await sync_to_async(response.close)()  # streamed: closed once it has been sent
+        body_file.close()
+
+    def _respond(self, request, scope, closed: list) -> HttpResponseBase:
+        """In the request's thread: ``request_started``, the chain and, for a response that is not
+        streamed, its ``close()`` (``request_finished``: the database connection goes back)."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        response = self.get_response(request)
         response._handler_class = self.__class__
         if isinstance(response, FileResponse):
             response.block_size = self.chunk_size  # as Django's: the server chunks the file
+        if not response.streaming:
+            response.close()
+            closed.append(True)
         return response

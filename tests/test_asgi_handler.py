@@ -1,6 +1,7 @@
 """portal.handlers: Django's ASGI handler with the middleware chain and the view in one trip to a thread."""
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
@@ -144,3 +145,84 @@ def test_requests_at_once_get_threads_of_their_own_and_at_most_keep_of_them_wait
 
     assert len({thread for thread, _ in seen}) == 4  # a busy thread is never given a second request
     assert len(app.idle) == 2  # the other two were shut down
+
+
+# --- the request's signals in its one trip to the thread ---------------------------------------------------
+
+events: list[tuple[str, int]] = []  # (what, thread)
+
+
+def _record(what: str):
+    import threading
+
+    def receiver(**kwargs):
+        events.append((what, threading.get_ident()))
+
+    return receiver
+
+
+@pytest.fixture
+def signal_urls(settings):
+    import threading
+
+    from django.core import signals
+    from django.http import HttpResponse, StreamingHttpResponse
+    from django.urls import path
+
+    def page(request):
+        events.append(("view", threading.get_ident()))
+        return HttpResponse("ok")
+
+    def streamed(request):
+        events.append(("view", threading.get_ident()))
+
+        def chunks():
+            for part in ("a", "b", "c"):
+                events.append((f"chunk {part}", threading.get_ident()))
+                yield part
+
+        return StreamingHttpResponse(chunks())
+
+    urlpatterns[:] = [path("page/", page), path("streamed/", streamed)]
+    settings.ROOT_URLCONF = __name__
+    events.clear()
+    started, finished = _record("request_started"), _record("request_finished")
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    yield
+    signals.request_started.disconnect(started)
+    signals.request_finished.disconnect(finished)
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """A request's one-thread executor that counts the calls sent to its thread (the trips)."""
+
+    def __init__(self):
+        super().__init__(1)
+        self.trips = 0
+
+    def submit(self, *args, **kwargs):
+        self.trips += 1
+        return super().submit(*args, **kwargs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_s_signals_are_sent_once_each_in_its_one_trip_to_its_thread(signal_urls):
+    app = SyncChainASGIHandler()
+    app.idle.append(executor := CountingExecutor())
+    start, body = request(app, "/page/")
+
+    assert (start["status"], body) == (200, b"ok")
+    assert [what for what, _ in events] == ["request_started", "view", "request_finished"]
+    assert len({thread for _, thread in events}) == 1  # the signals ran where the view did
+    assert executor.trips == 1  # Django's handler made three: request_started, the chain, close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
+def test_a_streamed_response_is_closed_once_after_all_of_it_has_been_sent(signal_urls):
+    app = SyncChainASGIHandler()
+    start, body = request(app, "/streamed/")
+
+    assert (start["status"], body) == (200, b"abc")
+    assert [what for what, _ in events] == ["request_started", "view", "chunk a", "chunk b", "chunk c", "request_finished"]
