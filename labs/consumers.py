@@ -81,9 +81,13 @@ class SessionUpdatesConsumer(WithoutDatabase, AsyncJsonWebsocketConsumer):
         return None  # the page only listens
 
     async def sessions_update(self, event: dict) -> None:
-        """Changed sessions of one group, with words in this reader's language."""
-        with translation.override(self.language):
-            sessions = [localised(session) for session in event["sessions"]]
+        """Changed sessions of one group, with words in this reader's language: as they come when
+        the publisher wrote them in it (``language``), else rendered again."""
+        if event.get("language") == self.language:
+            sessions = event["sessions"]
+        else:
+            with translation.override(self.language):
+                sessions = [localised(session) for session in event["sessions"]]
         await self.send_json({"type": "sessions", "sessions": sessions})
 
 

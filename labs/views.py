@@ -18,17 +18,16 @@ from django.views.decorators.http import require_GET, require_POST
 
 from labs.domain.reasons import Reason
 from labs.forms import LaunchForm
-from labs.models import Course, Enrollment, LabSession, LabTemplate
+from labs.models import Enrollment, LabSession
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
-from labs.selectors.rows import one
 from labs.selectors.sessions import session_event_payload, session_for_user, session_of_user_exists, sessions_of_student
 from labs.selectors.usage import student_budgets
 from labs.services.activity import session_keep_running as keep_service
 from labs.services.selftest import SelftestRejected, selftest_record
 from labs.services.sessions import LaunchRefused
 from labs.services.sessions import session_extend as extend_service
-from labs.services.sessions import session_launch as launch_service
+from labs.services.sessions import session_launch_of as launch_service
 from labs.services.sessions import session_stop as stop_service
 
 
@@ -70,24 +69,14 @@ def session_launch(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         error = _("Choose a course and a template to launch.")
     else:
-        # With its quota: the answer's session payload shows the course's limits.
-        course = one(
-            Course.objects.filter(pk=form.cleaned_data["course"], enrollments__user=request.user).select_related("quota")
-        )
-        # Only the course's own institution: the refusal names the template, and another
-        # tenant's template names must not be readable by guessing ids.
-        template = (
-            one(LabTemplate.objects.filter(pk=form.cleaned_data["template"], institution_id=course.institution_id))
-            if course is not None
-            else None
-        )
-        if course is None or template is None:
-            error = _("That course or template does not exist, or you are not enrolled in it.")
-        else:
-            try:
-                session = launch_service(student=request.user, course=course, template=template)
-            except LaunchRefused as exc:
-                error = " ".join(exc.messages)
+        # The service reads the course through the user's enrolment and the template among the
+        # course's institution's: nothing of another tenant can be named by guessing ids.
+        try:
+            session = launch_service(
+                student=request.user, course_id=form.cleaned_data["course"], template_id=form.cleaned_data["template"]
+            )
+        except LaunchRefused as exc:
+            error = " ".join(exc.messages)
     if _wants_json(request):
         if error:
             return JsonResponse({"error": error}, status=400)
@@ -97,7 +86,7 @@ def session_launch(request: HttpRequest) -> HttpResponse:
         messages.error(request, error)
     else:
         messages.success(
-            request, _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": template.name}
+            request, _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": session.template.name}
         )
     return redirect("labs:home")
 

@@ -34,7 +34,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.module_loading import import_string
 
 logger = logging.getLogger(__name__)
@@ -162,16 +162,18 @@ def _send(session_ids: set[str], *, queues_moved: bool = True) -> None:
         # or ends (released), not when one queues or is being stopped: a launch or a stop from
         # the web does not send it a message.
         cards = any(s.state not in SHARE_UNCHANGED for s in sessions if str(s.pk) in session_ids)
-        async_to_sync(_send_all)(layer, messages, cards)
+        # The words are in this process's language: a socket whose reader has the same one
+        # sends them as they are (``labs.consumers``), the others render them again.
+        async_to_sync(_send_all)(layer, messages, cards, translation.get_language())
     except Exception:
         # A page misses a live update; the state itself is committed and the next page load
         # shows it. Never let a Redis hiccup undo or fail a state change.
         logger.warning("could not publish session updates", exc_info=True)
 
 
-async def _send_all(layer, messages: dict[str, list[dict]], cards: bool) -> None:
+async def _send_all(layer, messages: dict[str, list[dict]], cards: bool, language: str | None) -> None:
     for group, sessions in messages.items():
-        await layer.group_send(group, {"type": "sessions.update", "sessions": sessions})
+        await layer.group_send(group, {"type": "sessions.update", "sessions": sessions, "language": language})
     if cards:  # the operators' cluster page reads it again
         await layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"})
 

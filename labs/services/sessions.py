@@ -262,69 +262,94 @@ def session_launch(*, student, course: Course, template: LabTemplate) -> LabSess
     instead, already running when it is ready (``_prestarted_claim``).
     """
     with transaction.atomic():
-        # Locking the enrolment row serialises two launches by the same student, so both
-        # cannot pass the concurrent-session check at once.
-        # The course's archived flag and quota come with it, read now, in the same statement.
-        enrollment = one(
-            Enrollment.objects.select_for_update(of=("self",)).select_related("course__quota").filter(user=student, course=course)
-        )
+        enrollment = _enrollment_locked(student=student, course_id=course.pk)
         if enrollment is None:
             raise LaunchRefused(_("You are not enrolled in %(course)s.") % {"course": course.code})
-        if enrollment.course.archived_at is not None:
-            raise LaunchRefused(_("%(course)s has ended and is archived: no new sessions.") % {"course": course.code})
-        # Whether the course offers the template, the student's open sessions in it and whether
-        # a pre-started lab waits: one statement, read under the enrolment's lock.
-        facts = launch_facts(student_id=student.pk, course_id=course.pk, template_id=template.pk)
-        if not facts.offered:
-            raise LaunchRefused(
-                _("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code}
-            )
-        quota = getattr(enrollment.course, "quota", None)
-        if quota is None:
-            raise LaunchRefused(_("%(course)s has no NPU quota yet; ask your instructor.") % {"course": course.code})
-        open_count = facts.open_sessions
-        if open_count >= quota.sessions_per_student:
-            raise LaunchRefused(
-                _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
-                % {"open": open_count, "limit": quota.sessions_per_student, "course": course.code}
-            )
-        now = timezone.now()
-        budget, recent = launch_usage(
-            course_id=course.pk,
-            student_id=student.pk,
-            quota=quota,
-            half_life_hours=settings.LAB_FAIR_SHARE_HALF_LIFE_HOURS,
-            now=now,
+        return _launch(student=student, enrollment=enrollment, template=template)
+
+
+def session_launch_of(*, student, course_id: int, template_id: int) -> LabSession:
+    """``session_launch`` from the ids a page's form sends: the course is read with the student's
+    enrolment (locked, in the launch's transaction) and the template among those of the course's
+    institution, not before by the view; ``LaunchRefused`` when either is not there (the same
+    words for both: another tenant's template names must not be found by guessing ids)."""
+    with transaction.atomic():
+        enrollment = _enrollment_locked(student=student, course_id=course_id)
+        template = None
+        if enrollment is not None:
+            template = one(LabTemplate.objects.filter(pk=template_id, institution_id=enrollment.course.institution_id))
+        if template is None:
+            raise LaunchRefused(_("That course or template does not exist, or you are not enrolled in it."))
+        return _launch(student=student, enrollment=enrollment, template=template)
+
+
+def _enrollment_locked(*, student, course_id: int) -> Enrollment | None:
+    """The student's enrolment in the course, locked until the transaction ends, with its course
+    and quota read in the same statement. The lock serialises two launches by the same student,
+    so both cannot pass the concurrent-session check at once."""
+    return one(
+        Enrollment.objects.select_for_update(of=("self",))
+        .select_related("course__quota")
+        .filter(user=student, course_id=course_id)
+    )
+
+
+def _launch(*, student, enrollment: Enrollment, template: LabTemplate) -> LabSession:
+    """The rest of a launch, in its transaction, once the enrolment is locked."""
+    course = enrollment.course
+    if course.archived_at is not None:
+        raise LaunchRefused(_("%(course)s has ended and is archived: no new sessions.") % {"course": course.code})
+    # Whether the course offers the template, the student's open sessions in it and whether
+    # a pre-started lab waits: one statement, read under the enrolment's lock.
+    facts = launch_facts(student_id=student.pk, course_id=course.pk, template_id=template.pk)
+    if not facts.offered:
+        raise LaunchRefused(_("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code})
+    quota = getattr(course, "quota", None)
+    if quota is None:
+        raise LaunchRefused(_("%(course)s has no NPU quota yet; ask your instructor.") % {"course": course.code})
+    open_count = facts.open_sessions
+    if open_count >= quota.sessions_per_student:
+        raise LaunchRefused(
+            _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
+            % {"open": open_count, "limit": quota.sessions_per_student, "course": course.code}
         )
-        if budget is not None and budget.fraction >= 1:
-            raise LaunchRefused(
-                _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
-                % {"course": course.code}
-            )
-        if facts.prestarted:
-            claimed = _prestarted_claim(student=student, course=course, template=template)
-            if claimed is not None:
-                return claimed
-        delay = queue_delay_seconds(
-            recent,
-            seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
-            max_seconds=settings.LAB_FAIR_SHARE_MAX_DELAY_SECONDS,
+    now = timezone.now()
+    budget, recent = launch_usage(
+        course_id=course.pk,
+        student_id=student.pk,
+        quota=quota,
+        half_life_hours=settings.LAB_FAIR_SHARE_HALF_LIFE_HOURS,
+        now=now,
+    )
+    if budget is not None and budget.fraction >= 1:
+        raise LaunchRefused(
+            _("Your weekly NPU budget in %(course)s is used up; it starts again on Monday, or ask your instructor for more.")
+            % {"course": course.code}
         )
-        session = LabSession.objects.create(
-            student=student,
-            course=course,
-            template=template,
-            state=SessionState.QUEUED,
-            queue_at=now + timedelta(seconds=delay),
-            secret=secrets.token_urlsafe(32),
-            **reason_fields(Reason.of("session.queued")),
-        )
-        # A new session holds nothing yet: its page payload need not ask for an allocation.
-        LabSession.allocation.related.set_cached_value(session, None)
-        session_event("session.queued", session.pk)
-        # No page update from here: the launching page has the session from the response, and
-        # the controller run this wakes publishes it with the rest of the batch a moment later.
-        controller_wake()
+    if facts.prestarted:
+        claimed = _prestarted_claim(student=student, course=course, template=template)
+        if claimed is not None:
+            return claimed
+    delay = queue_delay_seconds(
+        recent,
+        seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
+        max_seconds=settings.LAB_FAIR_SHARE_MAX_DELAY_SECONDS,
+    )
+    session = LabSession.objects.create(
+        student=student,
+        course=course,
+        template=template,
+        state=SessionState.QUEUED,
+        queue_at=now + timedelta(seconds=delay),
+        secret=secrets.token_urlsafe(32),
+        **reason_fields(Reason.of("session.queued")),
+    )
+    # A new session holds nothing yet: its page payload need not ask for an allocation.
+    LabSession.allocation.related.set_cached_value(session, None)
+    session_event("session.queued", session.pk)
+    # No page update from here: the launching page has the session from the response, and
+    # the controller run this wakes publishes it with the rest of the batch a moment later.
+    controller_wake()
     return session
 
 

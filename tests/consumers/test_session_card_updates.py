@@ -91,3 +91,34 @@ async def test_a_pass_that_admits_the_head_of_the_queue_tells_those_behind_their
     assert await holder_comm.receive_nothing(timeout=0.5)
     await last_comm.disconnect()
     await holder_comm.disconnect()
+
+
+async def test_words_written_in_the_reader_s_language_are_sent_as_they_are_and_others_rendered_again(course_of_five, monkeypatch):
+    from django.utils import translation
+
+    import labs.consumers
+
+    rendered = []
+    original = labs.consumers.localised
+    monkeypatch.setattr(labs.consumers, "localised", lambda payload: rendered.append(payload["id"]) or original(payload))
+    world = course_of_five
+    student = world["students"][0]
+    chinese = communicator(student, "zh-hans")
+    english = communicator(world["instructor"], "en", f"?course={world['course'].pk}")
+    assert (await chinese.connect())[0] and (await english.connect())[0]
+
+    def launch_and_stop_in_chinese():
+        with translation.override("zh-hans"):  # a page in Chinese stops it: the publish is in Chinese
+            session = session_launch(student=student, course=world["course"], template=world["small"])
+            session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who=student.username))
+        return session
+
+    session = await sync_to_async(launch_and_stop_in_chinese)()
+
+    (zh,) = await next_payloads(chinese)
+    assert (zh["id"], zh["state_label"]) == (str(session.pk), "已停止")
+    (en,) = await next_payloads(english)
+    assert (en["state_label"], en["reason"]) == ("stopped", f"stopped by {student.username}")
+    assert rendered == [str(session.pk)]  # only the English reader's copy was rendered again
+    await chinese.disconnect()
+    await english.disconnect()
