@@ -17,7 +17,8 @@ from django.utils import timezone  # noqa: E402
 call_command("migrate", verbosity=0)
 
 from labs.domain.reasons import Reason  # noqa: E402
-from labs.models import Allocation, LabSession, UsageRecord  # noqa: E402
+from labs.models import Allocation, Enrollment, LabSession, UsageRecord  # noqa: E402
+from labs.selectors.courses import enrollments_of_user  # noqa: E402
 from labs.selectors.sessions import (  # noqa: E402
     _with_relations,
     session_event_payload,
@@ -89,6 +90,20 @@ dashboard_agrees = all(
     for s in LabSession.objects.filter(pk__in=every)
 )
 
+
+def enrolments(user):
+    return [
+        (e.course.code, e.role, getattr(e.course, "quota", None), [t.pk for t in e.course.templates.all()])
+        for e in enrollments_of_user(user=user)
+    ]
+
+
+orm_enrolments = [
+    (e.course.code, e.role, getattr(e.course, "quota", None), [t.pk for t in e.course.templates.order_by("core_percent", "name")])
+    for e in Enrollment.objects.filter(user=students[0]).select_related("course__quota").order_by("course__code", "pk")
+]
+enrolments_agree = enrolments(students[0]) == orm_enrolments and enrolments(instructor)[0][1] == "instructor"
+
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)
 store.save()
@@ -102,6 +117,7 @@ print(
             "spans_agree": spans_agree,
             "events_agree": events_agree,
             "dashboard_agrees": dashboard_agrees,
+            "enrolments_agree": enrolments_agree,
             "owner": session_of_user_exists(user=students[0], session_id=ended.pk),
             "teacher": session_of_user_exists(user=instructor, session_id=ended.pk),
             "stranger": session_of_user_exists(user=students[2], session_id=ended.pk),

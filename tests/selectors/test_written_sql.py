@@ -1,7 +1,7 @@
 """The statements written out for speed (usage spans, the sessions a publish or the dashboard
-reads, a session's owner or teacher, whether a webhook subscription is there, the session
-store's read) on SQLite, the embedded demo's database.
-The rest of the suite runs them on PostgreSQL."""
+reads, the dashboard's enrolments, a session's owner or teacher, whether a webhook subscription
+is there, the session store's read) on SQLite, the embedded demo's database. The rest of the
+suite runs them on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
         "spans_agree": True,
         "events_agree": True,  # the sessions a publish reads, as their payloads show them
         "dashboard_agrees": True,
+        "enrolments_agree": True,  # the dashboard's courses, quotas and templates
         "owner": True,
         "teacher": True,
         "stranger": False,
