@@ -438,7 +438,10 @@ def report(summary: dict, args: argparse.Namespace) -> None:
     for line in endpoint_table(stats_of("sockets")):
         print(line)
     missed = ", ".join(f"{name}: {n}" for name, n in sorted(summary["ws_missed"].items()) if n) or "none"
-    print(f"  socket messages received in the window: {summary['ws_messages']}; expected messages that never came: {missed}")
+    print(
+        f"  socket messages received in the window: {summary['ws_messages']}; expected messages not seen in time "
+        f"(10 s after a launch or a stop, 30 s for the end; the student goes on without them): {missed}"
+    )
     print(
         f"  launches in the window stopped before their lab was running: {summary['stopped_before_running']} "
         "(launch -> running counts only the others)"
