@@ -40,7 +40,10 @@ def enrollments_of_user(*, user) -> list[Enrollment]:
     for row in rows:
         e = Enrollment.from_db(db, [f.attname for f in enrollment.concrete_fields], row[:e_end])
         c = Course.from_db(db, [f.attname for f in course.concrete_fields], row[e_end:c_end])
-        q = None if row[c_end] is None else CourseQuota.from_db(db, [f.attname for f in quota.concrete_fields], row[c_end:])
+        quota_values = row[c_end:]
+        q = None  # the left join found no quota: all its columns are NULL, its key too
+        if quota_values[quota.concrete_fields.index(quota.pk)] is not None:
+            q = CourseQuota.from_db(db, [f.attname for f in quota.concrete_fields], quota_values)
         Course.quota.related.set_cached_value(c, q)
         if q is not None:
             CourseQuota._meta.get_field("course").set_cached_value(q, c)

@@ -27,7 +27,7 @@ from labs.selectors.rows import converted
 
 @dataclass(frozen=True)
 class _Part:
-    """One model of the read: the fields it loads (the primary key first, then the model's order)."""
+    """One model of the read: the fields it loads, in the model's order (``Model.from_db`` wants it)."""
 
     model: type[Model]
     fields: tuple[Field, ...]
@@ -40,6 +40,11 @@ class _Part:
     @property
     def attnames(self) -> list[str]:
         return [f.attname for f in self.fields]
+
+    @property
+    def pk_at(self) -> int:
+        """Where the primary key is among ``fields``: NULL there is a left join that found nothing."""
+        return self.fields.index(self.model._meta.pk)
 
 
 @cache
@@ -79,7 +84,7 @@ def sessions_read(where: str, params: Sequence[object], *, student=None) -> list
             part = parts[alias]
             values = row[at : at + len(part.fields)]
             at += len(part.fields)
-            objects[alias] = None if values[0] is None else part.model.from_db(db, part.attnames, values)
+            objects[alias] = None if values[part.pk_at] is None else part.model.from_db(db, part.attnames, values)
         found.append(_linked(objects, student))
     return found
 
