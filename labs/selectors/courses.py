@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from labs.models import Allocation, Course, CourseQuota, Enrollment, InstitutionRole, LabTemplate
-from labs.selectors.rows import converted
+from labs.selectors.rows import Conversion, conversion, converted
 
 
 @dataclass(frozen=True)
@@ -29,21 +29,21 @@ def enrollments_of_user(*, user) -> list[Enrollment]:
     ``prefetch_related`` leave them): ``e.course.quota`` and ``e.course.templates.all`` cost no query.
     """
     db = connection.alias
-    enrollment, course, quota = Enrollment._meta, Course._meta, CourseQuota._meta
-    columns = [*enrollment.concrete_fields, *course.concrete_fields, *quota.concrete_fields]
+    (e_names, c_names, q_names), plan = _enrollment_layout()
+    e_end, c_end = len(e_names), len(e_names) + len(c_names)
+    q_pk = q_names.index(CourseQuota._meta.pk.attname)
     with connection.cursor() as cursor:
         cursor.execute(_enrollments_sql(), [user.pk])
-        rows = list(converted(cursor.fetchall(), columns))
+        rows = list(converted(cursor.fetchall(), plan))
     found = []
     courses: dict[int, Course] = {}
-    e_end, c_end = len(enrollment.concrete_fields), len(enrollment.concrete_fields) + len(course.concrete_fields)
     for row in rows:
-        e = Enrollment.from_db(db, [f.attname for f in enrollment.concrete_fields], row[:e_end])
-        c = Course.from_db(db, [f.attname for f in course.concrete_fields], row[e_end:c_end])
+        e = Enrollment.from_db(db, e_names, row[:e_end])
+        c = Course.from_db(db, c_names, row[e_end:c_end])
         quota_values = row[c_end:]
         q = None  # the left join found no quota: all its columns are NULL, its key too
-        if quota_values[quota.concrete_fields.index(quota.pk)] is not None:
-            q = CourseQuota.from_db(db, [f.attname for f in quota.concrete_fields], quota_values)
+        if quota_values[q_pk] is not None:
+            q = CourseQuota.from_db(db, q_names, quota_values)
         Course.quota.related.set_cached_value(c, q)
         if q is not None:
             CourseQuota._meta.get_field("course").set_cached_value(q, c)
@@ -53,11 +53,11 @@ def enrollments_of_user(*, user) -> list[Enrollment]:
         found.append(e)
     offered: dict[int, list[LabTemplate]] = {pk: [] for pk in courses}
     if courses:
-        template = LabTemplate._meta
+        t_names, t_plan = _template_layout()
         with connection.cursor() as cursor:
             cursor.execute(_templates_sql(len(courses)), list(courses))
-            for course_id, *values in converted(cursor.fetchall(), [None, *template.concrete_fields]):
-                offered[course_id].append(LabTemplate.from_db(db, [f.attname for f in template.concrete_fields], values))
+            for course_id, *values in converted(cursor.fetchall(), t_plan):
+                offered[course_id].append(LabTemplate.from_db(db, t_names, values))
     for pk, c in courses.items():
         # As prefetch_related leaves it: the manager's all() is this, already read.
         templates = LabTemplate.objects.all()
@@ -65,6 +65,22 @@ def enrollments_of_user(*, user) -> list[Enrollment]:
         c._prefetched_objects_cache = {Course.templates.field.name: templates}
     # Sorted here, not by the database: as the ORM's read was.
     return sorted(found, key=lambda e: (e.course.code, e.pk))
+
+
+@cache
+def _enrollment_layout() -> tuple[tuple[list[str], list[str], list[str]], Conversion]:
+    """The columns of ``_enrollments_sql`` (attribute names of the enrolment's, the course's and
+    the quota's fields) and how they are converted: worked out once per process."""
+    metas = (Enrollment._meta, Course._meta, CourseQuota._meta)
+    names = tuple([f.attname for f in meta.concrete_fields] for meta in metas)
+    return names, conversion([f for meta in metas for f in meta.concrete_fields])
+
+
+@cache
+def _template_layout() -> tuple[list[str], Conversion]:
+    """The template columns of ``_templates_sql`` (after the course id) and how the row is converted."""
+    fields = LabTemplate._meta.concrete_fields
+    return [f.attname for f in fields], conversion([None, *fields])
 
 
 @cache

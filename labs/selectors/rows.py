@@ -10,7 +10,6 @@ a lookup by a unique key needs no order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from functools import lru_cache
 from typing import TypeVar
 
 from django.db import connection
@@ -24,31 +23,19 @@ def one(qs: QuerySet[M]) -> M | None:
     return next(iter(qs.order_by()), None)
 
 
-def converted(rows: Iterable[tuple], fields: Sequence[Field | None]) -> Iterator[tuple]:
-    """The rows of a written-out statement, each value converted as the ORM converts the column of
-    its field in ``fields`` (``None``: the value as the database gives it).
+Conversion = tuple[tuple[int, list, object], ...]
+
+
+def conversion(fields: Sequence[Field | None]) -> Conversion:
+    """How to convert the columns of a written-out statement as the ORM converts those of
+    ``fields`` (``None``: the value as the database gives it): ``(index, converters, column)`` of
+    the columns that need it, found as the compiler finds them (a foreign key's column as its
+    target's). A statement's caller works it out once per process (its fields never change) and
+    hands it to :func:`converted` on every read.
 
     PostgreSQL's values need no converting for most fields (JSON does); SQLite (the embedded
     demo) gives datetimes as text and UUIDs as hex, which the backend's converters turn back.
     """
-    columns = _converters(tuple(fields), connection.alias)
-    if not columns:
-        yield from rows
-        return
-    for row in rows:
-        values = list(row)
-        for i, converters, col in columns:
-            value = values[i]
-            for convert in converters:
-                value = convert(value, col, connection)
-            values[i] = value
-        yield tuple(values)
-
-
-@lru_cache(maxsize=64)  # a statement's fields are the same every time: found once per process
-def _converters(fields: tuple[Field | None, ...], alias: str) -> tuple[tuple[int, list, object], ...]:
-    """``(index, converters, column)`` of the columns that need converting, as the compiler finds
-    them (a foreign key's column as its target's)."""
     found = []
     for i, field in enumerate(fields):
         if field is None:
@@ -58,3 +45,18 @@ def _converters(fields: tuple[Field | None, ...], alias: str) -> tuple[tuple[int
         if converters:
             found.append((i, converters, col))
     return tuple(found)
+
+
+def converted(rows: Iterable[tuple], plan: Conversion) -> Iterator[tuple]:
+    """The rows of a written-out statement with their values converted by ``plan`` (:func:`conversion`)."""
+    if not plan:
+        yield from rows
+        return
+    for row in rows:
+        values = list(row)
+        for i, converters, col in plan:
+            value = values[i]
+            for convert in converters:
+                value = convert(value, col, connection)
+            values[i] = value
+        yield tuple(values)

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Field, Model
 
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, LabTemplate, Node
-from labs.selectors.rows import converted
+from labs.selectors.rows import Conversion, conversion, converted
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ class _Part:
         wanted = {model._meta.pk.name, *names}
         return cls(model, tuple(f for f in model._meta.concrete_fields if f.name in wanted))
 
-    @property
+    @cached_property
     def attnames(self) -> list[str]:
         return [f.attname for f in self.fields]
 
-    @property
+    @cached_property
     def pk_at(self) -> int:
         """Where the primary key is among ``fields``: NULL there is a left join that found nothing."""
         return self.fields.index(self.model._meta.pk)
@@ -69,24 +69,29 @@ def sessions_read(where: str, params: Sequence[object], *, student=None) -> list
     ``student``: the user whose sessions these all are (the dashboard's): not joined again, set
     on each. Otherwise each session's student is read with it.
     """
-    parts = _parts()
-    aliases = [a for a in parts if not (student is not None and a == "u")]
+    parts, plan = _layout(student is None)
     with connection.cursor() as cursor:
         cursor.execute(_select_sql(student is None) + f" WHERE {where}", list(params))
         rows = cursor.fetchall()
-    fields = [f for a in aliases for f in parts[a].fields]
     db = connection.alias
     found = []
-    for row in converted(rows, fields):
+    for row in converted(rows, plan):
         objects: dict[str, Model | None] = {}
         at = 0
-        for alias in aliases:
-            part = parts[alias]
+        for alias, part in parts:
             values = row[at : at + len(part.fields)]
             at += len(part.fields)
             objects[alias] = None if values[part.pk_at] is None else part.model.from_db(db, part.attnames, values)
         found.append(_linked(objects, student))
     return found
+
+
+@cache
+def _layout(with_student: bool) -> tuple[tuple[tuple[str, _Part], ...], Conversion]:
+    """The parts a read selects, by alias, in the order of their columns, and how those columns
+    are converted: the same every time, worked out once per process."""
+    parts = tuple((alias, part) for alias, part in _parts().items() if with_student or alias != "u")
+    return parts, conversion([f for _, part in parts for f in part.fields])
 
 
 def _linked(o: dict[str, Model | None], student) -> LabSession:

@@ -16,13 +16,13 @@ from datetime import date, datetime, time, timedelta
 from functools import cache, lru_cache
 
 from django.db import connection
-from django.db.models import Count, Field, Sum
+from django.db.models import Count, Sum
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from labs.domain.fairness import decayed
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
-from labs.selectors.rows import converted
+from labs.selectors.rows import Conversion, conversion, converted
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +71,16 @@ def usage_spans(
         cursor.execute(_usage_spans_sql(*(None if ids is None else len(ids) for ids in filters)), params)
         rows = cursor.fetchall()
     for session_id, student_id, course_id, institution_id, template_id, start, end, core, memory in converted(
-        rows, _usage_span_fields()
+        rows, _usage_span_conversion()
     ):
         yield Span(str(session_id), student_id, course_id, institution_id, template_id, start, end or now, core, memory)
 
 
 @cache
-def _usage_span_fields() -> tuple[Field | None, ...]:
-    """What converts each column of ``_usage_spans_sql`` (``None``: integers, as given)."""
+def _usage_span_conversion() -> Conversion:
+    """How the columns of ``_usage_spans_sql`` are converted (as these fields; the integers as given)."""
     get = UsageRecord._meta.get_field
-    return (get("session"), None, None, None, None, get("started_at"), get("ended_at"), None, None)
+    return conversion((get("session"), None, None, None, None, get("started_at"), get("ended_at"), None, None))
 
 
 @lru_cache(maxsize=64)  # one statement per shape of filters (how many courses, students, institutions)
