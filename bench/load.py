@@ -26,7 +26,11 @@ Users, each logging in once through the login form (GET for the CSRF token, POST
   - Student: keeps /ws/sessions/ open like the dashboard does (reconnecting like sessions.js);
     in a loop: GET / (dashboard), POST /sessions/launch/ (Accept: application/json, CSRF
     token), POST /sessions/<id>/stop/ a moment later, then wait for the socket to show the lab
-    ended (the course allows one session at a time); --think seconds between steps.
+    ended (the course allows one session at a time); --think seconds between steps. The
+    students together aim at --rate launch + stop requests/s (default 60: the target and a
+    fifth): each starts its loop every 2 x students / rate seconds (10 s for 300 at 60/s), at
+    once when the last took longer, so a slow portal shows as a rate below the target. With
+    --rate 0 they loop as fast as they can: the portal's saturation point.
     "launch -> socket" is the time from sending the launch to the first socket message carrying
     the new session (sent by the controller's run that admits it: the launch answer itself
     carries the queued session), "stop -> socket" from sending the stop to the first message
@@ -38,7 +42,7 @@ Users, each logging in once through the login form (GET for the CSRF token, POST
     not as failures.
 
 Nobody works until every user has logged in with its socket open (or --login-timeout passed);
-then they start within 8 s, and after --warmup seconds the clock runs for --duration seconds;
+then they start within 8 s (or one paced loop), and after --warmup seconds the clock runs for --duration seconds;
 only requests sent inside that window count. Printed:
 the logins and socket connections; per endpoint count, requests/s, p50, p99 and failures; the
 socket delays and message count; the CPU each part used over the window (Daphne, Celery,
@@ -83,6 +87,7 @@ from bench.harness import (
 INSTANCES_PER_SERVER = 128  # 8 cards x 16 small (5 %, 4 GiB) instances
 PAGE_P99_TARGET_MS = 300.0
 LAUNCH_STOP_RPS_TARGET = 50.0
+DEFAULT_RATE = 60.0  # launch + stop requests/s aimed at: the target and a margin, so the window's edges cannot decide it
 LOCUSTFILE = ROOT / "bench" / "locustfile.py"
 # Lines the locustfile prints for the person watching; everything else Locust says goes to its log.
 PROGRESS_PREFIX = "load: "
@@ -119,7 +124,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--courses", type=int, default=10, help="courses the students are spread over, default 10")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds measured, default 60")
     parser.add_argument(
-        "--warmup", type=float, default=15.0, help="seconds of work before the window opens, default 15 (users start within 8 s)"
+        "--warmup",
+        type=float,
+        default=15.0,
+        help="seconds of work before the window opens, default 15 (users start within 8 s or one paced loop)",
     )
     parser.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second, default 10")
     parser.add_argument(
@@ -137,6 +145,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds from the first login until the window opens anyway, default 420 (the report says who was not ready)",
     )
     parser.add_argument("--think", default="1,3", help="a student's pause between steps, MIN,MAX seconds, default 1,3")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=DEFAULT_RATE,
+        metavar="R",
+        help=f"launch + stop requests/s the students aim at together, default {DEFAULT_RATE:g} (the target, 50, and a fifth): "
+        "each student starts a loop every 2 x students / R seconds (Locust's constant_pacing), or at once when the "
+        "last one took longer; 0: no pacing, every student loops as fast as its think times and the portal let it "
+        "(the portal's saturation point, where every queue is full)",
+    )
     parser.add_argument("--start-delay", type=float, default=0.5, help="the simulator's start time in seconds, default 0.5")
     parser.add_argument(
         "--web-processes",
@@ -173,6 +191,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.operators < 0:
         parser.error("--operators must be >= 0")
+    if not args.rate >= 0 or math.isinf(args.rate):
+        parser.error(f"--rate must be a number of requests/s >= 0 (0: no pacing), got {args.rate:g}")
     if args.duration <= 0 or args.spawn_rate <= 0 or args.login_timeout <= 0 or args.warmup < 0:
         parser.error("--duration, --spawn-rate and --login-timeout must be > 0, --warmup >= 0")
     args.web_conn_max_age = None  # bench.classstart.start_services reads it
@@ -187,6 +207,20 @@ def think_range(text: str) -> tuple[float, float]:
     if len(parts) != 2 or parts[0] < 0 or parts[1] < parts[0]:
         raise ValueError(f"expected MIN,MAX seconds with 0 <= MIN <= MAX, got {text!r}")
     return parts[0], parts[1]
+
+
+def student_pace(students: int, rate: float) -> float | None:
+    """Seconds between the starts of one student's loops so that all together send ``rate`` launch +
+    stop requests/s (each loop sends one of each); None for ``rate`` 0 (no pacing)."""
+    return 2 * students / rate if rate else None
+
+
+def pacing_text(args: argparse.Namespace) -> str:
+    pace = student_pace(args.students, args.rate)
+    think = f"think {args.think[0]:g}-{args.think[1]:g} s"
+    if pace is None:
+        return f"{think}, no pacing (as fast as each student goes)"
+    return f"{think}, a student's loop every {pace:.1f} s (aiming at {args.rate:g} launch + stop requests/s)"
 
 
 # --- pages -----------------------------------------------------------------------------------------
@@ -416,7 +450,7 @@ def report(summary: dict, args: argparse.Namespace) -> None:
     print(
         f"load on the portal: {users.get('Student', 0)} students, {users.get('Instructor', 0)} instructors, "
         f"{users.get('Operator', 0)} operators; {args.web_processes} Daphne process(es), {args.workers} Celery worker(s) x "
-        f"{args.concurrency} (prefork), simulator start {args.start_delay:g} s, think {args.think[0]:g}-{args.think[1]:g} s"
+        f"{args.concurrency} (prefork), simulator start {args.start_delay:g} s, {pacing_text(args)}"
     )
     login = summary["login_seconds"]
     print(
@@ -716,6 +750,7 @@ def run(args: argparse.Namespace) -> dict:
             "warmup": args.warmup,
             "login_timeout": args.login_timeout,
             "think": list(args.think),
+            "pace": student_pace(args.students, args.rate),
             "login_concurrency": args.login_concurrency,
             "results": str(results_path),
             "seed": random.randrange(2**32),

@@ -23,7 +23,7 @@ import gevent
 import websocket
 from gevent.event import Event
 from gevent.lock import BoundedSemaphore
-from locust import FastHttpUser, between, events, task
+from locust import FastHttpUser, between, constant_pacing, events, task
 
 from bench.load import (
     COURSE_PAGE,
@@ -52,7 +52,9 @@ SOCKET_GIVE_UP = 120.0  # seconds a user keeps trying to open its socket before 
 LOGIN_ATTEMPTS = 3
 LOGIN_RETRY_SECONDS = 2.0
 LOGIN_SLOTS = BoundedSemaphore(CONFIG["login_concurrency"])
-START_SPREAD = 8.0  # seconds over which the users start work, about one student's loop
+PACE = CONFIG["pace"]  # seconds from the start of a student's loop to the next one's; None: no pacing
+# Seconds over which the users start work: about one student's loop, so the rate is even from the start.
+START_SPREAD = max(8.0, PACE or 0.0)
 ALL_STATES = ("queued", "admitted", "starting", "running", "stopping", "stopped", "failed")
 
 random.seed(CONFIG["seed"])
@@ -359,7 +361,8 @@ class Student(PortalUser):
     """The dashboard with its socket: launch, use the lab a moment, stop, wait until it has ended; again."""
 
     fixed_count = len(CONFIG["students"])
-    wait_time = between(*THINK)
+    # With a pace the wait after a loop is what is left of it (none when the loop took longer).
+    wait_time = constant_pacing(PACE) if PACE else between(*THINK)
 
     def account(self) -> str:
         return next(_students)

@@ -40,6 +40,7 @@ from bench.load import (
     parse_args,
     proc_stat_fields,
     results_read,
+    student_pace,
     summarise,
     think_range,
     total_rps,
@@ -198,6 +199,21 @@ def test_think_times_read_as_min_and_max():
     for bad in ("3,1", "-1,2", "1,2,3"):
         with pytest.raises(ValueError):
             think_range(bad)
+
+
+def test_the_students_pace_their_loops_to_send_the_rate_together():
+    assert student_pace(300, 60.0) == 10.0  # each loop is one launch and one stop: 300 loops per 10 s
+    assert student_pace(26, 52.0) == 1.0
+    assert student_pace(300, 0.0) is None  # no pacing: as fast as they go
+    assert parse_args([]).rate == 60.0
+    assert parse_args(["--rate", "0"]).rate == 0.0
+
+
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf"])
+def test_a_rate_that_is_not_a_number_of_requests_per_second_is_refused(bad, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--rate", bad])
+    assert "--rate must be a number of requests/s >= 0" in capsys.readouterr().err
 
 
 def test_quick_is_thirty_users_for_twenty_seconds_unless_told_otherwise():
