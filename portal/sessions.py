@@ -15,6 +15,8 @@ from django.contrib.sessions.backends import db
 from django.db import connections, router
 from django.utils import timezone
 
+from labs.selectors.rows import column, table
+
 
 class SessionStore(db.SessionStore):
     def _get_session_from_db(self):
@@ -34,9 +36,8 @@ class SessionStore(db.SessionStore):
 @cache
 def _load_sql(model, alias: str) -> str:
     """The session's data if its key is there and it has not expired. Parameters: key, now."""
-    quote = connections[alias].ops.quote_name
-    column = lambda name: quote(model._meta.get_field(name).column)  # noqa: E731
+    col = lambda name: column(model, name, using=alias)  # noqa: E731
     return (
-        f"SELECT {column('session_data')} FROM {quote(model._meta.db_table)}"
-        f" WHERE {column('session_key')} = %s AND {column('expire_date')} > %s"
+        f"SELECT {col('session_data')} FROM {table(model, using=alias)}"
+        f" WHERE {col('session_key')} = %s AND {col('expire_date')} > %s"
     )

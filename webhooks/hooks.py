@@ -8,6 +8,7 @@ from functools import lru_cache
 from django.db import connection
 
 from labs.models import Course, LabSession, UsageRecord
+from labs.selectors.rows import column, marks, table
 from labs.services.events import SessionEvent
 from webhooks.models import Delivery, Subscription
 from webhooks.payloads import event_body, session_data, usage_data
@@ -80,13 +81,13 @@ def _any_subscription(session_ids: set[str]) -> bool:
 
 @lru_cache(maxsize=256)  # one statement per number of sessions
 def _any_subscription_sql(count: int) -> str:
-    quote = connection.ops.quote_name
-    course, session = Course._meta, LabSession._meta
-    column = lambda meta, name: quote(meta.get_field(name).column)  # noqa: E731
+    w = lambda name: column(Subscription, name, "w")  # noqa: E731
+    c = lambda name: column(Course, name, "c")  # noqa: E731
+    s = lambda name: column(LabSession, name, "s")  # noqa: E731
     return (
-        f"SELECT 1 FROM {quote(Subscription._meta.db_table)} w"
-        f" WHERE w.{column(Subscription._meta, 'active')} = %s AND w.{column(Subscription._meta, 'institution')} IN ("
-        f"SELECT c.{column(course, 'institution')} FROM {quote(course.db_table)} c"
-        f" INNER JOIN {quote(session.db_table)} s ON s.{column(session, 'course')} = c.{column(course, 'id')}"
-        f" WHERE s.{column(session, 'id')} IN ({', '.join(['%s'] * count)})) LIMIT 1"
+        f"SELECT 1 FROM {table(Subscription, 'w')}"
+        f" WHERE {w('active')} = %s AND {w('institution')} IN ("
+        f"SELECT {c('institution')} FROM {table(Course, 'c')}"
+        f" INNER JOIN {table(LabSession, 's')} ON {s('course')} = {c('id')}"
+        f" WHERE {s('id')} IN ({marks(count)})) LIMIT 1"
     )

@@ -24,7 +24,7 @@ from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
 from labs.selectors.courses import QuotaUse, staff_courses
-from labs.selectors.rows import one
+from labs.selectors.rows import column, one, table
 from labs.selectors.usage import seconds_by_day, usage_spans, week_start
 
 
@@ -123,25 +123,38 @@ def _console_links_sql() -> str:
     ``tests/selectors/test_console_links.py`` checks it agrees with the consoles' own checks.
     """
     User = get_user_model()
-    table = connection.ops.quote_name
+    user_perm, group_perm, user_group = (
+        User.user_permissions.through,
+        Group.permissions.through,
+        User.groups.through,
+    )
+    e = lambda name: column(Enrollment, name, "e")  # noqa: E731
+    r = lambda name: column(InstitutionRole, name, "r")  # noqa: E731
+    p = lambda name: column(Permission, name, "p")  # noqa: E731
+    t = lambda name: column(ContentType, name, "t")  # noqa: E731
+    up = lambda name: column(user_perm, name, "up")  # noqa: E731
+    gp = lambda name: column(group_perm, name, "gp")  # noqa: E731
+    ug = lambda name: column(user_group, name, "ug")  # noqa: E731
+    u = lambda name: column(User, name, "u")  # noqa: E731
+    user_pk = User._meta.pk.name
     staff_roles = ", ".join(f"%({name})s" for name in _staff_role_params())  # PostgreSQL and SQLite (the demo)
     return f"""
-        SELECT u.is_active,
-            EXISTS (SELECT 1 FROM {table(Enrollment._meta.db_table)} e
-                    WHERE e.user_id = u.id AND e.role IN ({staff_roles})),
-            EXISTS (SELECT 1 FROM {table(InstitutionRole._meta.db_table)} r WHERE r.user_id = u.id),
-            EXISTS (SELECT 1 FROM {table(InstitutionRole._meta.db_table)} r
-                    WHERE r.user_id = u.id AND r.role = %(operator)s),
-            EXISTS (SELECT 1 FROM {table(Permission._meta.db_table)} p
-                    JOIN {table(ContentType._meta.db_table)} t ON t.id = p.content_type_id
-                    WHERE p.codename = %(codename)s AND t.app_label = %(app_label)s AND (
-                        EXISTS (SELECT 1 FROM {table(User.user_permissions.through._meta.db_table)} up
-                                WHERE up.permission_id = p.id AND up.user_id = u.id)
-                        OR EXISTS (SELECT 1 FROM {table(Group.permissions.through._meta.db_table)} gp
-                                   JOIN {table(User.groups.through._meta.db_table)} ug ON ug.group_id = gp.group_id
-                                   WHERE gp.permission_id = p.id AND ug.user_id = u.id)))
-        FROM {table(User._meta.db_table)} u
-        WHERE u.id = %(user)s
+        SELECT {u("is_active")},
+            EXISTS (SELECT 1 FROM {table(Enrollment, "e")}
+                    WHERE {e("user")} = {u(user_pk)} AND {e("role")} IN ({staff_roles})),
+            EXISTS (SELECT 1 FROM {table(InstitutionRole, "r")} WHERE {r("user")} = {u(user_pk)}),
+            EXISTS (SELECT 1 FROM {table(InstitutionRole, "r")}
+                    WHERE {r("user")} = {u(user_pk)} AND {r("role")} = %(operator)s),
+            EXISTS (SELECT 1 FROM {table(Permission, "p")}
+                    JOIN {table(ContentType, "t")} ON {t("id")} = {p("content_type")}
+                    WHERE {p("codename")} = %(codename)s AND {t("app_label")} = %(app_label)s AND (
+                        EXISTS (SELECT 1 FROM {table(user_perm, "up")}
+                                WHERE {up("permission")} = {p("id")} AND {up("user")} = {u(user_pk)})
+                        OR EXISTS (SELECT 1 FROM {table(group_perm, "gp")}
+                                   JOIN {table(user_group, "ug")} ON {ug("group")} = {gp("group")}
+                                   WHERE {gp("permission")} = {p("id")} AND {ug("user")} = {u(user_pk)})))
+        FROM {table(User, "u")}
+        WHERE {u(user_pk)} = %(user)s
     """
 
 

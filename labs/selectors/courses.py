@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from labs.models import Allocation, Course, CourseQuota, Enrollment, InstitutionRole, LabTemplate
-from labs.selectors.rows import Conversion, conversion, converted
+from labs.selectors.rows import Conversion, column, conversion, converted, marks, table
 
 
 @dataclass(frozen=True)
@@ -86,16 +86,13 @@ def _template_layout() -> tuple[list[str], Conversion]:
 @cache
 def _enrollments_sql() -> str:
     """The user's enrolments, each with its course and the course's quota (if any). Parameter: the user."""
-    quote = connection.ops.quote_name
-    enrollment, course, quota = Enrollment._meta, Course._meta, CourseQuota._meta
-    cols = lambda alias, meta: ", ".join(f"{alias}.{quote(f.column)}" for f in meta.concrete_fields)  # noqa: E731
-    col = lambda alias, meta, name: f"{alias}.{quote(meta.get_field(name).column)}"  # noqa: E731
+    cols = lambda model, alias: ", ".join(column(model, f.name, alias) for f in model._meta.concrete_fields)  # noqa: E731
     return (
-        f"SELECT {cols('e', enrollment)}, {cols('c', course)}, {cols('q', quota)}"
-        f" FROM {quote(enrollment.db_table)} e"
-        f" INNER JOIN {quote(course.db_table)} c ON {col('c', course, 'id')} = {col('e', enrollment, 'course')}"
-        f" LEFT OUTER JOIN {quote(quota.db_table)} q ON {col('q', quota, 'course')} = {col('c', course, 'id')}"
-        f" WHERE {col('e', enrollment, 'user')} = %s"
+        f"SELECT {cols(Enrollment, 'e')}, {cols(Course, 'c')}, {cols(CourseQuota, 'q')}"
+        f" FROM {table(Enrollment, 'e')}"
+        f" INNER JOIN {table(Course, 'c')} ON {column(Course, 'id', 'c')} = {column(Enrollment, 'course', 'e')}"
+        f" LEFT OUTER JOIN {table(CourseQuota, 'q')} ON {column(CourseQuota, 'course', 'q')} = {column(Course, 'id', 'c')}"
+        f" WHERE {column(Enrollment, 'user', 'e')} = %s"
     )
 
 
@@ -104,16 +101,15 @@ def _templates_sql(courses: int) -> str:
     """The templates the courses offer, as ``(course id, template's columns...)``, cheapest first.
     Parameters: the courses."""
     quote = connection.ops.quote_name
-    template = LabTemplate._meta
     offered = Course._meta.get_field("templates")
     link_course, link_template = quote(offered.m2m_column_name()), quote(offered.m2m_reverse_name())
-    cols = ", ".join(f"t.{quote(f.column)}" for f in template.concrete_fields)
-    col = lambda name: f"t.{quote(template.get_field(name).column)}"  # noqa: E731
+    cols = ", ".join(column(LabTemplate, f.name, "t") for f in LabTemplate._meta.concrete_fields)
+    t = lambda name: column(LabTemplate, name, "t")  # noqa: E731
     return (
-        f"SELECT o.{link_course}, {cols} FROM {quote(template.db_table)} t"
-        f" INNER JOIN {quote(offered.m2m_db_table())} o ON o.{link_template} = {col('id')}"
-        f" WHERE o.{link_course} IN ({', '.join(['%s'] * courses)})"
-        f" ORDER BY {col('core_percent')}, {col('name')}"
+        f"SELECT o.{link_course}, {cols} FROM {table(LabTemplate, 't')}"
+        f" INNER JOIN {quote(offered.m2m_db_table())} o ON o.{link_template} = {t('id')}"
+        f" WHERE o.{link_course} IN ({marks(courses)})"
+        f" ORDER BY {t('core_percent')}, {t('name')}"
     )
 
 

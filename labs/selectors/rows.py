@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model, QuerySet
 
 M = TypeVar("M", bound=Model)
@@ -21,6 +21,24 @@ M = TypeVar("M", bound=Model)
 def one(qs: QuerySet[M]) -> M | None:
     """The row of ``qs`` (filtered on a unique key: at most one matches), or ``None``."""
     return next(iter(qs.order_by()), None)
+
+
+def column(model: type[Model], name: str, alias: str = "", *, using: str = DEFAULT_DB_ALIAS) -> str:
+    """The column of ``model``'s field ``name`` quoted for a written-out statement, as
+    ``alias."column"`` (just ``"column"`` without an alias): names come from the models, never typed."""
+    quoted = connections[using].ops.quote_name(model._meta.get_field(name).column)
+    return f"{alias}.{quoted}" if alias else quoted
+
+
+def table(model: type[Model], alias: str = "", *, using: str = DEFAULT_DB_ALIAS) -> str:
+    """``model``'s table quoted, followed by ``alias`` when given (``"labs_labsession" s``)."""
+    quoted = connections[using].ops.quote_name(model._meta.db_table)
+    return f"{quoted} {alias}" if alias else quoted
+
+
+def marks(count: int) -> str:
+    """``count`` parameter placeholders for an ``IN (...)``: ``%s, %s, %s``."""
+    return ", ".join(["%s"] * count)
 
 
 Conversion = tuple[tuple[int, list, object], ...]

@@ -22,7 +22,8 @@ from django.db import connection
 from django.db.models import Field, Model
 
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, LabTemplate, Node
-from labs.selectors.rows import Conversion, conversion, converted
+from labs.selectors import rows
+from labs.selectors.rows import Conversion, column, conversion, converted
 
 
 @dataclass(frozen=True)
@@ -116,18 +117,17 @@ def _linked(o: dict[str, Model | None], student) -> LabSession:
 @cache
 def _select_sql(with_student: bool) -> str:
     """``SELECT`` every part's columns ``FROM`` the sessions and their joins (the ``WHERE`` is the caller's)."""
-    quote = connection.ops.quote_name
     parts = _parts()
 
     def col(alias: str, name: str) -> str:
-        return f"{alias}.{quote(parts[alias].model._meta.get_field(name).column)}"
+        return column(parts[alias].model, name, alias)
 
     def table(alias: str) -> str:
-        return f"{quote(parts[alias].model._meta.db_table)} {alias}"
+        return rows.table(parts[alias].model, alias)
 
     aliases = [a for a in parts if with_student or a != "u"]
     user_pk = get_user_model()._meta.pk.name
-    columns = ", ".join(f"{a}.{quote(f.column)}" for a in aliases for f in parts[a].fields)
+    columns = ", ".join(column(parts[a].model, f.name, a) for a in aliases for f in parts[a].fields)
     joins = [
         f"INNER JOIN {table('t')} ON {col('t', 'id')} = {col('s', 'template')}",
         f"INNER JOIN {table('c')} ON {col('c', 'id')} = {col('s', 'course')}",

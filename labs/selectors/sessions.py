@@ -20,7 +20,7 @@ from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Course, Enrollment, LabSession
-from labs.selectors.rows import one
+from labs.selectors.rows import column, marks, one, table
 from labs.selectors.session_read import sessions_read
 from labs.templatetags.session_card import selftest_text, share_text
 
@@ -72,18 +72,16 @@ def _events_where_sql(count: int, queues_moved: bool) -> str:
     where one of them has just left the queue: admitted, or ended without an admission (an end
     after one left the queue at the admission). Parameters: the ids; then the queued state, the
     ids again, the admitted state and the terminal states."""
-    quote = connection.ops.quote_name
-    col = lambda name: quote(LabSession._meta.get_field(name).column)  # noqa: E731
-    marks = ", ".join(["%s"] * count)
-    changed = f"s.{col('id')} IN ({marks})"
+    s = lambda name: column(LabSession, name, "s")  # noqa: E731
+    m = lambda name: column(LabSession, name, "m")  # noqa: E731
+    changed = f"{s('id')} IN ({marks(count)})"
     if not queues_moved:
         return changed
-    terminal = ", ".join(["%s"] * len(TERMINAL))
     left = (
-        f"SELECT m.{col('course')} FROM {quote(LabSession._meta.db_table)} m WHERE m.{col('id')} IN ({marks})"
-        f" AND (m.{col('state')} = %s OR (m.{col('state')} IN ({terminal}) AND m.{col('admitted_at')} IS NULL))"
+        f"SELECT {m('course')} FROM {table(LabSession, 'm')} WHERE {m('id')} IN ({marks(count)})"
+        f" AND ({m('state')} = %s OR ({m('state')} IN ({marks(len(TERMINAL))}) AND {m('admitted_at')} IS NULL))"
     )
-    return f"({changed} OR (s.{col('state')} = %s AND s.{col('course')} IN ({left})))"
+    return f"({changed} OR ({s('state')} = %s AND {s('course')} IN ({left})))"
 
 
 def sessions_of_student(*, user) -> list[LabSession]:
@@ -111,14 +109,14 @@ def sessions_of_student(*, user) -> list[LabSession]:
 def _student_where_sql() -> str:
     """The student's sessions not ended, and their latest ended ones. Parameters: the student,
     the terminal states, the student, the terminal states, how many ended ones."""
-    quote = connection.ops.quote_name
-    col = lambda name: quote(LabSession._meta.get_field(name).column)  # noqa: E731
-    terminal = ", ".join(["%s"] * len(TERMINAL))
+    s = lambda name: column(LabSession, name, "s")  # noqa: E731
+    r = lambda name: column(LabSession, name, "r")  # noqa: E731
+    terminal = marks(len(TERMINAL))
     latest = (
-        f"SELECT r.{col('id')} FROM {quote(LabSession._meta.db_table)} r"
-        f" WHERE r.{col('student')} = %s AND r.{col('state')} IN ({terminal}) ORDER BY r.{col('ended_at')} DESC LIMIT %s"
+        f"SELECT {r('id')} FROM {table(LabSession, 'r')}"
+        f" WHERE {r('student')} = %s AND {r('state')} IN ({terminal}) ORDER BY {r('ended_at')} DESC LIMIT %s"
     )
-    return f"s.{col('student')} = %s AND (s.{col('state')} NOT IN ({terminal}) OR s.{col('id')} IN ({latest}))"
+    return f"{s('student')} = %s AND ({s('state')} NOT IN ({terminal}) OR {s('id')} IN ({latest}))"
 
 
 def session_for_user(*, user, session_id) -> LabSession | None:
@@ -146,14 +144,12 @@ def session_of_user_exists(*, user, session_id) -> bool:
 def _owned_or_taught_sql(roles: int) -> str:
     """The session (by id) if its student is the user or the user holds one of the staff roles
     in its course. Parameters: the session id, the user twice, the roles."""
-    quote = connection.ops.quote_name
-    session, enrollment = LabSession._meta, Enrollment._meta
-    s = lambda name: "s." + quote(session.get_field(name).column)  # noqa: E731
-    e = lambda name: "e." + quote(enrollment.get_field(name).column)  # noqa: E731
+    s = lambda name: column(LabSession, name, "s")  # noqa: E731
+    e = lambda name: column(Enrollment, name, "e")  # noqa: E731
     return (
-        f"SELECT 1 FROM {quote(session.db_table)} s WHERE {s('id')} = %s AND ({s('student')} = %s"
-        f" OR {s('course')} IN (SELECT {e('course')} FROM {quote(enrollment.db_table)} e"
-        f" WHERE {e('user')} = %s AND {e('role')} IN ({', '.join(['%s'] * roles)})))"
+        f"SELECT 1 FROM {table(LabSession, 's')} WHERE {s('id')} = %s AND ({s('student')} = %s"
+        f" OR {s('course')} IN (SELECT {e('course')} FROM {table(Enrollment, 'e')}"
+        f" WHERE {e('user')} = %s AND {e('role')} IN ({marks(roles)})))"
     )
 
 
@@ -188,18 +184,16 @@ def launch_facts(*, student_id: int, course_id: int, template_id: int) -> Launch
 def _launch_facts_sql() -> str:
     """Parameters: course, template; student, course, the active states; course, template, the claimable states."""
     quote = connection.ops.quote_name
-    session = LabSession._meta
     offered = Course._meta.get_field("templates")
-    s = lambda name: quote(session.get_field(name).column)  # noqa: E731
-    table = quote(session.db_table)
-    states = lambda count: ", ".join(["%s"] * count)  # noqa: E731
+    s = lambda name: column(LabSession, name)  # noqa: E731
+    sessions = table(LabSession)
     return (
         f"SELECT EXISTS (SELECT 1 FROM {quote(offered.m2m_db_table())}"
         f" WHERE {quote(offered.m2m_column_name())} = %s AND {quote(offered.m2m_reverse_name())} = %s),"
-        f" (SELECT COUNT(*) FROM {table} WHERE {s('student')} = %s AND {s('course')} = %s"
-        f" AND {s('state')} IN ({states(len(ACTIVE))})),"
-        f" EXISTS (SELECT 1 FROM {table} WHERE {s('course')} = %s AND {s('template')} = %s"
-        f" AND {s('reservation_slot')} IS NOT NULL AND {s('claimed_at')} IS NULL AND {s('state')} IN ({states(len(CLAIMABLE))}))"
+        f" (SELECT COUNT(*) FROM {sessions} WHERE {s('student')} = %s AND {s('course')} = %s"
+        f" AND {s('state')} IN ({marks(len(ACTIVE))})),"
+        f" EXISTS (SELECT 1 FROM {sessions} WHERE {s('course')} = %s AND {s('template')} = %s"
+        f" AND {s('reservation_slot')} IS NOT NULL AND {s('claimed_at')} IS NULL AND {s('state')} IN ({marks(len(CLAIMABLE))}))"
     )
 
 
@@ -266,18 +260,15 @@ def _queue_places(pks: list) -> dict[Any, tuple[int, int]]:
 
 @lru_cache(maxsize=256)  # one statement per number of sessions asked about
 def _queue_places_sql(count: int) -> str:
-    quote = connection.ops.quote_name
-    table = quote(LabSession._meta.db_table)
-    pk, course, state, queue_at = (
-        quote(LabSession._meta.get_field(name).column) for name in ("id", "course", "state", "queue_at")
-    )
+    sessions = table(LabSession)
+    pk, course, state, queue_at = (column(LabSession, name) for name in ("id", "course", "state", "queue_at"))
     return f"""
         SELECT s.{pk},
-            (SELECT COUNT(*) FROM {table} q WHERE q.{course} = s.{course} AND q.{state} = %s
+            (SELECT COUNT(*) FROM {sessions} q WHERE q.{course} = s.{course} AND q.{state} = %s
                 AND (q.{queue_at} < s.{queue_at} OR (q.{queue_at} = s.{queue_at} AND q.{pk} < s.{pk}))),
-            (SELECT COUNT(*) FROM {table} q WHERE q.{course} = s.{course} AND q.{state} = %s)
-        FROM {table} s
-        WHERE s.{state} = %s AND s.{pk} IN ({", ".join(["%s"] * count)})
+            (SELECT COUNT(*) FROM {sessions} q WHERE q.{course} = s.{course} AND q.{state} = %s)
+        FROM {sessions} s
+        WHERE s.{state} = %s AND s.{pk} IN ({marks(count)})
     """
 
 

@@ -22,7 +22,7 @@ from django.utils.translation import gettext
 
 from labs.domain.fairness import decayed
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
-from labs.selectors.rows import Conversion, conversion, converted
+from labs.selectors.rows import Conversion, column, conversion, converted, marks, table
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +88,18 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
     """Usage records overlapping ``[since, until)`` then open allocations made before ``until``
     (their end is NULL: now), each narrowed by the filters given, as one ``UNION ALL``.
     Parameters: until, since, the record filters' ids, min(until, now), the allocations' ids."""
-    quote = connection.ops.quote_name
-
-    def column(model, name: str) -> str:
-        return quote(model._meta.get_field(name).column)
 
     def within(alias_column: str, count: int | None) -> str:
-        return "" if count is None else f" AND {alias_column} IN ({', '.join(['%s'] * count)})"
+        return "" if count is None else f" AND {alias_column} IN ({marks(count)})"
 
-    record = UsageRecord._meta
-    r = lambda name: "r." + column(UsageRecord, name)  # noqa: E731
-    a = lambda name: "a." + column(Allocation, name)  # noqa: E731
-    s = lambda name: "s." + column(LabSession, name)  # noqa: E731
-    c = lambda name: "c." + column(Course, name)  # noqa: E731
+    r = lambda name: column(UsageRecord, name, "r")  # noqa: E731
+    a = lambda name: column(Allocation, name, "a")  # noqa: E731
+    s = lambda name: column(LabSession, name, "s")  # noqa: E731
+    c = lambda name: column(Course, name, "c")  # noqa: E731
     records = (
         f"SELECT {r('session')}, {r('student')}, {r('course')}, {r('institution')}, {r('template')},"
         f" {r('started_at')}, {r('ended_at')}, {r('core_percent')}, {r('memory_mib')}"
-        f" FROM {quote(record.db_table)} r WHERE {r('started_at')} < %s AND {r('ended_at')} > %s"
+        f" FROM {table(UsageRecord, 'r')} WHERE {r('started_at')} < %s AND {r('ended_at')} > %s"
         + within(r("course"), courses)
         + within(r("student"), students)
         + within(r("institution"), institutions)
@@ -112,9 +107,9 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
     live = (
         f"SELECT {a('session')}, {s('student')}, {a('course')}, {c('institution')}, {s('template')},"
         f" {a('created_at')}, NULL, {a('core_percent')}, {a('memory_mib')}"
-        f" FROM {quote(Allocation._meta.db_table)} a"
-        f" INNER JOIN {quote(LabSession._meta.db_table)} s ON {s('id')} = {a('session')}"
-        f" INNER JOIN {quote(Course._meta.db_table)} c ON {c('id')} = {a('course')}"
+        f" FROM {table(Allocation, 'a')}"
+        f" INNER JOIN {table(LabSession, 's')} ON {s('id')} = {a('session')}"
+        f" INNER JOIN {table(Course, 'c')} ON {c('id')} = {a('course')}"
         f" WHERE {a('released_at')} IS NULL AND {a('created_at')} < %s"
         + within(a("course"), courses)
         + within(s("student"), students)
