@@ -19,10 +19,22 @@ from labs.selectors.operations import operator_scope
 from labs.selectors.sessions import extend_label
 from labs.services.events import CLUSTER_GROUP, course_group, student_group
 from labs.templatetags.session_card import selftest_text, share_text
+from portal.channel_layer import RESUBSCRIBED
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 MAX_COURSES = 100
+
+
+class Resyncs:
+    """A page's socket, told that updates may have been missed: the web process's Redis
+    subscription was lost and is back (``portal.channel_layer``). The page reads again what it
+    shows (``{"type": "resync"}``; the cluster page's message already means that)."""
+
+    resync_message: dict = {"type": "resync"}
+
+    async def layer_resubscribed(self, event: dict) -> None:
+        await self.send_json(self.resync_message)
 
 
 class WithoutDatabase:
@@ -44,10 +56,10 @@ class WithoutDatabase:
             await super().dispatch(message)
 
 
-class SessionUpdatesConsumer(WithoutDatabase, AsyncJsonWebsocketConsumer):
+class SessionUpdatesConsumer(Resyncs, WithoutDatabase, AsyncJsonWebsocketConsumer):
     """``/ws/sessions/``: the user's own sessions; ``?course=<id>`` adds a course they teach."""
 
-    without_database = frozenset({"sessions.update"})
+    without_database = frozenset({"sessions.update", RESUBSCRIBED})
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -124,10 +136,11 @@ def reader_language(scope: dict) -> str:
     return settings.LANGUAGE_CODE
 
 
-class ClusterConsumer(WithoutDatabase, AsyncJsonWebsocketConsumer):
+class ClusterConsumer(Resyncs, WithoutDatabase, AsyncJsonWebsocketConsumer):
     """``/ws/cluster/``: operators hear that cards, nodes or their use changed (the page reads them again)."""
 
-    without_database = frozenset({"cluster.changed"})
+    without_database = frozenset({"cluster.changed", RESUBSCRIBED})
+    resync_message = {"type": "cluster"}
 
     async def connect(self) -> None:
         user = self.scope.get("user")

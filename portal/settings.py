@@ -106,15 +106,16 @@ REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Redis key, one round trip and one pass of its receive lock per message; under the load bench
 # it delivered about 150 messages a second and the stop's message reached the student's socket
 # 3.4 s (p50) after the answer, against none with pubsub (README "Load"). Pub/Sub keeps nothing:
-# an update sent while a web process is reconnecting to Redis is lost (its pages show the change
-# with the next one or a reload); the list layer keeps messages a minute.
+# an update sent while a web process is reconnecting to Redis is lost; once it has subscribed
+# again its sockets are told to read again what their pages show (portal.channel_layer). The
+# list layer keeps messages a minute.
 CHANNELS_LAYER = env_str("CHANNELS_LAYER", "pubsub")
 if CHANNELS_LAYER not in ("pubsub", "list"):
     raise ImproperlyConfigured(f"CHANNELS_LAYER={CHANNELS_LAYER!r}: use pubsub or list.")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": {
-            "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "pubsub": "portal.channel_layer.ResyncingPubSubChannelLayer",
             "list": "channels_redis.core.RedisChannelLayer",
         }[CHANNELS_LAYER],
         "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "portal")},

@@ -373,7 +373,7 @@ def test_session_cookies_for_an_lms_iframe_need_https(tmp_path):
 
 def test_the_channel_layer_is_pubsub_unless_list_is_chosen_and_anything_else_is_refused(tmp_path):
     script = "from django.conf import settings; print(settings.CHANNEL_LAYERS['default']['BACKEND'])"
-    assert run_settings(tmp_path, script).stdout.strip() == "channels_redis.pubsub.RedisPubSubChannelLayer"
+    assert run_settings(tmp_path, script).stdout.strip() == "portal.channel_layer.ResyncingPubSubChannelLayer"
     chosen = run_settings(tmp_path, script.replace("['BACKEND']", ""), CHANNELS_LAYER="list")
     assert "channels_redis.core.RedisChannelLayer" in chosen.stdout and "'capacity': 10000" in chosen.stdout, chosen.stderr
     assert "CHANNELS_LAYER='rabbit': use pubsub or list" in refused(run_settings(tmp_path, CHANNELS_LAYER="rabbit"))

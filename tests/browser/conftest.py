@@ -28,9 +28,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerURL(str):
+    """A base URL that also names the pid of the process serving it."""
+
+    pid: int
+
+
 @pytest.fixture
 def portal_server(transactional_db, tmp_path):
-    """daphne serving portal.asgi on a free port, on this test's database; yields its base URL."""
+    """daphne serving portal.asgi on a free port, on this test's database; yields its base URL
+    (a ``ServerURL``: ``.pid`` is Daphne's)."""
     port = free_port()
     server = ServiceProcess(
         "web",
@@ -38,7 +45,8 @@ def portal_server(transactional_db, tmp_path):
         child_env(),
         tmp_path,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = ServerURL(f"http://127.0.0.1:{port}")
+    url.pid = server.process.pid
     deadline = time.monotonic() + 30
     while True:
         try:

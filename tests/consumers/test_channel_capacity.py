@@ -8,7 +8,7 @@ from django.conf import settings
 
 def test_a_burst_of_500_messages_to_one_processs_sockets_all_arrive():
     layer = get_channel_layer()
-    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "portal.channel_layer.ResyncingPubSubChannelLayer"
 
     async def burst() -> int:
         # Two sockets of this process: their channels share the process's Redis key.

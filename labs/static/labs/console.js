@@ -51,6 +51,7 @@
       socket.addEventListener("message", (event) => {
         const message = JSON.parse(event.data);
         if (message.type === "sessions") message.sessions.forEach((s) => changed(s.course_id));
+        else if (message.type === "resync") byCourse.forEach((_, id) => changed(id)); // updates may have been missed
       });
       socket.addEventListener("close", (event) => {
         if (event.code === 4401 || event.code === 4403) return;

@@ -17,6 +17,7 @@
   const words = wordsEl ? JSON.parse(wordsEl.textContent) : null;
   const lang = document.documentElement.lang || undefined;
   const TICK_MS = 30000;
+  const RESYNC_SPREAD_MS = 3000; // pages told to read again spread their requests over this long
 
   function fill(phrase, values) {
     return phrase.replace(/%\((\w+)\)s|%%/g, (match, key) => (key ? String(values[key]) : "%"));
@@ -205,6 +206,9 @@
     socket.addEventListener("message", (event) => {
       const message = JSON.parse(event.data);
       if (message.type === "sessions") message.sessions.forEach(apply);
+      // The server's link to the updates was lost and is back: what was sent meanwhile is gone.
+      // Every page of the web process hears this at once, so each waits a moment of its own.
+      else if (message.type === "resync") setTimeout(() => refreshShown(false), Math.random() * RESYNC_SPREAD_MS);
     });
     socket.addEventListener("close", (event) => {
       document.body.dataset.live = "no";

@@ -1,0 +1,63 @@
+"""channels_redis's Pub/Sub layer, telling this process's sockets when updates may have been missed.
+
+Redis Pub/Sub keeps nothing: whatever is published while a web process's subscribing connection
+is down (Redis restarted, a network blip, ``CLIENT KILL``) never reaches that process. redis-py
+connects again on the next read and subscribes to every channel it had (``PubSub.on_connect``, which
+it calls on every connect after the first); channels_redis goes on as if nothing happened. Here
+that moment also puts one :data:`RESUBSCRIBED` message in every channel of the process, so each
+socket's consumer can tell its page to read again what it shows (``labs.consumers``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from channels_redis.pubsub import RedisPubSubChannelLayer, RedisSingleShardConnection
+from redis.asyncio.client import PubSub
+
+logger = logging.getLogger(__name__)
+
+RESUBSCRIBED = "layer.resubscribed"  # a message type; its handler is ``layer_resubscribed``
+
+
+class ResubscribedPubSub(PubSub):
+    """redis-py's PubSub that calls ``resubscribed`` once it has subscribed again on a new connection."""
+
+    def __init__(self, *args, resubscribed, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._resubscribed = resubscribed
+
+    async def on_connect(self, connection) -> None:
+        await super().on_connect(connection)
+        self._resubscribed()
+
+
+class _Shard(RedisSingleShardConnection):
+    def _ensure_redis(self) -> None:
+        super()._ensure_redis()
+        if not isinstance(self._pubsub, ResubscribedPubSub):  # made just now, not connected yet
+            self._pubsub = ResubscribedPubSub(self._redis.connection_pool, resubscribed=self._resubscribed)
+
+    def _resubscribed(self) -> None:
+        layer = self.channel_layer  # this event loop's layer; its ``channel_layer`` is the proxy
+        channels = list(layer.channels.values())
+        logger.warning(
+            "subscribed to Redis again after a lost connection: telling %d socket(s) of this process to read again",
+            len(channels),
+        )
+        message = layer.channel_layer.serialize({"type": RESUBSCRIBED})
+        for queue in channels:
+            queue.put_nowait(message)
+
+
+class ResyncingPubSubChannelLayer(RedisPubSubChannelLayer):
+    """``RedisPubSubChannelLayer`` whose connections send :data:`RESUBSCRIBED` to every channel of the
+    process after they connected again (``CHANNELS_LAYER=pubsub``, the default)."""
+
+    def _get_layer(self):
+        made = asyncio.get_running_loop() not in self._layers
+        layer = super()._get_layer()
+        if made:  # nothing connected yet: the shards connect on first use
+            layer._shards = [_Shard(shard.host, layer) for shard in layer._shards]
+        return layer
