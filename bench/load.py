@@ -42,8 +42,8 @@ Users, each logging in once through the login form (GET for the CSRF token, POST
     not as failures.
 
 Nobody works until every user has logged in with its socket open (or --login-timeout passed);
-then they start within 8 s (or one paced loop), and after --warmup seconds the clock runs for --duration seconds;
-only requests sent inside that window count. Printed:
+then they start within 8 s (or one paced loop), and after --warmup seconds the clock runs for
+--duration seconds; only requests sent inside that window count. Printed:
 the logins and socket connections; per endpoint count, requests/s, p50, p99 and failures; the
 socket delays and message count; the CPU each part used over the window (Daphne, Celery,
 Locust, this run's PostgreSQL backends, the rest of the machine); and PASS/FAIL against the

@@ -18,7 +18,6 @@ from django.conf import settings
 from labs.consumers import ClusterConsumer, SessionUpdatesConsumer
 from labs.models import InstitutionRole
 from labs.services.allocation import allocation_pass
-from labs.services.events import student_group
 from labs.services.sessions import session_launch
 from portal.channel_layer import RESUBSCRIBED, ResyncingPubSubChannelLayer
 
@@ -108,7 +107,6 @@ async def test_the_cluster_page_reads_the_cluster_again(async_world):
     comm = WebsocketCommunicator(ClusterConsumer.as_asgi(), "/ws/cluster/")
     comm.scope["user"] = async_world["operator"]
     assert (await comm.connect())[0]
-    await get_channel_layer().group_send(student_group(0), {"type": "unrelated"})  # the layer is in use
     await kill_subscriber(get_channel_layer())
     assert await comm.receive_json_from(timeout=10) == {"type": "cluster"}
     await comm.disconnect()
