@@ -89,8 +89,10 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
     (their end is NULL: now), each narrowed by the filters given, as one ``UNION ALL``.
     Parameters: until, since, the record filters' ids, min(until, now), the allocations' ids."""
 
-    def within(alias_column: str, count: int | None) -> str:
-        return "" if count is None else f" AND {alias_column} IN ({marks(count)})"
+    def narrowed(course: str, student: str, institution: str) -> str:
+        """``AND column IN (...)`` for each filter given, in the parameters' order."""
+        pairs = ((course, courses), (student, students), (institution, institutions))
+        return "".join(f" AND {name} IN ({marks(count)})" for name, count in pairs if count is not None)
 
     r = lambda name: column(UsageRecord, name, "r")  # noqa: E731
     a = lambda name: column(Allocation, name, "a")  # noqa: E731
@@ -100,9 +102,7 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
         f"SELECT {r('session')}, {r('student')}, {r('course')}, {r('institution')}, {r('template')},"
         f" {r('started_at')}, {r('ended_at')}, {r('core_percent')}, {r('memory_mib')}"
         f" FROM {table(UsageRecord, 'r')} WHERE {r('started_at')} < %s AND {r('ended_at')} > %s"
-        + within(r("course"), courses)
-        + within(r("student"), students)
-        + within(r("institution"), institutions)
+        + narrowed(r("course"), r("student"), r("institution"))
     )
     live = (
         f"SELECT {a('session')}, {s('student')}, {a('course')}, {c('institution')}, {s('template')},"
@@ -110,10 +110,7 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
         f" FROM {table(Allocation, 'a')}"
         f" INNER JOIN {table(LabSession, 's')} ON {s('id')} = {a('session')}"
         f" INNER JOIN {table(Course, 'c')} ON {c('id')} = {a('course')}"
-        f" WHERE {a('released_at')} IS NULL AND {a('created_at')} < %s"
-        + within(a("course"), courses)
-        + within(s("student"), students)
-        + within(c("institution"), institutions)
+        f" WHERE {a('released_at')} IS NULL AND {a('created_at')} < %s" + narrowed(a("course"), s("student"), c("institution"))
     )
     return f"{records} UNION ALL {live}"
 
