@@ -104,7 +104,8 @@ bench-requests: $(VENV)/.installed-dev $(MO_FILES)
 	$(PY) -m bench.request_cost
 
 ## load: Locust against Daphne: 300 students (dashboard, websocket, launch and stop on the simulator), 20 instructors,
-## 2 operators; rates, p50/p99 per endpoint, websocket delay, PASS/FAIL (~5 min; LOAD_ARGS="--quick" for 30 users, 20 s)
+## 2 operators; the students paced to 60 launch + stop requests/s together ("--rate 0": as fast as they go); rates,
+## p50/p99 per endpoint, websocket delay, PASS/FAIL (2-5 min; LOAD_ARGS="--quick" for 30 users, 20 s)
 load: $(VENV)/.installed-dev $(MO_FILES)
 	$(PY) -m bench.load $(LOAD_ARGS)
 
