@@ -4,8 +4,8 @@
 #   ENTRYPOINT ["/usr/local/bin/npu-lab-entrypoint"]   CMD ["jupyter", "lab"]   (or "vllm", "serve")
 #
 # The self-test needs NPU_LAB_PORTAL_URL (the portal's base URL as seen from the lab), and reads
-# LAB_SESSION_ID, FLEXNPU_MEMORY_MIB and the session secret (JUPYTER_TOKEN / VLLM_API_KEY) that
-# every lab pod receives. NPU_LAB_SELFTEST_PROBE=1 also tries to allocate past the cap.
+# LAB_SESSION_ID, FLEXNPU_MEMORY_MIB and the session secret that every lab pod receives (the file
+# JUPYTER_TOKEN_FILE names in a JupyterLab pod, VLLM_API_KEY in a vLLM pod). NPU_LAB_SELFTEST_PROBE=1 also tries to allocate past the cap.
 # A failed or over-cap self-test is reported to the portal and logged; the lab still starts
 # (the portal flags the session and the card), unless NPU_LAB_SELFTEST_REQUIRED=1.
 set -u

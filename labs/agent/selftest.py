@@ -26,6 +26,7 @@ import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 PROBE_STEP_MIB = 256
@@ -118,9 +119,35 @@ def parse_args(argv: list[str] | None, env: dict[str, str]) -> argparse.Namespac
     parser.add_argument("--probe", action="store_true", help="also try to allocate past the cap")
     parser.add_argument("--timeout", type=float, default=float(env.get("NPU_LAB_SELFTEST_TIMEOUT_SECONDS", "10")))
     args = parser.parse_args(argv)
-    # The secret is never an argument (the process list shows arguments).
-    args.secret = env.get("NPU_LAB_SESSION_SECRET") or env.get("JUPYTER_TOKEN") or env.get("VLLM_API_KEY") or ""
+    args.secret, args.secret_problem = session_secret(env)
     return args
+
+
+SECRET_SOURCES = "NPU_LAB_SESSION_SECRET, JUPYTER_TOKEN, the file JUPYTER_TOKEN_FILE names, or VLLM_API_KEY"
+
+
+def session_secret(env: dict[str, str]) -> tuple[str, str]:
+    """The session's secret and, when it cannot be had, why (never the secret itself).
+
+    Never an argument (the process list shows arguments). A JupyterLab pod of the Kubernetes
+    driver has it only as a mounted file (``JUPYTER_TOKEN_FILE``, which Jupyter Server reads
+    when ``JUPYTER_TOKEN`` is unset); a vLLM pod as ``VLLM_API_KEY``; the local driver's lab as
+    ``JUPYTER_TOKEN``."""
+    for name in ("NPU_LAB_SESSION_SECRET", "JUPYTER_TOKEN"):
+        if env.get(name):
+            return env[name], ""
+    path = env.get("JUPYTER_TOKEN_FILE")
+    if path:
+        try:
+            secret = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            return "", f"the session secret: cannot read JUPYTER_TOKEN_FILE={path} ({exc.__class__.__name__})"
+        if secret:
+            return secret, ""
+        return "", f"the session secret: JUPYTER_TOKEN_FILE={path} is empty"
+    if env.get("VLLM_API_KEY"):
+        return env["VLLM_API_KEY"], ""
+    return "", f"the session secret ({SECRET_SOURCES})"
 
 
 def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> int:
@@ -128,7 +155,7 @@ def main(argv: list[str] | None = None, env: dict[str, str] | None = None) -> in
     args = parse_args(argv, env)
     missing = [name for name, value in (("--portal", args.portal), ("--session", args.session)) if not value]
     if not args.secret:
-        missing.append("the session secret (NPU_LAB_SESSION_SECRET, JUPYTER_TOKEN or VLLM_API_KEY)")
+        missing.append(args.secret_problem)
     if args.probe and not args.cap_mib:
         missing.append("--cap-mib (needed by --probe)")
     if missing:

@@ -134,3 +134,27 @@ def test_the_entrypoint_refuses_to_start_when_the_self_test_is_required_and_fail
 
     assert result.returncode == 3 and not (tmp_path / "started").exists()
     assert "cannot reach the portal" in result.stderr
+
+
+def test_a_kubernetes_jupyterlab_pod_reads_its_secret_from_the_token_file(running, live_server, tmp_path):
+    """The Kubernetes driver mounts the token as a file (JUPYTER_TOKEN_FILE), not in the environment."""
+    token_file = tmp_path / "token"
+    token_file.write_text(running.secret + "\n")
+    env = lab_env(running, live_server.url, NPU_LAB_SELFTEST_FAKE_VISIBLE_MIB="4096", JUPYTER_TOKEN_FILE=str(token_file))
+    del env["JUPYTER_TOKEN"]
+
+    assert selftest.main([], env) == 0
+    assert LabSession.objects.get(pk=running.pk).selftest_visible_mib == 4096
+
+
+@pytest.mark.parametrize("content", [None, "", "  \n"])
+def test_a_token_file_that_cannot_be_read_or_is_empty_exits_2_naming_it(tmp_path, capsys, content):
+    token_file = tmp_path / "token"
+    if content is not None:
+        token_file.write_text(content)
+    env = {"LAB_SESSION_ID": "x", "NPU_LAB_PORTAL_URL": "http://127.0.0.1:9", "JUPYTER_TOKEN_FILE": str(token_file)}
+
+    assert selftest.main([], env) == 2
+    err = capsys.readouterr().err
+    assert f"JUPYTER_TOKEN_FILE={token_file}" in err
+    assert ("cannot read" if content is None else "is empty") in err
