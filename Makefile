@@ -109,7 +109,7 @@ bench-requests: $(VENV)/.installed-dev $(MO_FILES)
 load: $(VENV)/.installed-dev $(MO_FILES)
 	$(PY) -m bench.load $(LOAD_ARGS)
 
-## chaos: real workers, beat, Redis and agents under injected faults, then invariant checks (about 5 minutes)
+## chaos: real workers, beat, Redis and agents under injected faults, then invariant checks (about 3 minutes)
 chaos: $(VENV)/.installed-dev
 	$(PY) -m bench.chaos
 
