@@ -560,5 +560,12 @@ def test_containerfile():
     # The image's user is the uid the pods run as.
     assert user[-1] == "USER 10001:10001"
     assert one("base", "Deployment", "web")["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 10001
-    for copied in re.findall(r"^COPY (\S+) ", text, flags=re.MULTILINE):
+    copies = re.findall(r"^COPY (\S+) ", text, flags=re.MULTILINE)
+    for copied in copies:
         assert (ROOT / copied).exists(), f"Containerfile copies {copied}, which does not exist"
+    # Every app of this repository that Django loads is in the image (a missing one fails the
+    # collectstatic step of the build, and every process at start).
+    from django.conf import settings
+
+    ours = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
+    assert ours and ours <= set(copies), f"Containerfile does not copy {sorted(ours - set(copies))}"
