@@ -8,6 +8,7 @@ course of that institution, a resource link to one of its templates.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -55,6 +56,25 @@ class Registration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.issuer})"
+
+    def clean(self) -> None:
+        if self.institution_id is not None and issuer_of_another_institution(self.issuer, self.institution_id, exclude=self.pk):
+            raise ValidationError({"issuer": ISSUER_TAKEN})
+
+
+# An LMS (its issuer) belongs to one institution: its users' accounts are found by (issuer, subject),
+# so a second institution registering the same issuer with keys of its own could sign launches as
+# any of them.
+ISSUER_TAKEN = _(
+    "This issuer is registered for another institution: an LMS belongs to one institution. "
+    "A platform operator can remove the other registration first."
+)
+
+
+def issuer_of_another_institution(issuer: str, institution_id: int, *, exclude: int | None = None) -> bool:
+    """Whether a registration of another institution than ``institution_id`` has ``issuer``."""
+    others = Registration.objects.filter(issuer=issuer).exclude(institution_id=institution_id)
+    return (others.exclude(pk=exclude) if exclude else others).exists()
 
 
 class Deployment(models.Model):

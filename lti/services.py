@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -24,7 +25,18 @@ from labs.domain.states import ACTIVE, TERMINAL
 from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
 from labs.services import catalog, roster
 from labs.services.audit import audit_record
-from lti.models import Context, Deployment, Identity, LaunchData, Registration, ResourceLink, Score, ToolKey
+from lti.models import (
+    ISSUER_TAKEN,
+    Context,
+    Deployment,
+    Identity,
+    LaunchData,
+    Registration,
+    ResourceLink,
+    Score,
+    ToolKey,
+    issuer_of_another_institution,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +81,11 @@ def key_rotate(*, by=None) -> ToolKey:
 def registration_save(
     *, by, institution: Institution, fields: dict, deployment_ids: list[str], registration: Registration | None = None
 ) -> Registration:
-    """Create (or update) a platform registration of ``institution`` and set its deployment ids."""
+    """Create (or update) a platform registration of ``institution`` and set its deployment ids.
+
+    Refused (``ValidationError`` on ``issuer``) when another institution has registered the issuer."""
+    if issuer_of_another_institution(fields["issuer"], institution.pk, exclude=registration.pk if registration else None):
+        raise ValidationError({"issuer": ISSUER_TAKEN})
     with transaction.atomic():
         if registration is None:
             registration = Registration.objects.create(institution=institution, **fields)
@@ -137,11 +153,15 @@ def _username(issuer: str, subject: str) -> str:
 def _user_for(*, registration: Registration, subject: str, given: str, family: str, email: str):
     """The account of (issuer, subject), created the first time; name and e-mail follow the LMS."""
     User = get_user_model()
-    identity = Identity.objects.select_related("user").filter(issuer=registration.issuer, subject=subject).first()
+    identity = Identity.objects.select_related("user", "registration").filter(issuer=registration.issuer, subject=subject).first()
     fields = {"first_name": given[:150], "last_name": family[:150], "email": email[:254]}
-    if identity is None:
+    if identity is not None:
+        _same_institution(identity.registration.institution_id, registration)
+    else:
         # The same (issuer, subject) under a registration deleted and made again: the same account.
         user = User.objects.filter(username=_username(registration.issuer, subject)).first()
+        if user is not None and user.enrollments.exclude(course__institution_id=registration.institution_id).exists():
+            _same_institution(None, registration)
         try:
             # A savepoint: two first launches of one person at once (two tabs) make one account.
             with transaction.atomic():
@@ -152,7 +172,8 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
                 Identity.objects.create(registration=registration, issuer=registration.issuer, subject=subject, user=user)
             return user, True
         except IntegrityError:
-            identity = Identity.objects.select_related("user").get(issuer=registration.issuer, subject=subject)
+            identity = Identity.objects.select_related("user", "registration").get(issuer=registration.issuer, subject=subject)
+            _same_institution(identity.registration.institution_id, registration)
     user = identity.user
     changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
     for name in changed:
@@ -160,6 +181,19 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
     if changed:
         user.save(update_fields=changed)
     return user, False
+
+
+def _same_institution(institution_id: int | None, registration: Registration) -> None:
+    """An LMS account is known to one institution: a launch through another institution's
+    registration of the same issuer (registered before such registrations were refused) is not
+    let in as that account."""
+    if institution_id != registration.institution_id:
+        logger.warning(
+            "LTI launch refused: issuer %s is registered for more than one institution (registration %s)",
+            registration.issuer,
+            registration.pk,
+        )
+        raise LtiRefused(_("This LMS account belongs to another institution of this portal; ask your LMS administrator."))
 
 
 def _course_for(*, registration: Registration, context_claim: dict) -> tuple[Course, Context]:

@@ -42,3 +42,15 @@ def test_it_refuses_to_move_a_registration_to_another_institution():
         call_command("lti_register", "--institution=other", *ARGS, stdout=StringIO())
     with pytest.raises(CommandError, match="no institution"):
         call_command("lti_register", "--institution=nowhere", *ARGS, stdout=StringIO())
+
+
+def test_it_refuses_an_issuer_another_institution_registered_with_its_own_client_id():
+    Institution.objects.create(name="Uni", slug="uni")
+    Institution.objects.create(name="Other", slug="other")
+    call_command("lti_register", "--institution=uni", *ARGS, stdout=StringIO())
+    other_client = [arg if not arg.startswith("--client-id=") else "--client-id=other-client" for arg in ARGS]
+    assert other_client != ARGS
+
+    with pytest.raises(CommandError, match="registered for another institution"):
+        call_command("lti_register", "--institution=other", *other_client, stdout=StringIO())
+    assert Registration.objects.count() == 1

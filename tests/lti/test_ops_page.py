@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -31,7 +32,8 @@ def tenants():
     away = Institution.objects.create(name="Away University", slug="away")
     operator = UserFactory(username="home-op")
     InstitutionRole.objects.create(user=operator, institution=home, role="operator")
-    theirs = registration_save(by=None, institution=away, fields={**FIELDS, "client_id": "away"}, deployment_ids=["9"])
+    their_fields = {**FIELDS, "issuer": "https://lms.away.example", "client_id": "away"}
+    theirs = registration_save(by=None, institution=away, fields=their_fields, deployment_ids=["9"])
     return {"home": home, "away": away, "operator": operator, "theirs": theirs}
 
 
@@ -67,6 +69,27 @@ def test_an_operator_cannot_register_for_or_edit_another_institution(tenants):
     assert client.get(f"/ops/lti/{tenants['theirs'].pk}/").status_code == 404
     assert client.post(f"/ops/lti/{tenants['theirs'].pk}/delete/").status_code == 404
     assert Registration.objects.filter(pk=tenants["theirs"].pk).exists()
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_an_lms_another_institution_registered_cannot_be_registered_again(tenants, language):
+    """Its users' accounts are found by (issuer, subject): a second registration of the issuer with
+    keys of its own could sign launches as any of them."""
+    client = signed_in(tenants["operator"], headers={"accept-language": language})
+    fields = {**FIELDS, "issuer": tenants["theirs"].issuer, "client_id": "mine", "institution": tenants["home"].pk}
+
+    response = client.post("/ops/lti/", {**fields, "deployment_ids": "1"})
+
+    assert response.status_code == 200
+    expected = {"en": "This issuer is registered for another institution", "zh-hans": "此签发者已由另一机构注册"}[language]
+    assert expected in response.content.decode()
+    assert not Registration.objects.filter(client_id="mine").exists()
+    # The same within one institution is its own business (two client ids of one LMS).
+    ours = registration_save(by=None, institution=tenants["home"], fields={**FIELDS, "client_id": "one"}, deployment_ids=["1"])
+    assert registration_save(by=None, institution=tenants["home"], fields={**FIELDS, "client_id": "two"}, deployment_ids=["1"])
+    with pytest.raises(ValidationError) as refused:
+        registration_save(by=None, institution=tenants["away"], fields={**FIELDS, "client_id": "three"}, deployment_ids=["1"])
+    assert "issuer" in refused.value.message_dict and ours.institution == tenants["home"]
 
 
 def test_the_page_needs_an_operator_and_a_csrf_token(tenants):

@@ -97,3 +97,43 @@ def test_an_unregistered_platform_gets_an_error_at_login(browser, platform):
     )
 
     _refused(response, "not registered")
+
+
+def test_another_institutions_registration_of_the_same_issuer_cannot_launch_as_its_users(live_server, platform, registration):
+    """An LMS account is found by (issuer, subject). A registration of the same issuer by another
+    institution, with keys of its own (possible before such registrations were refused: made here
+    without the service's check), signs a launch as one of the first institution's instructors:
+    refused, and nobody is logged in as that instructor."""
+    from lti.models import Registration
+    from tests.factories import InstitutionFactory
+    from tests.lti.conftest import Browser
+    from tests.lti.platform import INSTRUCTOR, Platform
+
+    assert Browser(live_server.url, platform).launch(sub="teacher-1", roles=INSTRUCTOR).status_code == 302
+    victim_course = Context.objects.get(registration=registration).course
+    evil = Platform(tool_jwks_url=live_server.url + "/lti/jwks/", client_id="evil-client", deployment_id="evil-dep").start()
+    try:
+        other = Registration.objects.create(
+            institution=InstitutionFactory(slug="evil-uni", name="Evil U"),
+            name="Evil",
+            issuer=platform.issuer,
+            client_id="evil-client",
+            auth_login_url=evil.url + "/auth",
+            auth_token_url=evil.url + "/token",
+            keyset_url=evil.url + "/jwks",
+        )
+        other.deployments.create(deployment_id="evil-dep")
+        evil.context = {"id": "evil-ctx", "label": "EVIL", "title": "evil"}
+        attacker = Browser(live_server.url, evil)
+        evil.next_launch = {"iss": platform.issuer, "sub": "teacher-1", "roles": INSTRUCTOR}
+        before = _counts()
+
+        response = attacker.post_launch(attacker.authenticate(iss=platform.issuer))
+
+        _refused(response, "belongs to another institution")
+        assert _counts() == before
+        assert attacker.get(f"/courses/{victim_course.pk}/edit/").url.endswith(
+            f"/accounts/login/?next=/courses/{victim_course.pk}/edit/"
+        )
+    finally:
+        evil.stop()

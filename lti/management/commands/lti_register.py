@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from labs.models import Institution
@@ -36,7 +37,10 @@ class Command(BaseCommand):
             "auth_audience": o["audience"],
             "keyset_url": o["keyset_url"],
         }
-        registration = registration_save(
-            by=None, institution=institution, fields=fields, deployment_ids=o["deployment"], registration=existing
-        )
+        try:
+            registration = registration_save(
+                by=None, institution=institution, fields=fields, deployment_ids=o["deployment"], registration=existing
+            )
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from exc
         self.stdout.write(f"registered {registration.name} (id {registration.pk})")
