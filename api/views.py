@@ -286,6 +286,7 @@ class CourseQuotaView(APIView):
                 facts=cluster_facts(),
                 allotment=institution_allotment(institution=course.institution, excluding=course),
                 scenarios=set(course.templates.values_list("scenario", flat=True)),
+                institution_id=course.institution_id,
             )
             if not form.is_valid():
                 raise form_errors(form)

@@ -203,6 +203,7 @@ def course_quota(request: HttpRequest, course) -> HttpResponse:
         facts=facts,
         allotment=allotment,
         scenarios=scenarios,
+        institution_id=course.institution_id,
     )
     use = course_quota_use(course=course)
     if request.method == "POST" and form.is_valid():

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, HOST_DEFAULTS, MEMORY_GRANULE_MIB, Scenario
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
+from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
 from labs.selectors.console import Allotment, ClusterFacts
 from labs.templatetags.units import gib_text
 
@@ -180,8 +181,11 @@ class QuotaForm(forms.Form):
     BORROW = ("borrow_instances", "borrow_core_percent", "borrow_memory_mib")
     LEND = ("lend_instances", "lend_core_percent", "lend_memory_mib")
 
-    def __init__(self, *args, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], **kwargs) -> None:
+    def __init__(
+        self, *args, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], institution_id: int, **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.institution_id = institution_id
         self.facts = facts
         self.allotment = allotment
         self.inference = Scenario.INFERENCE.value in scenarios
@@ -224,6 +228,12 @@ class QuotaForm(forms.Form):
             value = getattr(quota, name)
             initial[name] = None if value is None else (Decimal(value) / 1024).normalize()
         return initial
+
+    def clean_cohort(self) -> str:
+        cohort = self.cleaned_data["cohort"]
+        if cohort and cohort_of_another_institution(cohort, self.institution_id):
+            raise forms.ValidationError(COHORT_TAKEN)
+        return cohort
 
     def clean_extensions_allowed(self):
         value = self.cleaned_data["extensions_allowed"]

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Mod
@@ -147,3 +148,17 @@ class CourseQuota(models.Model):
 
     def __str__(self) -> str:
         return f"quota of {self.course.code}"
+
+    def clean(self) -> None:
+        if self.cohort and self.course_id and cohort_of_another_institution(self.cohort, self.course.institution_id):
+            raise ValidationError({"cohort": COHORT_TAKEN})
+
+
+# Courses of one cohort lend each other idle quota: a cohort belongs to one institution, or a
+# course of another could borrow what this one guarantees by naming its cohort.
+COHORT_TAKEN = _("Another institution has a cohort of this name; choose another name.")
+
+
+def cohort_of_another_institution(cohort: str, institution_id: int) -> bool:
+    """Whether a course of another institution than ``institution_id`` is in ``cohort``."""
+    return CourseQuota.objects.filter(cohort=cohort).exclude(course__institution_id=institution_id).exists()

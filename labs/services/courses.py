@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,6 +18,7 @@ from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
 from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession
+from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
 from labs.services.sessions import session_stop
@@ -112,6 +114,8 @@ def quota_set(*, course: Course, values: dict, in_use, by=None) -> QuotaChange:
     unknown = set(values) - set(QUOTA_FIELDS)
     if unknown:
         raise ValueError(f"unknown quota fields {sorted(unknown)}")
+    if values.get("cohort") and cohort_of_another_institution(values["cohort"], course.institution_id):
+        raise ValidationError({"cohort": COHORT_TAKEN})
     with transaction.atomic():
         old = CourseQuota.objects.filter(course=course).values(*QUOTA_FIELDS).first() or {}
         quota, created = CourseQuota.objects.update_or_create(course=course, defaults=values)

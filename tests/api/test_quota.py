@@ -84,3 +84,19 @@ def test_host_cpu_and_memory_caps_round_trip_and_a_negative_one_is_refused(api, 
     bad = api.call("PUT", url, {**QUOTA, "host_memory_cap_mib": -1}, headers={"If-Match": got["ETag"]})
     assert bad.status_code == 400 and "host_memory_cap_mib" in bad.json()["error"]["fields"]
     assert CourseQuota.objects.get(course=world["course"]).host_memory_cap_mib == 256 * 1024
+
+
+def test_a_cohort_of_another_institution_is_refused_and_one_of_its_own_is_not(api, world):
+    """Courses of one cohort lend each other idle quota: naming another institution's cohort would borrow its guarantee."""
+    from tests.factories import CourseFactory, CourseQuotaFactory, InstitutionFactory
+
+    CourseQuotaFactory(course=CourseFactory(institution=InstitutionFactory(slug="elsewhere")), cohort="ai-dept")
+    CourseQuotaFactory(course=CourseFactory(institution=world["course"].institution), cohort="our-dept")
+    url = f"/api/v1/courses/{world['course'].pk}/quota/"
+
+    etag = api.call("GET", url)["ETag"]
+    refused = api.call("PUT", url, {**QUOTA, "cohort": "ai-dept"}, headers={"If-Match": etag})
+    assert refused.status_code == 400
+    assert "Another institution has a cohort of this name" in str(refused.json()["error"]["fields"]["cohort"])
+    assert CourseQuota.objects.get(course=world["course"]).cohort != "ai-dept"
+    assert api.call("PUT", url, {**QUOTA, "cohort": "our-dept"}, headers={"If-Match": etag}).status_code == 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone, translation
@@ -23,6 +24,7 @@ from labs.models import (
     UsageRecord,
 )
 from labs.services.allocation import allocation_pass
+from labs.services.courses import quota_set
 from labs.services.sessions import LaunchRefused, session_launch, session_stop
 from tests.factories import TemplateFactory, UserFactory, course_with_students
 
@@ -532,3 +534,30 @@ def test_the_quota_may_cap_the_courses_host_cpu_and_memory_and_empty_means_no_ca
     client.post(url(course, "quota/"), quota_data())
     quota.refresh_from_db()
     assert (quota.host_cpu_cap_millicores, quota.host_memory_cap_mib) == (None, None)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_a_cohort_another_institution_uses_is_refused_in_the_readers_language(world, language):
+    """Courses of one cohort lend each other idle quota: a course must not borrow another institution's guarantee."""
+    from tests.factories import CourseFactory, CourseQuotaFactory, InstitutionFactory
+
+    CourseQuotaFactory(course=CourseFactory(institution=InstitutionFactory(slug="elsewhere")), cohort="their-dept")
+    course = world["course"]
+    before = CourseQuota.objects.filter(course=course).values().get()
+    client = logged_in(world["instructor"])
+    client.cookies["django_language"] = language
+
+    response = client.post(url(course, "quota/"), quota_data(cohort="their-dept"))
+
+    assert response.status_code == 200
+    expected = {"en": "Another institution has a cohort of this name", "zh-hans": "另一机构已有同名的资源组"}[language]
+    assert expected in response.content.decode()
+    assert CourseQuota.objects.filter(course=course).values().get() == before
+    with pytest.raises(ValidationError):  # the service refuses it too (the admin's model check likewise)
+        quota_set(course=course, values={**before_values(before), "cohort": "their-dept"}, in_use=None)
+
+
+def before_values(row: dict) -> dict:
+    from labs.services.courses import QUOTA_FIELDS
+
+    return {name: row[name] for name in QUOTA_FIELDS}
