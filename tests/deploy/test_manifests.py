@@ -43,12 +43,23 @@ FLEXNPU_RESOURCES = {
 }
 # What the Kubernetes driver may do in a lab namespace, and nothing else.
 ALLOWED_RULES = {
-    ("", "pods"): {"create", "get", "list", "watch", "delete"},
-    ("", "pods/status"): {"get"},
-    ("", "services"): {"create", "get", "delete"},
-    ("", "secrets"): {"create", "get", "delete"},
-    ("", "events"): {"get", "list", "watch"},
-    ("", "persistentvolumeclaims"): {"create", "get"},
+    ("", "pods"): {"create", "get", "delete"},
+    ("", "services"): {"create", "delete"},
+    ("", "secrets"): {"create", "delete"},
+    ("", "events"): {"list"},
+}
+# The Kubernetes API calls of the driver, and the (resource, verb) each needs: the test below
+# holds ALLOWED_RULES and the cluster-wide pod reader to exactly these.
+DRIVER_CALLS = {
+    "create_namespaced_pod": ("pods", "create"),
+    "read_namespaced_pod": ("pods", "get"),
+    "delete_namespaced_pod": ("pods", "delete"),
+    "create_namespaced_service": ("services", "create"),
+    "delete_namespaced_service": ("services", "delete"),
+    "create_namespaced_secret": ("secrets", "create"),
+    "delete_namespaced_secret": ("secrets", "delete"),
+    "list_namespaced_event": ("events", "list"),
+    "list_pod_for_all_namespaces": ("pods", "list"),  # the cluster-wide reader
 }
 SENSITIVE_ENV = re.compile(r"SECRET|PASSWORD|TOKEN|DATABASE_URL|CREDENTIAL", re.IGNORECASE)
 POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
@@ -360,7 +371,22 @@ def test_portal_role_grants_exactly_the_driver_verbs():
         (binding,) = objects(name, "ClusterRoleBinding")
         assert binding["roleRef"]["name"] == "npu-lab-portal-pod-reader"
         reader = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-pod-reader")
-        assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+        assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+
+
+def test_the_granted_verbs_are_the_ones_the_driver_calls():
+    """Least privilege both ways: every API call of the driver (outside the namespace-managing
+    mode, which needs a grant of its own) is allowed, and nothing is allowed that no call uses."""
+    source = "\n".join(p.read_text() for p in (ROOT / "labs/drivers/kubernetes").glob("*.py"))
+    api_call = r"self\.(?:core|networking|[a-z_]+_api)\.((?:create|read|delete|list|patch|replace|watch)_[a-z_]+)"
+    called = set(re.findall(api_call, source))
+    called -= {"create_namespace", "create_namespaced_network_policy"}  # manage_namespaces only (off by default)
+    assert called == set(DRIVER_CALLS), f"driver calls without a rule here: {sorted(called - set(DRIVER_CALLS))}"
+    needed = defaultdict(set)
+    for resource, verb in DRIVER_CALLS.values():
+        needed[("", resource)].add(verb)
+    needed[("", "pods")].discard("list")  # granted cluster-wide by the reader
+    assert needed == ALLOWED_RULES
 
 
 @pytest.mark.parametrize("name", ["course", "overlays/example"])
