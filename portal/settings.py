@@ -361,6 +361,9 @@ def _kubernetes_driver_options() -> dict[str, Any]:
         # Per node pool, by node label: "pool=research:vnpu,pool=hami-nodes:hami"; a pool's own
         # profile options need the dict form, in LAB_DRIVER_OPTIONS.
         "pool_profiles": env_str("LAB_K8S_POOL_PROFILES", ""),
+        # The host students open labs on: each session gets an Ingress for /labs/<session>/ there.
+        "ingress_host": env_str("LAB_K8S_INGRESS_HOST", ""),
+        "ingress_class_name": env_str("LAB_K8S_INGRESS_CLASS", "nginx"),
     }
     if url_pattern := env_str("LAB_K8S_URL_PATTERN"):
         options["url_pattern"] = url_pattern

@@ -221,6 +221,7 @@ EVERY_BACKENDS_VARIABLES = {
     "LAB_SIMULATOR_DELAY_SECONDS": "0.5",
     "LAB_K8S_PROFILE": "vnpu",
     "LAB_K8S_URL_PATTERN": "https://labs.example.edu/{session_id}/",
+    "LAB_K8S_INGRESS_HOST": "labs.example.edu",
 }
 
 
@@ -251,6 +252,8 @@ def test_the_default_driver_is_local_with_only_its_own_options(tmp_path):
                 "namespace_prefix": "lab-",
                 "profile": "vnpu",
                 "pool_profiles": "",
+                "ingress_host": "labs.example.edu",
+                "ingress_class_name": "nginx",
                 "url_pattern": "https://labs.example.edu/{session_id}/",
             },
         ),
@@ -323,6 +326,7 @@ def test_a_pools_own_profile_options_build_the_driver(tmp_path):
         ),
         ({"LAB_K8S_POOL_PROFILES": "pool=research:quantum"}, "pool_profiles['pool=research']: unknown device profile 'quantum'"),
         ({"LAB_K8S_PROFILE": "quantum"}, "profile: unknown device profile 'quantum'; choose one of flexnpu, hami, vnpu"),
+        ({"LAB_K8S_INGRESS_HOST": "https://labs.example.edu"}, "ingress_host must be a host name like labs.example.edu"),
     ],
 )
 def test_a_bad_profile_or_pool_option_is_refused_when_the_driver_is_built(tmp_path, env, message):

@@ -393,6 +393,47 @@ def make_service(spec: LaunchSpec, *, namespace: str) -> dict:
     }
 
 
+def ingress_name(session_id: str) -> str:
+    return f"lab-{session_id}"
+
+
+# What ingress-nginx needs for a lab: JupyterLab's kernel websockets stay open while a student
+# works (nginx's default closes an idle one after 60 s), and notebooks upload files.
+LAB_INGRESS_ANNOTATIONS = {
+    "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
+    "nginx.ingress.kubernetes.io/proxy-send-timeout": "3600",
+    "nginx.ingress.kubernetes.io/proxy-body-size": "100m",
+}
+
+
+def make_ingress(spec: LaunchSpec, *, namespace: str, host: str, class_name: str) -> dict:
+    """The route from ``https://<host>/labs/<session>/`` to the session's service.
+
+    JupyterLab serves under that path itself (its ``base_url``); vLLM serves at its root, so its
+    route strips the prefix (ingress-nginx's ``rewrite-target``): ``/labs/<session>/v1/models``
+    reaches vLLM as ``/v1/models``.
+    """
+    prefix = base_url(spec.session_id)
+    annotations = dict(LAB_INGRESS_ANNOTATIONS)
+    if spec.kind == "vllm":
+        path, path_type = f"{prefix.rstrip('/')}(/|$)(.*)", "ImplementationSpecific"
+        annotations |= {"nginx.ingress.kubernetes.io/use-regex": "true", "nginx.ingress.kubernetes.io/rewrite-target": "/$2"}
+    else:
+        path, path_type = prefix, "Prefix"
+    metadata = _metadata(spec, ingress_name(spec.session_id), namespace)
+    metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
+    backend = {"service": {"name": service_name(spec.session_id), "port": {"number": port_for(spec.kind)}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": metadata,
+        "spec": {
+            "ingressClassName": class_name,
+            "rules": [{"host": host, "http": {"paths": [{"path": path, "pathType": path_type, "backend": backend}]}}],
+        },
+    }
+
+
 def make_namespace(course_code: str, *, namespace_prefix: str = "lab-") -> dict:
     """The course's namespace; Pod Security ``restricted`` matches what ``make_pod`` builds."""
     return {

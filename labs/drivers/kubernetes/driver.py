@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from decimal import Decimal, InvalidOperation
@@ -57,6 +58,10 @@ def _as_bool(value: object) -> bool:
     return bool(value)
 
 
+_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
+_DNS_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+
+
 def _api_message(exc: ApiException) -> str:
     try:
         body = json.loads(exc.body or "")
@@ -73,12 +78,15 @@ class KubernetesDriver(ClusterDriver):
 
     * ``api_url``, ``token``, ``verify_ssl``, ``ca_cert`` — the API server and a bearer token;
       without ``api_url``: in-cluster service account, else ``kubeconfig`` (a path) or the default one.
-    * ``namespace_prefix`` (``npu-lab-``) — course namespaces are ``<prefix><course code>``;
-      ``manage_namespaces`` (true) makes a missing one with its default-deny NetworkPolicy, which
+    * ``namespace_prefix`` (``lab-``) — course namespaces are ``<prefix><course code>``;
+      ``manage_namespaces`` (false) makes a missing one with its default-deny NetworkPolicy, which
       admits only ``portal_namespace`` and the ingress controller in ``ingress_namespace``.
     * ``profile`` (``flexnpu`` | ``vnpu`` | ``hami``) and ``profile_settings`` (e.g. ``{"mode": "hard"}``).
     * ``pool_profiles`` — another profile per node pool, by node label: ``"pool=research:vnpu,pool=x:hami"``,
       or with the pool's own profile options ``{"pool=research": {"profile": "vnpu", "mode": "hard"}}``.
+    * ``ingress_host`` (empty: none) — the host students open labs on: each session gets an Ingress
+      (``ingress_class_name``, ``nginx``) routing ``https://<host>/labs/<session>/`` to its service,
+      owned by the pod, and the access URL is that address unless ``url_pattern`` says otherwise.
     * ``url_pattern`` — the access URL, with ``{session_id}`` (and ``{namespace}``, ``{service}``, ``{port}``).
     * ``pod_options`` — fields of ``builders.PodOptions`` (persistent home claim, vLLM settings, ...).
     * ``spawn_timeout_seconds`` (600) — a pod still pending after this is ``FAILED``.
@@ -97,6 +105,8 @@ class KubernetesDriver(ClusterDriver):
             "manage_namespaces",
             "portal_namespace",
             "ingress_namespace",
+            "ingress_host",
+            "ingress_class_name",
             "profile",
             "profile_settings",
             "pool_profiles",
@@ -121,6 +131,8 @@ class KubernetesDriver(ClusterDriver):
         manage_namespaces: bool | str = False,
         portal_namespace: str = "npu-lab-portal",
         ingress_namespace: str = "ingress-nginx",
+        ingress_host: str = "",
+        ingress_class_name: str = "nginx",
         profile: str = "flexnpu",
         profile_settings: dict[str, Any] | None = None,
         pool_profiles: dict[str, str | dict[str, Any]] | str | None = None,
@@ -140,6 +152,12 @@ class KubernetesDriver(ClusterDriver):
                 raise ValueError(f"{name} must be > 0, got {value!r}")
         if int(retries) < 0:
             raise ValueError(f"retries must be >= 0, got {retries!r}")
+        if ingress_host and not _HOST.fullmatch(ingress_host):
+            raise ValueError(f"ingress_host must be a host name like labs.example.edu, no scheme or path; got {ingress_host!r}")
+        if not _DNS_NAME.fullmatch(ingress_class_name):
+            raise ValueError(f"ingress_class_name must be an IngressClass name such as nginx, got {ingress_class_name!r}")
+        if ingress_host and url_pattern == DEFAULT_URL_PATTERN:
+            url_pattern = f"https://{ingress_host}/labs/{{session_id}}/"
         try:
             url_pattern.format(session_id="s", namespace="n", service="svc", port=1)
         except (KeyError, IndexError, ValueError) as exc:
@@ -159,6 +177,8 @@ class KubernetesDriver(ClusterDriver):
         self.manage_namespaces = _as_bool(manage_namespaces)
         self.portal_namespace = portal_namespace
         self.ingress_namespace = ingress_namespace
+        self.ingress_host = ingress_host
+        self.ingress_class_name = ingress_class_name
         self.spawn_timeout_seconds = float(spawn_timeout_seconds)
         self.request_timeout_seconds = float(request_timeout_seconds)
         self.delete_wait_seconds = float(delete_wait_seconds)
@@ -311,10 +331,14 @@ class KubernetesDriver(ClusterDriver):
         if not created and (current.metadata.labels or {}).get(builders.SESSION_LABEL) != spec.session_id:
             raise DriverError(f"A pod named {name} that is not this session's already exists in {namespace}.")
         owner = {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "blockOwnerDeletion": False}
-        for what, method, body in (
+        parts = [
             ("the lab's secret", self.core.create_namespaced_secret, builders.make_secret(spec, namespace=namespace)),
             ("the lab's service", self.core.create_namespaced_service, builders.make_service(spec, namespace=namespace)),
-        ):
+        ]
+        if self.ingress_host:
+            ingress = builders.make_ingress(spec, namespace=namespace, host=self.ingress_host, class_name=self.ingress_class_name)
+            parts.append(("the lab's route (Ingress)", self.networking.create_namespaced_ingress, ingress))
+        for what, method, body in parts:
             body["metadata"]["ownerReferences"] = [owner]
             self._create(what, method, namespace, body)
         return uid
@@ -448,10 +472,13 @@ class KubernetesDriver(ClusterDriver):
             self._delete("the lab pod", self.core.delete_namespaced_pod, pod)
             # Owned by the pod, so the garbage collector removes them anyway; deleting them by
             # name too frees them at once on clusters (and emulators) that collect lazily.
-            for what, deleter, name in (
+            parts = [
                 ("the lab's service", self.core.delete_namespaced_service, builders.service_name(session_id)),
                 ("the lab's secret", self.core.delete_namespaced_secret, builders.secret_name(session_id)),
-            ):
+            ]
+            if self.ingress_host:
+                parts.append(("the lab's route", self.networking.delete_namespaced_ingress, builders.ingress_name(session_id)))
+            for what, deleter, name in parts:
                 try:
                     self._call(f"deleting {what}", deleter, name, namespace, passthrough=(404,))
                 except ApiException:
