@@ -177,3 +177,47 @@ def test_the_console_home_lists_only_the_visitors_courses(world, people):
     for visitor in ("assistant", "instructor", "operator"):
         page = client_for(people[visitor]).get("/teach/").content.decode()
         assert f"/courses/{course.pk}/" in page, visitor
+
+
+# A student's own session endpoints (JSON, as the page's script calls them): who reaches them.
+# 302: to the login page; 404: not theirs to see (no hint that it exists); anything else: let in
+# (extend and keep answer 409 here because the course allows neither yet, which is past the check).
+SESSION_ENDPOINTS = {
+    #                  detail extend keep
+    "anonymous": (302, 302, 302),
+    "owner": (200, 409, 409),
+    "classmate": (404, 404, 404),
+    "assistant": (200, 404, 404),
+    "other_instructor": (404, 404, 404),
+    "instructor": (200, 404, 404),
+    "operator": (404, 404, 404),  # operators stop sessions from the operator console
+    "foreign_operator": (404, 404, 404),
+}
+MAY_STOP = {"owner", "assistant", "instructor"}
+
+
+def test_a_students_session_endpoints_answer_only_its_owner_and_its_courses_staff(world, people):
+    from labs.models import LabSession
+    from labs.services.allocation import allocation_pass
+    from labs.services.sessions import session_launch
+
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    visitors = {**people, "owner": world["students"][0], "classmate": world["students"][1]}
+    json = {"accept": "application/json"}
+    seen = {}
+    for who in SESSION_ENDPOINTS:
+        client = client_for(visitors[who])
+        seen[who] = (
+            client.get(f"/sessions/{session.pk}/", headers=json).status_code,
+            client.post(f"/sessions/{session.pk}/extend/", headers=json).status_code,
+            client.post(f"/sessions/{session.pk}/keep/", headers=json).status_code,
+        )
+    assert seen == SESSION_ENDPOINTS
+    for who in SESSION_ENDPOINTS.keys() - MAY_STOP:  # refused: the session goes on
+        expected = 302 if who == "anonymous" else 404
+        assert client_for(visitors[who]).post(f"/sessions/{session.pk}/stop/", headers=json).status_code == expected, who
+    assert LabSession.objects.get(pk=session.pk).state == "admitted"
+    for who in MAY_STOP:
+        assert client_for(visitors[who]).post(f"/sessions/{session.pk}/stop/", headers=json).status_code in (200, 409), who
+    assert LabSession.objects.get(pk=session.pk).state in ("stopping", "stopped")
