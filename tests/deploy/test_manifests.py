@@ -329,15 +329,30 @@ def test_secrets_reach_containers_only_as_files(name):
     assert not problems, "\n".join(problems)
 
 
+# The secrets each workload reads, and no other (least privilege): the web serves /metrics, the
+# worker talks to the node agents, beat only schedules.
+SECRETS_OF = {
+    "web": {"SECRET_KEY_FILE", "DATABASE_URL_FILE", "METRICS_TOKEN_FILE"},
+    "worker": {"SECRET_KEY_FILE", "DATABASE_URL_FILE", "LAB_AGENT_TOKEN_FILE"},
+    "beat": {"SECRET_KEY_FILE", "DATABASE_URL_FILE"},
+}
+
+
 @pytest.mark.parametrize("name", FULL_INSTALLS)
-def test_portal_containers_get_every_secret_setting_as_a_file(name):
-    for workload_name in ("web", "worker", "beat"):
-        workload = one(name, "Deployment", workload_name)
-        for container in containers(workload["spec"]["template"]["spec"]):
-            env = {e["name"] for e in container.get("env", [])}
-            assert {"SECRET_KEY_FILE", "DATABASE_URL_FILE", "LAB_AGENT_TOKEN_FILE", "METRICS_TOKEN_FILE"} <= env, container[
-                "name"
-            ]
+def test_portal_containers_get_exactly_the_secrets_they_read_as_files(name):
+    for workload_name, wanted in SECRETS_OF.items():
+        spec = one(name, "Deployment", workload_name)["spec"]["template"]["spec"]
+        paths = set()
+        for container in containers(spec):
+            env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+            assert {k for k in env if k.endswith("_FILE")} == wanted, (workload_name, container["name"])
+            paths |= {value.rsplit("/", 1)[1] for value in env.values() if value.startswith("/run/secrets/portal/")}
+        (volume,) = [v for v in spec["volumes"] if v["name"] == "secrets"]
+        mounted = {item["path"] for source in volume["projected"]["sources"] for item in source["secret"]["items"]}
+        assert mounted == paths, (workload_name, mounted, paths)  # nothing mounted that no setting names
+    # Only the worker (and the agents) hold the agent token; only the web the metrics token.
+    assert "agent-token" in str(one(name, "Deployment", "worker"))
+    assert "agent-token" not in str(one(name, "Deployment", "web"))
 
 
 def test_placeholder_secrets_are_marked_change_me():
