@@ -156,12 +156,13 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
     identity = Identity.objects.select_related("user", "registration").filter(issuer=registration.issuer, subject=subject).first()
     fields = {"first_name": given[:150], "last_name": family[:150], "email": email[:254]}
     if identity is not None:
-        _same_institution(identity.registration.institution_id, registration)
+        if identity.registration.institution_id != registration.institution_id:
+            raise _another_institutions_account(registration)
     else:
         # The same (issuer, subject) under a registration deleted and made again: the same account.
         user = User.objects.filter(username=_username(registration.issuer, subject)).first()
         if user is not None and user.enrollments.exclude(course__institution_id=registration.institution_id).exists():
-            _same_institution(None, registration)
+            raise _another_institutions_account(registration)
         try:
             # A savepoint: two first launches of one person at once (two tabs) make one account.
             with transaction.atomic():
@@ -173,7 +174,8 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
             return user, True
         except IntegrityError:
             identity = Identity.objects.select_related("user", "registration").get(issuer=registration.issuer, subject=subject)
-            _same_institution(identity.registration.institution_id, registration)
+            if identity.registration.institution_id != registration.institution_id:
+                raise _another_institutions_account(registration) from None
     user = identity.user
     changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
     for name in changed:
@@ -183,17 +185,16 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
     return user, False
 
 
-def _same_institution(institution_id: int | None, registration: Registration) -> None:
-    """An LMS account is known to one institution: a launch through another institution's
-    registration of the same issuer (registered before such registrations were refused) is not
-    let in as that account."""
-    if institution_id != registration.institution_id:
-        logger.warning(
-            "LTI launch refused: issuer %s is registered for more than one institution (registration %s)",
-            registration.issuer,
-            registration.pk,
-        )
-        raise LtiRefused(_("This LMS account belongs to another institution of this portal; ask your LMS administrator."))
+def _another_institutions_account(registration: Registration) -> LtiRefused:
+    """The refusal (logged) of a launch through ``registration`` as an account another institution's
+    registration of the same issuer made: an LMS account is known to one institution (such
+    registrations are refused now; one may predate that)."""
+    logger.warning(
+        "LTI launch refused: issuer %s is registered for more than one institution (registration %s)",
+        registration.issuer,
+        registration.pk,
+    )
+    return LtiRefused(_("This LMS account belongs to another institution of this portal; ask your LMS administrator."))
 
 
 def _course_for(*, registration: Registration, context_claim: dict) -> tuple[Course, Context]:

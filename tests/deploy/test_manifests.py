@@ -52,17 +52,17 @@ ALLOWED_RULES = {
 # The Kubernetes API calls of the driver, and the (resource, verb) each needs: the test below
 # holds ALLOWED_RULES and the cluster-wide pod reader to exactly these.
 DRIVER_CALLS = {
-    "create_namespaced_pod": ("pods", "create"),
-    "read_namespaced_pod": ("pods", "get"),
-    "delete_namespaced_pod": ("pods", "delete"),
-    "create_namespaced_service": ("services", "create"),
-    "delete_namespaced_service": ("services", "delete"),
-    "create_namespaced_secret": ("secrets", "create"),
-    "delete_namespaced_secret": ("secrets", "delete"),
-    "list_namespaced_event": ("events", "list"),
+    "create_namespaced_pod": ("", "pods", "create"),
+    "read_namespaced_pod": ("", "pods", "get"),
+    "delete_namespaced_pod": ("", "pods", "delete"),
+    "create_namespaced_service": ("", "services", "create"),
+    "delete_namespaced_service": ("", "services", "delete"),
+    "create_namespaced_secret": ("", "secrets", "create"),
+    "delete_namespaced_secret": ("", "secrets", "delete"),
+    "list_namespaced_event": ("", "events", "list"),
     "create_namespaced_ingress": ("networking.k8s.io", "ingresses", "create"),
     "delete_namespaced_ingress": ("networking.k8s.io", "ingresses", "delete"),
-    "list_pod_for_all_namespaces": ("pods", "list"),  # the cluster-wide reader
+    "list_pod_for_all_namespaces": ("", "pods", "list"),  # the cluster-wide reader
 }
 SENSITIVE_ENV = re.compile(r"SECRET|PASSWORD|TOKEN|DATABASE_URL|CREDENTIAL", re.IGNORECASE)
 POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
@@ -401,8 +401,8 @@ def test_the_granted_verbs_are_the_ones_the_driver_calls():
     called -= {"create_namespace", "create_namespaced_network_policy"}  # manage_namespaces only (off by default)
     assert called == set(DRIVER_CALLS), f"driver calls without a rule here: {sorted(called - set(DRIVER_CALLS))}"
     needed = defaultdict(set)
-    for *group, resource, verb in DRIVER_CALLS.values():
-        needed[(group[0] if group else "", resource)].add(verb)
+    for group, resource, verb in DRIVER_CALLS.values():
+        needed[(group, resource)].add(verb)
     needed[("", "pods")].discard("list")  # granted cluster-wide by the reader
     assert needed == ALLOWED_RULES
 

@@ -421,7 +421,7 @@ def make_ingress(spec: LaunchSpec, *, namespace: str, host: str, class_name: str
     else:
         path, path_type = prefix, "Prefix"
     metadata = _metadata(spec, ingress_name(spec.session_id), namespace)
-    metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
+    metadata["annotations"] |= annotations
     backend = {"service": {"name": service_name(spec.session_id), "port": {"number": port_for(spec.kind)}}}
     return {
         "apiVersion": "networking.k8s.io/v1",
