@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from labs.models import (
+    Affiliation,
     Allocation,
     AllowedImage,
     Card,
@@ -14,6 +15,7 @@ from labs.models import (
     Node,
     RepairEvent,
 )
+from labs.services.affiliations import affiliation_ensure
 
 
 class InstitutionRoleInline(admin.TabularInline):
@@ -34,6 +36,23 @@ class InstitutionAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "allot_instances", "allot_core_percent", "allot_memory_mib"]
     search_fields = ["name", "slug"]
     inlines = [InstitutionRoleInline, AllowedImageInline]
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is InstitutionRole:  # a role makes the account one of the institution's
+            roles = [f.instance for f in formset.forms if f.instance.pk and f not in formset.deleted_forms]
+            affiliation_ensure(user_ids=[r.user_id for r in roles], institution=form.instance, source=Affiliation.Source.ROLE)
+
+
+@admin.register(Affiliation)
+class AffiliationAdmin(admin.ModelAdmin):
+    """Which institutions an account belongs to: their course rosters find only these accounts."""
+
+    list_display = ["user", "institution", "source", "created_at"]
+    list_filter = ["institution", "source"]
+    search_fields = ["user__username", "user__email"]
+    list_select_related = ["user", "institution"]
+    raw_id_fields = ["user"]
 
 
 class CourseQuotaInline(admin.StackedInline):
@@ -57,6 +76,11 @@ class EnrollmentAdmin(admin.ModelAdmin):
     search_fields = ["user__username", "course__code"]
     list_select_related = ["user", "course"]
     raw_id_fields = ["user"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # A member of a course is an account of its institution, as every enrolling path makes it.
+        affiliation_ensure(user_ids=[obj.user_id], institution=obj.course.institution_id, source=Affiliation.Source.ROSTER)
 
 
 @admin.register(CourseQuota)

@@ -41,6 +41,7 @@ from labs.selectors.operations import (
 from labs.selectors.reservations import upcoming_slots
 from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
 from labs.services import catalog, operations, selftest
+from labs.services.affiliations import affiliation_link
 from labs.templatetags.units import gib_text
 
 PAGE_SIZE = 50
@@ -218,7 +219,7 @@ def tenancy(request: HttpRequest) -> HttpResponse:
         if institution is None:
             raise Http404(_("No such institution."))
         action = request.POST.get("action")
-        if action in ("allotment", "operator-add", "operator-remove") and not scope.platform:
+        if action in ("allotment", "operator-add", "operator-remove", "affiliate") and not scope.platform:
             raise PermissionDenied(_("Only a platform operator may do this."))
         if action == "allotment":
             form = AllotmentForm(request.POST, instance=institution)
@@ -256,6 +257,22 @@ def tenancy(request: HttpRequest) -> HttpResponse:
                     label = form.fields[name].label if name in form.fields else ""
                     for error in errors:
                         messages.error(request, f"{label}: {error}" if label else error)
+        elif action == "affiliate":
+            user = get_user_model().objects.filter(username=request.POST.get("username", "").strip()).first()
+            if user is None:
+                messages.error(request, _("No account is called %(name)s.") % {"name": request.POST.get("username", "")})
+            elif affiliation_link(user=user, institution=institution, by=request.user):
+                messages.success(
+                    request,
+                    _("%(name)s is an account of %(institution)s: its course rosters can add it.")
+                    % {"name": user.get_username(), "institution": institution.name},
+                )
+            else:
+                messages.info(
+                    request,
+                    _("%(name)s is an account of %(institution)s already.")
+                    % {"name": user.get_username(), "institution": institution.name},
+                )
         elif action in ("operator-add", "operator-remove"):
             user = get_user_model().objects.filter(username=request.POST.get("username", "").strip()).first()
             if user is None:

@@ -22,8 +22,9 @@ from django.utils.translation import gettext as _
 from jwcrypto.jwk import JWK
 
 from labs.domain.states import ACTIVE, TERMINAL
-from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
+from labs.models import Affiliation, Course, Enrollment, Institution, LabSession, LabTemplate
 from labs.services import catalog, roster
+from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from lti.models import (
     ISSUER_TAKEN,
@@ -171,12 +172,14 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
                     user.set_unusable_password()
                     user.save()
                 Identity.objects.create(registration=registration, issuer=registration.issuer, subject=subject, user=user)
+                affiliation_ensure(user_ids=[user.pk], institution=registration.institution_id, source=Affiliation.Source.LTI)
             return user, True
         except IntegrityError:
             identity = Identity.objects.select_related("user", "registration").get(issuer=registration.issuer, subject=subject)
             if identity.registration.institution_id != registration.institution_id:
                 raise _another_institutions_account(registration) from None
     user = identity.user
+    affiliation_ensure(user_ids=[user.pk], institution=registration.institution_id, source=Affiliation.Source.LTI)
     changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
     for name in changed:
         setattr(user, name, fields[name])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import factory
 from django.contrib.auth import get_user_model
 
-from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
+from labs.models import Affiliation, Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
 
 PASSWORD = "test-password-123"
 CARD_MIB = 64 * 1024
@@ -68,10 +68,24 @@ class TemplateFactory(factory.django.DjangoModelFactory):
 class EnrollmentFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Enrollment
+        skip_postgeneration_save = True
 
     user = factory.SubFactory(UserFactory)
     course = factory.SubFactory(CourseFactory)
     role = Enrollment.Role.STUDENT
+
+    @factory.post_generation
+    def affiliated(enrollment, create, extracted, **kwargs):  # noqa: N805 (factory_boy's signature)
+        """A member of a course is an account of its institution, as the enrolling paths make it."""
+        if create:
+            affiliate([enrollment.user], enrollment.course.institution)
+
+
+def affiliate(users, institution: Institution, source: str = Affiliation.Source.ROSTER) -> None:
+    """Make ``users`` accounts of ``institution`` (what a roster, LTI launch or role does)."""
+    Affiliation.objects.bulk_create(
+        (Affiliation(user=user, institution=institution, source=source) for user in users), ignore_conflicts=True
+    )
 
 
 def node_with_cards(name: str = "n1", cards: int = 8, memory_mib: int = CARD_MIB) -> Node:
@@ -104,4 +118,5 @@ def course_with_students(
         for i in range(students)
     )
     Enrollment.objects.bulk_create(Enrollment(user=u, course=course, role=Enrollment.Role.STUDENT) for u in users)
+    affiliate(users, institution)
     return course, templates, users, instructor

@@ -3,10 +3,11 @@ from labs.models.cluster import Card, Node
 from labs.models.operations import AuditEvent, InstanceSample, RepairEvent, ResidualCandidate
 from labs.models.reservations import Reservation, ReservationSlot
 from labs.models.sessions import Allocation, LabSession
-from labs.models.tenancy import Course, CourseQuota, Enrollment, Institution, InstitutionRole
+from labs.models.tenancy import Affiliation, Course, CourseQuota, Enrollment, Institution, InstitutionRole
 from labs.models.usage import BudgetGrant, UsageRecord
 
 __all__ = [
+    "Affiliation",
     "AllowedImage",
     "BudgetGrant",
     "AuditEvent",

@@ -48,6 +48,43 @@ class InstitutionRole(models.Model):
         return f"{self.user} {self.role} of {self.institution.slug}"
 
 
+class Affiliation(models.Model):
+    """An account known to an institution (eduPerson's word). The rosters of the institution's
+    courses find and add only its affiliated accounts: any other account is, to them, one that
+    does not exist, so a roster cannot be used to learn another institution's people.
+
+    An account is affiliated by the path that brought it in: made by a roster of one of the
+    institution's courses, first seen in an LTI launch or roster sync through the institution's
+    registration, given a role in the institution, or linked by a platform operator (a student
+    cross-registered at a second institution). One account may be affiliated with several.
+    """
+
+    class Source(models.TextChoices):
+        ROSTER = "roster", _("made by a course roster")
+        LTI = "lti", _("LTI launch or roster sync")
+        ROLE = "role", _("institution role")
+        INVITATION = "invitation", _("linked by a platform operator")
+        ENROLMENT = "enrolment", _("enrolled before affiliations existed")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="affiliations")
+    institution = models.ForeignKey(Institution, on_delete=models.CASCADE, related_name="affiliations")
+    source = models.CharField(_("how"), max_length=16, choices=Source.choices)
+    created_at = models.DateTimeField(_("since"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("affiliation")
+        verbose_name_plural = _("affiliations")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "institution"], name="affiliation_unique_user_institution"),
+            models.CheckConstraint(
+                condition=Q(source__in=["roster", "lti", "role", "invitation", "enrolment"]), name="affiliation_source_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} of {self.institution.slug}"
+
+
 class Course(models.Model):
     institution = models.ForeignKey(Institution, on_delete=models.PROTECT, related_name="courses")
     code = models.CharField(_("code"), max_length=64)

@@ -17,8 +17,9 @@ from django.utils import timezone
 from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
-from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession
+from labs.models import Affiliation, Course, CourseQuota, Enrollment, Institution, LabSession
 from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
+from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
 from labs.services.sessions import session_stop
@@ -29,6 +30,7 @@ def course_create(*, by, institution: Institution, **fields) -> Course:
     with transaction.atomic():
         course = Course.objects.create(institution=institution, **fields)
         Enrollment.objects.create(user=by, course=course, role=Enrollment.Role.INSTRUCTOR)
+        affiliation_ensure(user_ids=[by.pk], institution=institution, source=Affiliation.Source.ROLE)
         audit_record(by=by, action="course.create", target=f"course {course.code}", institution=institution, after=fields)
     return course
 

@@ -6,7 +6,19 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.db import transaction
 
-from labs.models import AllowedImage, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabTemplate, Node
+from labs.models import (
+    Affiliation,
+    AllowedImage,
+    Card,
+    Course,
+    CourseQuota,
+    Enrollment,
+    Institution,
+    InstitutionRole,
+    LabTemplate,
+    Node,
+)
+from labs.services.affiliations import affiliation_ensure
 
 DEMO_STUDENTS = 128
 DEMO_PASSWORD = "npu-lab-demo"  # printed by `make demo`; the demo is for a laptop, not a network
@@ -100,6 +112,11 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
         Enrollment(user=user, course=course, role=Enrollment.Role.STUDENT)
         for user in User.objects.filter(username__in=usernames)
         if user.username not in enrolled
+    )
+    affiliation_ensure(
+        user_ids=Enrollment.objects.filter(course=course).values_list("user_id", flat=True),
+        institution=institution,
+        source=Affiliation.Source.ROSTER,
     )
     if not User.objects.filter(username="admin").exists():
         User.objects.create(username="admin", email="admin@example.invalid", password=hashed, is_staff=True, is_superuser=True)

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
-from labs.models import AllowedImage, Card, Institution, InstitutionRole, LabSession, Node
+from labs.models import Affiliation, AllowedImage, Card, Institution, InstitutionRole, LabSession, Node
+from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.events import cluster_changed_publish
 from labs.services.sessions import session_stop
@@ -149,6 +150,7 @@ def operator_add(*, institution: Institution, user, by) -> bool:
             user=user, institution=institution, role=InstitutionRole.Role.OPERATOR
         )
         if created:
+            affiliation_ensure(user_ids=[user.pk], institution=institution, source=Affiliation.Source.ROLE)
             audit_record(by=by, action="operator.add", target=user.get_username(), institution=institution)
     return created
 

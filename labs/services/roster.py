@@ -10,6 +10,14 @@ The CSV has a header row naming its columns, in any order: ``username`` and/or `
 student), optional ``first_name`` and ``last_name``. A user who does not exist yet is created
 when the row gives a username (with no password: they sign in through the university's login);
 a row with only an e-mail must match an existing account.
+
+A roster sees only the accounts of its course's institution (``Affiliation``): a row naming
+another institution's account, by username or e-mail, is answered exactly as a row naming no
+account (a username makes a new account of this institution; an e-mail finds nothing), so a
+roster cannot be used to learn who studies elsewhere. A new account is named as the row says,
+unless the portal serves several institutions or the name is taken: then it is scoped to the
+institution, ``name@institution-slug`` (as eduPersonPrincipalName scopes a login), the same way
+whoever else may hold the name.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from django.db.models.functions import Lower
 from django.utils.translation import gettext as _
 
 from labs.domain.states import TERMINAL
-from labs.models import Course, Enrollment, LabSession
+from labs.models import Affiliation, Course, Enrollment, Institution, LabSession
+from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 
 MAX_ROWS = 5000
@@ -74,19 +83,23 @@ class RosterPlan:
 
 
 class _Accounts:
-    """The accounts a roster's rows name, looked up in two queries rather than one per row."""
+    """The accounts of ``institution`` a roster's rows name, looked up in two queries rather than
+    one per row. Accounts of other institutions are not looked at: to a roster they do not exist."""
 
-    def __init__(self, usernames: set[str], emails: set[str]) -> None:
-        User = get_user_model()
-        self.by_username = {u.get_username(): u for u in User.objects.filter(username__in=usernames)} if usernames else {}
+    def __init__(self, institution: Institution, usernames: set[str], emails: set[str]) -> None:
+        affiliated = get_user_model().objects.filter(affiliations__institution=institution)
+        self.suffix = f"@{institution.slug}"
+        names = usernames | {name + self.suffix for name in usernames}
+        self.by_username = {u.get_username(): u for u in affiliated.filter(username__in=names)} if usernames else {}
         self.by_email: dict[str, list] = {}
         if emails:
-            for user in User.objects.annotate(email_lower=Lower("email")).filter(email_lower__in=emails).order_by("pk"):
+            for user in affiliated.annotate(email_lower=Lower("email")).filter(email_lower__in=emails).order_by("pk"):
                 self.by_email.setdefault(user.email.lower(), []).append(user)
 
     def find(self, username: str, email: str):
         if username:
-            user = self.by_username.get(username)
+            # The name as given, or as this institution's roster made it (scoped).
+            user = self.by_username.get(username) or self.by_username.get(username + self.suffix)
             if user is not None and email and user.email and user.email.lower() != email.lower():
                 return None, _("the account %(username)s has another e-mail address") % {"username": username}
             return user, ""
@@ -98,10 +111,38 @@ class _Accounts:
         return users[0], ""
 
 
-def _find_user(username: str, email: str):
-    return _Accounts({username} if username else set(), {email.lower()} if email and not username else set()).find(
-        username, email
-    )
+def _new_usernames(institution: Institution, wanted: list[str]) -> list[str]:
+    """The usernames of new accounts a roster of ``institution`` makes for the names ``wanted``.
+
+    In a portal of one institution a name is kept as given while nobody holds it. Where several
+    institutions share the portal every new name is scoped (``name@slug``), whether or not
+    another institution holds it, so the name given back tells nothing about other
+    institutions' accounts; a scoped name that is taken all the same (an account named so by
+    hand) gets a number."""
+    User = get_user_model()
+    limit = User._meta.get_field(User.USERNAME_FIELD).max_length
+    suffix = f"@{institution.slug}"
+    scoped = Institution.objects.exclude(pk=institution.pk).exists()
+
+    def scope(name: str, number: int = 1) -> str:
+        tail = suffix if number == 1 else f"-{number}{suffix}"
+        return name[: limit - len(tail)] + tail
+
+    first = {name: (scope(name) if scoped else name) for name in wanted}
+    taken = set(User.objects.filter(username__in={*first.values(), *map(scope, wanted)}).values_list("username", flat=True))
+    chosen: list[str] = []
+    for name in wanted:
+        candidate, number = first[name], 1
+        if candidate in taken:
+            candidate = scope(name)
+        while candidate in taken:
+            number += 1
+            candidate = scope(name, number)
+            if User.objects.filter(username=candidate).exists():
+                taken.add(candidate)
+        taken.add(candidate)
+        chosen.append(candidate)
+    return chosen
 
 
 def roster_plan(*, course: Course, text: str) -> RosterPlan:
@@ -133,6 +174,7 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
     except csv.Error as exc:
         return RosterPlan(error=_("This is not a CSV file: %(error)s") % {"error": exc})
     accounts = _Accounts(
+        course.institution,
         {row["username"] for _n, row in raws if row.get("username")},
         {row["email"].lower() for _n, row in raws if row.get("email") and not row.get("username")},
     )
@@ -202,13 +244,18 @@ def roster_apply(*, course: Course, text: str, by=None) -> RosterPlan:
         if plan.error:
             return plan
         creating = [row for row in plan.rows if row.action == Action.CREATE]
+        names = _new_usernames(course.institution, [row.username for row in creating])
         accounts = [
-            User(username=row.username, email=row.email, first_name=row.first_name, last_name=row.last_name) for row in creating
+            User(username=name, email=row.email, first_name=row.first_name, last_name=row.last_name)
+            for row, name in zip(creating, names, strict=True)
         ]
         for account in accounts:
             account.set_unusable_password()  # they sign in through the university's login
         for row, account in zip(creating, User.objects.bulk_create(accounts, batch_size=1000), strict=True):
             row.user_id = account.pk
+        affiliation_ensure(
+            user_ids=[row.user_id for row in creating], institution=course.institution, source=Affiliation.Source.ROSTER
+        )
         joining = [row for row in plan.rows if row.action in (Action.CREATE, Action.ADD)]
         # ignore_conflicts: someone added meanwhile stays as they were added (get_or_create's answer).
         Enrollment.objects.bulk_create(
@@ -228,13 +275,18 @@ def roster_apply(*, course: Course, text: str, by=None) -> RosterPlan:
 
 
 def roster_add(*, course: Course, identifier: str, role: str = Enrollment.Role.STUDENT, by=None) -> Enrollment:
-    """Add an existing account, by username or e-mail; ``RosterError`` with the reason otherwise."""
+    """Add an existing account of the course's institution, by username or e-mail; ``RosterError``
+    with the reason otherwise (another institution's account is not found, as an unknown one)."""
     identifier = identifier.strip()
     if role not in ROLES:
         raise RosterError(_("Unknown role %(role)s.") % {"role": role})
     if not identifier:
         raise RosterError(_("Give a username or an e-mail address."))
-    user, problem = _find_user("" if "@" in identifier else identifier, identifier if "@" in identifier else "")
+    # A scoped username (name@slug) has an "@" too: a member's username first, then an e-mail.
+    accounts = _Accounts(course.institution, {identifier}, {identifier.lower()} if "@" in identifier else set())
+    user, problem = accounts.find(identifier, "")
+    if user is None and "@" in identifier:
+        user, problem = accounts.find("", identifier)
     if problem or user is None:
         raise RosterError(problem or _("No account is called %(name)s.") % {"name": identifier})
     with transaction.atomic():

@@ -19,7 +19,7 @@ from django.utils import translation
 from playwright.sync_api import expect
 
 from labs.models import AllowedImage, Course, CourseQuota, Enrollment, InstitutionRole, LabSession, LabTemplate
-from tests.factories import PASSWORD, UserFactory
+from tests.factories import PASSWORD, UserFactory, affiliate
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -144,7 +144,7 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     expect(page.locator("tr[data-member]")).to_have_count(len(world["students"]) + 1)
     check("roster")
     # One more by e-mail, made an assistant, then the CSV's last student removed
-    UserFactory(username="ta-li", email="li@example.edu")
+    affiliate([UserFactory(username="ta-li", email="li@example.edu")], institution)  # an account of the university
     page.fill("#id_identifier", "li@example.edu")
     page.get_by_role("button", name=t(language, "Add"), exact=True).click()
     member = page.locator("tr[data-member=ta-li]")

@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from labs.models import CourseQuota, Enrollment, Institution, InstitutionRole, Reservation
-from tests.factories import UserFactory, course_with_students
+from tests.factories import UserFactory, affiliate, course_with_students
 
 VISITORS = ("anonymous", "student", "assistant", "other_instructor", "instructor", "operator", "foreign_operator")
 
@@ -61,7 +61,9 @@ def people(world):
     InstitutionRole.objects.create(
         user=foreign, institution=Institution.objects.create(name="Elsewhere", slug="elsewhere"), role="operator"
     )
-    UserFactory(username="outsider")
+    # An account of the institution, in none of its courses (other institutions' accounts: see
+    # tests/views/test_roster_boundary.py).
+    affiliate([UserFactory(username="outsider")], course.institution)
     return {
         "anonymous": None,
         "student": world["students"][0],

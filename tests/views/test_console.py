@@ -26,7 +26,7 @@ from labs.models import (
 from labs.services.allocation import allocation_pass
 from labs.services.courses import quota_set
 from labs.services.sessions import LaunchRefused, session_launch, session_stop
-from tests.factories import TemplateFactory, UserFactory, course_with_students
+from tests.factories import TemplateFactory, UserFactory, affiliate, course_with_students
 
 GIB = 1024
 
@@ -365,6 +365,7 @@ def test_a_gb18030_csv_from_a_chinese_spreadsheet_is_read(world):
 def test_members_are_added_by_username_or_email_removed_and_promoted(world):
     course = world["course"]
     person = UserFactory(username="li", email="li@example.edu")
+    affiliate([person], course.institution)  # an account of the course's institution
     client = logged_in(world["instructor"])
 
     client.post(url(course, "roster/"), {"action": "add", "identifier": "li@example.edu", "role": "student"})
