@@ -73,12 +73,14 @@ def run(members: int) -> int:
 
         from api.scopes import SCOPES
         from api.services import token_create
-        from labs.models import Course, Enrollment, Institution
+        from labs.models import Affiliation, Course, Enrollment, Institution
+        from labs.services.affiliations import affiliation_ensure
 
         institution = Institution.objects.create(name="Bench University", slug="bench")
         course = Course.objects.create(institution=institution, code="BIG101", title="Big class", term="bench")
         teacher = get_user_model().objects.create(username="teacher")
         Enrollment.objects.create(user=teacher, course=course, role=Enrollment.Role.INSTRUCTOR)
+        affiliation_ensure(user_ids=[teacher.pk], institution=institution, source=Affiliation.Source.ROLE)
         _token, token = token_create(institution=institution, name="bench", scopes=list(SCOPES))
         client = Client(SERVER_NAME="localhost")
         url = f"/api/v1/courses/{course.pk}/roster/"
