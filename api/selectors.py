@@ -3,9 +3,7 @@ through it), so nothing here can return another institution's rows."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import uuid
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from api.models import ApiToken, OAuthClient
+from labs.exports import csv_document
 from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate
 from labs.selectors.console import term_start
 from labs.selectors.operations import OperatorScope
@@ -165,12 +164,9 @@ USAGE_CSV_HEADER = ["username", "name", "sessions", "core_percent_hours", "gib_h
 
 
 def usage_csv(usage: Usage) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(USAGE_CSV_HEADER)
-    for r in usage.rows:
-        writer.writerow([r.username, r.name, r.sessions, f"{r.core_percent_hours:.2f}", f"{r.gib_hours:.2f}"])
-    return out.getvalue()
+    return csv_document(
+        USAGE_CSV_HEADER, ([r.username, r.name, r.sessions, r.core_percent_hours, r.gib_hours] for r in usage.rows)
+    )
 
 
 def member_of(*, course: Course, username: str):

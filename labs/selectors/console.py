@@ -6,8 +6,6 @@ another tenant's rows.
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from enum import StrEnum
@@ -22,6 +20,7 @@ from django.utils import timezone
 
 from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
+from labs.exports import csv_document
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
 from labs.selectors.courses import QuotaUse, staff_courses
 from labs.selectors.rows import column, one, table
@@ -366,23 +365,22 @@ USAGE_CSV_HEADER = [
 
 
 def course_usage_csv(usage: CourseUsage) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(USAGE_CSV_HEADER)
-    for u in usage.students:
-        writer.writerow(
+    return csv_document(
+        USAGE_CSV_HEADER,
+        (
             [
                 u.username,
                 u.name,
                 u.sessions_week,
-                f"{u.core_hours_week:.2f}",
-                f"{u.gib_hours_week:.2f}",
+                u.core_hours_week,
+                u.gib_hours_week,
                 u.sessions_term,
-                f"{u.core_hours_term:.2f}",
-                f"{u.gib_hours_term:.2f}",
+                u.core_hours_term,
+                u.gib_hours_term,
             ]
-        )
-    return out.getvalue()
+            for u in usage.students
+        ),
+    )
 
 
 def roster_of(*, course: Course) -> list[Enrollment]:

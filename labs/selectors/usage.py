@@ -7,8 +7,6 @@ so a week's figure and a term's agree with each other and with the records, acro
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from labs.domain.fairness import decayed
+from labs.exports import csv_document
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
 from labs.selectors.rows import Conversion, column, conversion, converted, marks, table
 
@@ -231,22 +230,13 @@ USAGE_REPORT_CSV_HEADER = ["institution", "course", "term", "students", "session
 
 
 def usage_report_csv(report: UsageReport) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(USAGE_REPORT_CSV_HEADER)
-    for r in report.courses:
-        writer.writerow(
-            [
-                r.institution,
-                r.code,
-                r.term,
-                r.students,
-                r.sessions,
-                f"{r.totals.core_percent_hours:.2f}",
-                f"{r.totals.gib_hours:.2f}",
-            ]
-        )
-    return out.getvalue()
+    return csv_document(
+        USAGE_REPORT_CSV_HEADER,
+        (
+            [r.institution, r.code, r.term, r.students, r.sessions, r.totals.core_percent_hours, r.totals.gib_hours]
+            for r in report.courses
+        ),
+    )
 
 
 def week_start(now: datetime) -> datetime:

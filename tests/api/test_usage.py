@@ -6,6 +6,7 @@ import csv
 import io
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from labs.models import Allocation
@@ -59,3 +60,17 @@ def test_a_range_that_ends_before_it_starts_is_invalid(api, world):
     )
     assert response.status_code == 400
     assert "until" in response.json()["error"]["fields"]
+
+
+def test_the_usage_csv_neutralises_text_a_spreadsheet_would_run(api, world):
+    student = world["students"][0]
+    get_user_model().objects.filter(pk=student.pk).update(username="-2+3", first_name="=cmd|' /C calc'!A0", last_name="Smith")
+    held_two_hours(world)
+
+    response = api.call("GET", f"/api/v1/courses/{world['course'].pk}/usage/", data={"format": "csv"})
+
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    hostile = next(r for r in rows if r[0] == "'-2+3")
+    assert hostile[1] == "'=cmd|' /C calc'!A0 Smith"
+    assert hostile[2:] == ["1", "20.00", "16.00"]
+    assert api.call("GET", f"/api/v1/courses/{world['course'].pk}/usage/").json()["rows"][0]["username"] == "-2+3"
