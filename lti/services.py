@@ -46,13 +46,19 @@ NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"
 # Custom parameters a deep link puts on the resource link it creates.
 TEMPLATE_PARAM = "npu_template"
 SCORE_PARAM = "npu_score_on_end"
 
 
 class LtiRefused(Exception):
-    """A launch or sync the portal will not act on; the message is for the person who launched."""
+    """A launch or sync the portal will not act on; the message is for the person who launched,
+    ``status`` the HTTP status of the page that says so (400 unless the person may not do it: 403)."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 # --- keys ---------------------------------------------------------------------------------------
@@ -243,10 +249,14 @@ class LaunchResult:
 def launch_provision(*, registration: Registration, claims: dict) -> LaunchResult:
     """Provision what a validated launch names: the user, the course, the enrolment with its role,
     and the resource link (with the template a deep link put on it). One transaction; raises
-    ``LtiRefused`` (nothing written) when the launch lacks a course role or a context."""
+    ``LtiRefused`` (nothing written) when the launch lacks a course role or a context, and (403)
+    when it is a deep-linking request from anyone but an instructor: only they add activities, so
+    nobody else is given an account or an enrolment by one."""
     role = role_from_claims(claims.get(CLAIM + "roles") or [])
     if role is None:
         raise LtiRefused(_("The LMS gave you no role in this course (learner, teaching assistant or instructor)."))
+    if claims.get(CLAIM + "message_type") == DEEP_LINKING_REQUEST and role != Enrollment.Role.INSTRUCTOR:
+        raise LtiRefused(_("Only the course's instructors may add lab activities."), status=403)
     subject = str(claims.get("sub") or "")
     if not subject:
         raise LtiRefused(_("The LMS did not identify you (no subject); anonymous launches are not supported."))

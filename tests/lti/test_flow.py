@@ -10,10 +10,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from labs.domain.reasons import Reason
-from labs.models import CourseQuota, Enrollment, LabSession
+from labs.models import Affiliation, AuditEvent, Course, CourseQuota, Enrollment, LabSession
 from labs.services.sessions import session_stop
 from lti.models import Context, Identity, Score
 from lti.tasks import score_post_task
+from lti.tool import active_key
 from tests.lti.conftest import hidden_inputs
 from tests.lti.platform import AGS_SCOPES, CLAIM, INSTRUCTOR, LEARNER, TEACHING_ASSISTANT
 
@@ -172,11 +173,20 @@ def test_deep_link_then_launch_then_roster_sync_then_score(browser, platform, re
     assert len(platform.scores) == 1
 
 
-def test_a_learner_cannot_answer_a_deep_linking_request(browser, platform):
-    response = browser.launch(sub="learner-1", roles=LEARNER, **platform.deep_link_claims())
+@pytest.mark.parametrize("roles", [LEARNER, TEACHING_ASSISTANT], ids=["learner", "assistant"])
+def test_a_deep_linking_request_by_anyone_but_an_instructor_makes_and_enrols_nobody(browser, platform, roles):
+    def counts():
+        return [m.objects.count() for m in (get_user_model(), Identity, Affiliation, Enrollment, Context, Course, AuditEvent)]
+
+    active_key()  # the tool's first key is made (and audited) by the first launch, whoever it is
+    before = counts()
+
+    response = browser.launch(sub="learner-1", roles=roles, **platform.deep_link_claims())
 
     assert response.status_code == 403
-    assert "Only the course" in response.text
+    assert "Only the course" in response.text and "Nothing was changed in the portal" in response.text
+    assert counts() == before
+    assert browser.http.get(browser.tool_url + "/", allow_redirects=False, timeout=10).status_code == 302  # not logged in
 
 
 def test_a_launch_inside_the_lms_iframe_offers_the_portal_in_a_new_window(browser, platform):
