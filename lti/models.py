@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from labs.outbound import validate_outbound_url
+
 
 class ToolKey(models.Model):
     """An RSA key pair of the tool. One is active (signs); retired ones stay in the JWKS for a grace period."""
@@ -58,8 +60,30 @@ class Registration(models.Model):
         return f"{self.name} ({self.issuer})"
 
     def clean(self) -> None:
+        errors = registration_url_errors({name: getattr(self, name) for name in PLATFORM_URL_FIELDS})
         if self.institution_id is not None and issuer_of_another_institution(self.issuer, self.institution_id, exclude=self.pk):
-            raise ValidationError({"issuer": ISSUER_TAKEN})
+            errors["issuer"] = [ValidationError(ISSUER_TAKEN)]
+        if errors:
+            raise ValidationError(errors)
+
+
+# The platform's URLs: the portal fetches the keyset and access tokens from two of them and sends
+# browsers to the third. All three follow the rule of every URL the portal calls (labs.outbound):
+# https, no credentials, not a local or private address, unless the settings allow it.
+PLATFORM_URL_FIELDS = ("auth_login_url", "auth_token_url", "keyset_url")
+
+
+def registration_url_errors(fields: dict[str, str]) -> dict[str, list[ValidationError]]:
+    """The refusals of ``validate_outbound_url`` for the platform URLs among ``fields``, by field
+    name; an empty value is left to the field's own ``required`` check."""
+    errors: dict[str, list[ValidationError]] = {}
+    for name in PLATFORM_URL_FIELDS:
+        if fields.get(name):
+            try:
+                validate_outbound_url(fields[name])
+            except ValidationError as exc:
+                errors[name] = exc.error_list
+    return errors
 
 
 # An LMS (its issuer) belongs to one institution: its users' accounts are found by (issuer, subject),

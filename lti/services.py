@@ -37,6 +37,7 @@ from lti.models import (
     Score,
     ToolKey,
     issuer_of_another_institution,
+    registration_url_errors,
 )
 
 logger = logging.getLogger(__name__)
@@ -90,9 +91,13 @@ def registration_save(
 ) -> Registration:
     """Create (or update) a platform registration of ``institution`` and set its deployment ids.
 
-    Refused (``ValidationError`` on ``issuer``) when another institution has registered the issuer."""
+    Refused (``ValidationError`` by field, nothing written) when another institution has registered
+    the issuer, or a platform URL is not one the portal calls (``registration_url_errors``)."""
+    errors = registration_url_errors(fields)
     if issuer_of_another_institution(fields["issuer"], institution.pk, exclude=registration.pk if registration else None):
-        raise ValidationError({"issuer": ISSUER_TAKEN})
+        errors["issuer"] = [ValidationError(ISSUER_TAKEN)]
+    if errors:
+        raise ValidationError(errors)
     with transaction.atomic():
         if registration is None:
             registration = Registration.objects.create(institution=institution, **fields)

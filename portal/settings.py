@@ -314,6 +314,15 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# --- Calls to other servers (labs/outbound.py: an LMS's services, webhook receivers) ------------------
+# Plain http and local or private addresses are refused unless allowed (both allowed under DEBUG), for
+# every call: a registration's keyset and token URLs, an LMS's roster and score URLs, webhook URLs.
+# WEBHOOK_ALLOW_HTTP / WEBHOOK_ALLOW_PRIVATE_ADDRESSES, their names when only webhooks had the rule, still count.
+OUTBOUND_ALLOW_HTTP = env_bool("OUTBOUND_ALLOW_HTTP", env_bool("WEBHOOK_ALLOW_HTTP", DEBUG))
+OUTBOUND_ALLOW_PRIVATE_ADDRESSES = env_bool(
+    "OUTBOUND_ALLOW_PRIVATE_ADDRESSES", env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", DEBUG)
+)
+
 # --- LTI 1.3 (lti/) ---------------------------------------------------------------------------------
 # A retired tool key stays in /lti/jwks/ this long after `manage.py lti_rotate_key`, so platforms
 # that cached it can still verify what it signed.
@@ -534,9 +543,6 @@ API_PROGRESS_POLL_SECONDS = env_float("API_PROGRESS_POLL_SECONDS", 1.0, minimum=
 # --- Webhooks (webhooks/, README "Webhooks") ----------------------------------------------------------
 # Called after session events commit (labs.services.events.session_event): the LMS webhooks.
 LAB_SESSION_EVENT_HOOKS = ["webhooks.hooks.session_events"]
-# Plain http and local or private addresses are refused unless allowed (both allowed under DEBUG).
-WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", DEBUG)
-WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", DEBUG)
 # One attempt waits this long for an answer; a failed delivery is tried again after about
 # base, 4 x base, 16 x base, ... (at most WEBHOOK_RETRY_MAX_SECONDS), WEBHOOK_MAX_ATTEMPTS times in all.
 WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)

@@ -87,6 +87,6 @@ from portal.settings import DATABASES  # noqa: E402
 DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{RUN_ID}"}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 WHITENOISE_AUTOREFRESH = True
-# Webhook receivers in the tests are plain http on 127.0.0.1.
-WEBHOOK_ALLOW_HTTP = True
-WEBHOOK_ALLOW_PRIVATE_ADDRESSES = True
+# Webhook receivers and LMSs in the tests are plain http on 127.0.0.1 (tests of the refusals turn these off).
+OUTBOUND_ALLOW_HTTP = True
+OUTBOUND_ALLOW_PRIVATE_ADDRESSES = True

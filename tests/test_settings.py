@@ -386,3 +386,21 @@ def test_the_channel_layer_is_pubsub_unless_list_is_chosen_and_anything_else_is_
 def test_a_channel_capacity_below_100_is_refused_naming_the_variable(tmp_path):
     stderr = refused(run_settings(tmp_path, CHANNELS_LAYER="list", CHANNELS_CAPACITY="10"))
     assert "CHANNELS_CAPACITY=10" in stderr
+
+
+OUTBOUND = """
+import json
+import django
+django.setup()
+from django.conf import settings
+print(json.dumps({"http": settings.OUTBOUND_ALLOW_HTTP, "private": settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES}))
+"""
+
+
+def test_calls_to_plain_http_or_private_addresses_are_refused_unless_allowed_by_the_new_or_the_former_name(tmp_path):
+    assert loaded(run_settings(tmp_path, OUTBOUND)) == {"http": False, "private": False}
+    assert loaded(run_settings(tmp_path, OUTBOUND, DEBUG="1")) == {"http": True, "private": True}
+    former = run_settings(tmp_path, OUTBOUND, WEBHOOK_ALLOW_HTTP="1", WEBHOOK_ALLOW_PRIVATE_ADDRESSES="yes")
+    assert loaded(former) == {"http": True, "private": True}
+    both = run_settings(tmp_path, OUTBOUND, WEBHOOK_ALLOW_PRIVATE_ADDRESSES="1", OUTBOUND_ALLOW_PRIVATE_ADDRESSES="0")
+    assert loaded(both) == {"http": False, "private": False}

@@ -344,7 +344,7 @@ def _address_refusal(url: str) -> str:
     Names are resolved here, at each attempt, since where a name points can change after the
     subscription was checked.
     """
-    if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
+    if settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES:
         return ""
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -355,7 +355,7 @@ def _address_refusal(url: str) -> str:
     for info in infos:
         address = ipaddress.ip_address(info[4][0])
         if not address.is_global:
-            return f"refused: {host} is {address}, a local or private address (WEBHOOK_ALLOW_PRIVATE_ADDRESSES)"
+            return f"refused: {host} is {address}, a local or private address (OUTBOUND_ALLOW_PRIVATE_ADDRESSES)"
     return ""
 
 

@@ -54,3 +54,23 @@ def test_it_refuses_an_issuer_another_institution_registered_with_its_own_client
     with pytest.raises(CommandError, match="registered for another institution"):
         call_command("lti_register", "--institution=other", *other_client, stdout=StringIO())
     assert Registration.objects.count() == 1
+
+
+def test_a_platform_url_the_portal_would_not_call_is_refused_naming_its_option(settings):
+    settings.OUTBOUND_ALLOW_HTTP = settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = False
+    Institution.objects.create(name="Uni", slug="uni")
+    args = [a for a in ARGS if not a.startswith(("--keyset-url", "--token-url"))]
+
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "lti_register",
+            "--institution=uni",
+            *args,
+            "--keyset-url=http://moodle.uni.example/certs.php",
+            "--token-url=https://192.168.1.10/token.php",
+            stdout=StringIO(),
+        )
+
+    assert "--keyset-url: The URL must use https" in str(refused.value)
+    assert "--token-url: The URL points to a local or private address" in str(refused.value)
+    assert not Registration.objects.exists() and not AuditEvent.objects.exists()

@@ -92,6 +92,60 @@ def test_an_lms_another_institution_registered_cannot_be_registered_again(tenant
     assert "issuer" in refused.value.message_dict and ours.institution == tenants["home"]
 
 
+# A platform's keyset and token URLs are called by the portal and its login URL is where browsers
+# go: each must be https and not a local or private address, as a webhook URL must.
+UNSAFE_URLS = {
+    "keyset_url": "http://moodle.uni.example/mod/lti/certs.php",
+    "auth_token_url": "https://10.0.0.5/mod/lti/token.php",
+    "auth_login_url": "https://localhost/mod/lti/auth.php",
+}
+REFUSALS = {
+    "en": ["The URL must use https", "The URL points to a local or private address"],
+    "zh-hans": ["URL 必须使用 https", "该 URL 指向本地或私有地址"],
+}
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_platform_urls_must_be_https_and_public_unless_the_settings_allow_it(tenants, settings, language):
+    settings.OUTBOUND_ALLOW_HTTP = settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = False
+    client = signed_in(tenants["operator"], headers={"accept-language": language})
+    body = {**FIELDS, **UNSAFE_URLS, "institution": tenants["home"].pk, "deployment_ids": "1"}
+
+    response = client.post("/ops/lti/", body)
+
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert sorted(errors) == sorted(UNSAFE_URLS)
+    page = response.content.decode()
+    assert all(refusal in page for refusal in REFUSALS[language])
+    assert not Registration.objects.filter(client_id="abc123").exists()
+    edited = client.post(f"/ops/lti/{tenants['theirs'].pk}/", body)
+    assert edited.status_code in (200, 404)  # another institution's: not found; refused either way
+    mine = registration_save(by=None, institution=tenants["home"], fields={**FIELDS, "client_id": "mine"}, deployment_ids=["1"])
+    refused = client.post(f"/ops/lti/{mine.pk}/", {**body, "client_id": "mine"})
+    assert refused.status_code == 200 and sorted(refused.context["form"].errors) == sorted(UNSAFE_URLS)
+    mine.refresh_from_db()
+    assert mine.keyset_url == FIELDS["keyset_url"] and mine.auth_token_url == FIELDS["auth_token_url"]
+
+    settings.OUTBOUND_ALLOW_HTTP = settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = True
+    assert client.post("/ops/lti/", body).status_code == 302
+    assert Registration.objects.filter(client_id="abc123").exists()
+
+
+def test_a_registration_saved_by_the_service_or_the_admin_follows_the_same_url_rule(tenants, settings):
+    settings.OUTBOUND_ALLOW_HTTP = settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = False
+    fields = {**FIELDS, **UNSAFE_URLS, "keyset_url": "https://[::1]/certs", "client_id": "svc"}
+
+    with pytest.raises(ValidationError) as refused:
+        registration_save(by=None, institution=tenants["home"], fields=fields, deployment_ids=["1"])
+    assert sorted(refused.value.message_dict) == sorted(UNSAFE_URLS)
+    with pytest.raises(ValidationError) as admin:
+        Registration(institution=tenants["home"], **fields).full_clean()  # the admin's form validates the model
+    assert sorted(admin.value.message_dict) == sorted(UNSAFE_URLS)
+    assert not Registration.objects.filter(client_id="svc").exists()
+    assert not AuditEvent.objects.filter(action="lti.registration.create", target__contains="svc").exists()
+
+
 def test_the_page_needs_an_operator_and_a_csrf_token(tenants):
     assert signed_in(UserFactory(username="nobody")).get("/ops/lti/").status_code == 404
     strict = signed_in(tenants["operator"], enforce_csrf_checks=True)

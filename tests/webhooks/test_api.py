@@ -41,8 +41,8 @@ def test_a_subscription_is_made_with_a_secret_shown_once(api, world):
     ],
 )
 def test_bad_input_is_refused_with_the_reason_and_nothing_is_made(api, world, elsewhere, settings, body, field, words):
-    settings.WEBHOOK_ALLOW_HTTP = False
-    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    settings.OUTBOUND_ALLOW_HTTP = False
+    settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = False
     theirs = Course.objects.create(institution=elsewhere, code="THEIRS", title="t", term="T")
     body = {**body, "courses": [theirs.pk]} if body.get("courses") == ["{theirs}"] else body
     response = api.call("POST", "/api/v1/webhooks/", body)
@@ -54,7 +54,7 @@ def test_bad_input_is_refused_with_the_reason_and_nothing_is_made(api, world, el
 
 
 def test_http_is_allowed_when_the_setting_says_so(api, settings):
-    settings.WEBHOOK_ALLOW_HTTP = True
+    settings.OUTBOUND_ALLOW_HTTP = True
     assert api.call("POST", "/api/v1/webhooks/", {**GOOD, "url": "http://lms.example.edu/h"}).status_code == 201
 
 

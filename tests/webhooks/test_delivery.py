@@ -120,7 +120,7 @@ def test_timeouts_and_refused_connections_are_logged_as_errors(subscription, rec
 
 
 def test_a_private_address_is_refused_at_delivery_unless_allowed(subscription, receiver, settings):
-    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = False
     attempt = delivery_attempt(delivery_id=owed(subscription).pk)
     assert attempt.error.startswith("refused: 127.0.0.1 is 127.0.0.1") and receiver.got == []
 

@@ -4,6 +4,14 @@ from django.core.management.base import BaseCommand, CommandError
 from labs.models import Institution
 from lti.services import registration_save
 
+# The option that gave each field, to name it in a refusal.
+OPTIONS = {
+    "issuer": "--issuer",
+    "auth_login_url": "--login-url",
+    "auth_token_url": "--token-url",
+    "keyset_url": "--keyset-url",
+}
+
 
 class Command(BaseCommand):
     help = "Register an LMS (LTI 1.3 platform) for an institution, or update it (same issuer and client id)."
@@ -42,5 +50,6 @@ class Command(BaseCommand):
                 by=None, institution=institution, fields=fields, deployment_ids=o["deployment"], registration=existing
             )
         except ValidationError as exc:
-            raise CommandError(" ".join(exc.messages)) from exc
+            refusals = [f"{OPTIONS.get(field, field)}: {' '.join(messages)}" for field, messages in exc.message_dict.items()]
+            raise CommandError("; ".join(refusals)) from exc
         self.stdout.write(f"registered {registration.name} (id {registration.pk})")
