@@ -22,6 +22,7 @@ from pylti1p3.service_connector import ServiceConnector
 from pylti1p3.session import SessionService
 from pylti1p3.tool_config.abstract import ToolConfAbstract
 
+from labs import outbound
 from lti.models import Deployment, LaunchData, Registration, ToolKey
 
 # How long OIDC state and nonces live: a login the user does not finish in this time is refused.
@@ -43,19 +44,11 @@ def active_key() -> ToolKey:
     return key
 
 
-class TimeoutSession(requests.Session):
-    """PyLTI1p3 calls the platform (JWKS, token, NRPS, AGS) without a timeout; a platform that
-    hangs must not hold a web request or a worker for ever."""
-
-    def request(self, method, url, **kwargs):
-        kwargs.setdefault("timeout", settings.LTI_HTTP_TIMEOUT_SECONDS)
-        return super().request(method, url, **kwargs)
-
-
 def http_session() -> requests.Session:
-    session = TimeoutSession()
-    session.headers["User-Agent"] = "npu-lab-portal-lti"
-    return session
+    """The session every call to a platform goes through, PyLTI1p3's own (keyset, access token,
+    NRPS, AGS) included: ``LTI_HTTP_TIMEOUT_SECONDS`` unless the call says otherwise (PyLTI1p3 sets
+    none), and each request's address resolved once, checked and connected to (``labs.outbound``)."""
+    return outbound.http_session(timeout=settings.LTI_HTTP_TIMEOUT_SECONDS, user_agent="npu-lab-portal-lti")
 
 
 def lib_registration(row: Registration) -> LibRegistration:

@@ -322,6 +322,9 @@ OUTBOUND_ALLOW_HTTP = env_bool("OUTBOUND_ALLOW_HTTP", env_bool("WEBHOOK_ALLOW_HT
 OUTBOUND_ALLOW_PRIVATE_ADDRESSES = env_bool(
     "OUTBOUND_ALLOW_PRIVATE_ADDRESSES", env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", DEBUG)
 )
+# Resolves a name once per request, before the address is checked and connected to: a dotted path
+# to a function (host, port) -> list of IP addresses.
+OUTBOUND_RESOLVER = env_str("OUTBOUND_RESOLVER", "labs.outbound.system_resolve")
 
 # --- LTI 1.3 (lti/) ---------------------------------------------------------------------------------
 # A retired tool key stays in /lti/jwks/ this long after `manage.py lti_rotate_key`, so platforms

@@ -187,3 +187,14 @@ def wait_for(predicate, timeout: float = 30, interval: float = 0.1, message="con
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {message() if callable(message) else message}")
+
+
+@pytest.fixture
+def dns(settings):
+    """The test's DNS (tests/dns.py) as the portal's resolver for calls to other servers."""
+    from tests import dns as test_dns
+
+    test_dns.SCRIPT = test_dns.ScriptedDns()
+    settings.OUTBOUND_RESOLVER = "tests.dns.resolve"
+    yield test_dns.SCRIPT
+    test_dns.SCRIPT = test_dns.ScriptedDns()

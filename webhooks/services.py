@@ -3,14 +3,11 @@ deliveries owed to them, one attempt at a delivery, redelivery and pruning."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
-import socket
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
@@ -20,6 +17,7 @@ from django.utils import timezone
 
 from labs import dispatch
 from labs.models import Course, Institution
+from labs.outbound import AddressRefused, http_session
 from labs.services.audit import audit_record
 from webhooks.models import Attempt, Delivery, Subscription
 from webhooks.signing import retry_delay_seconds, secret_new, signed_headers
@@ -305,21 +303,21 @@ def _post(delivery: Delivery) -> Outcome:
     subscription = delivery.subscription
     body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     headers = signed_headers(subscription.secret, delivery.message_id, int(time.time()), body)
-    headers["user-agent"] = USER_AGENT
     started = time.monotonic()
     status_code, error = None, ""
     try:
-        error = _address_refusal(subscription.url)
-        if not error:
-            with requests.post(
+        # The receiver's name is resolved once, checked and connected to (labs.outbound).
+        with http_session(timeout=settings.WEBHOOK_TIMEOUT_SECONDS, user_agent=USER_AGENT) as session:
+            with session.post(
                 subscription.url,
                 data=body,
                 headers=headers,
-                timeout=settings.WEBHOOK_TIMEOUT_SECONDS,
                 allow_redirects=False,
                 stream=True,  # the answer's body is not read: only its status counts
             ) as response:
                 status_code = response.status_code
+    except AddressRefused as exc:
+        error = str(exc)
     except requests.Timeout:
         error = f"no answer within {settings.WEBHOOK_TIMEOUT_SECONDS:g} s"
     except requests.ConnectionError as exc:
@@ -336,27 +334,6 @@ def _root_cause(exc: BaseException) -> str:
     while exc.__cause__ is not None or exc.__context__ is not None:
         exc = exc.__cause__ or exc.__context__
     return str(exc) or type(exc).__name__
-
-
-def _address_refusal(url: str) -> str:
-    """Why the portal will not post to ``url``'s host (a local or private address), or ``""``.
-
-    Names are resolved here, at each attempt, since where a name points can change after the
-    subscription was checked.
-    """
-    if settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES:
-        return ""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except OSError as exc:
-        return f"could not resolve {host}: {exc}"
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            return f"refused: {host} is {address}, a local or private address (OUTBOUND_ALLOW_PRIVATE_ADDRESSES)"
-    return ""
 
 
 def deliveries_prune(*, now=None) -> int:

@@ -125,6 +125,37 @@ def test_a_private_address_is_refused_at_delivery_unless_allowed(subscription, r
     assert attempt.error.startswith("refused: 127.0.0.1 is 127.0.0.1") and receiver.got == []
 
 
+def named(world, receiver, host: str) -> Subscription:
+    """A subscription to the receiver by a name the test's DNS resolves."""
+    subscription, receiver.secret = subscription_create(
+        institution=world["course"].institution, url=receiver.url.replace("127.0.0.1", host), event_types=["session.ended"]
+    )
+    return subscription
+
+
+def test_a_delivery_goes_to_the_address_its_name_resolved_to_once(world, receiver, dns):
+    dns.rebind("hooks.lms.test", "127.0.0.1", "127.0.0.2")  # a second resolution would miss the receiver
+
+    attempt = delivery_attempt(delivery_id=owed(named(world, receiver, "hooks.lms.test")).pk)
+
+    assert attempt.status_code == 204, attempt.error
+    [got] = receiver.got
+    assert got.verified and got.headers["host"] == f"hooks.lms.test:{receiver.url.split(':')[2].split('/')[0]}"
+    assert dns.asked == ["hooks.lms.test"]
+
+
+def test_a_receiver_name_that_rebinds_to_a_local_address_after_the_check_gets_nothing(world, receiver, dns, settings):
+    settings.OUTBOUND_ALLOW_PRIVATE_ADDRESSES = False
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
+    dns.rebind("hooks.lms.test", "93.184.215.14", "127.0.0.1")  # public when checked, then the portal's own host
+
+    attempt = delivery_attempt(delivery_id=owed(named(world, receiver, "hooks.lms.test")).pk)
+
+    assert attempt.status_code is None
+    assert attempt.error.startswith(("could not connect", "no answer")), attempt.error
+    assert receiver.got == [] and dns.asked == ["hooks.lms.test"]
+
+
 def test_the_receiver_detects_tampering_and_a_wrong_or_old_signature(subscription, receiver):
     body = json.dumps(BODY).encode()
     now = int(time.time())
