@@ -544,7 +544,7 @@ API_PROGRESS_MAX_SECONDS = env_int("API_PROGRESS_MAX_SECONDS", 300, minimum=1)
 API_PROGRESS_POLL_SECONDS = env_float("API_PROGRESS_POLL_SECONDS", 1.0, minimum=0.05)
 
 # --- Webhooks (webhooks/, README "Webhooks") ----------------------------------------------------------
-# Called after session events commit (labs.services.events.session_event): the LMS webhooks.
+# Called with session events inside the transaction of the change (labs.services.events): the LMS webhooks' outbox.
 LAB_SESSION_EVENT_HOOKS = ["webhooks.hooks.session_events"]
 # One attempt waits this long for an answer; a failed delivery is tried again after about
 # base, 4 x base, 16 x base, ... (at most WEBHOOK_RETRY_MAX_SECONDS), WEBHOOK_MAX_ATTEMPTS times in all.

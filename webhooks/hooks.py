@@ -1,4 +1,5 @@
-"""What the labs app calls after session events commit (``settings.LAB_SESSION_EVENT_HOOKS``)."""
+"""What the labs app calls with session events, inside the transaction of the change
+(``settings.LAB_SESSION_EVENT_HOOKS``): the deliveries are written there, the outbox."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from webhooks.services import deliveries_create
 
 
 def session_events(events: Sequence[SessionEvent]) -> list[Delivery]:
-    """Store a delivery for every active subscription that wants each of these events.
+    """Store a delivery for every active subscription that wants each of these events, in the
+    caller's transaction: they commit with the change, and a worker sends them after.
 
     One written-out statement asks whether the sessions' institutions have an active
     subscription at all; when none has (most institutions, most of the time), that is all,

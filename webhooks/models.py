@@ -52,11 +52,11 @@ class Subscription(models.Model):
 
 
 class Delivery(models.Model):
-    """One event owed to one subscription. Written after the event's transaction commits; a
-    worker claims it (``lease_until``), posts it and records an ``Attempt``; a failure is retried
-    at ``next_attempt_at``, which beat also watches, so a lost task or a killed worker only
-    delays it. ``message_id`` is the ``webhook-id`` header: the same on every attempt and on a
-    redelivery, so a receiver can drop duplicates.
+    """One event owed to one subscription. Written in the transaction of the change it tells of
+    (an outbox: both commit or neither does); a worker claims it (``lease_until``), posts it and
+    records an ``Attempt``; a failure is retried at ``next_attempt_at``, which beat also watches,
+    so a lost task or a killed worker only delays it. ``message_id`` is the ``webhook-id``
+    header: the same on every attempt and on a redelivery, so a receiver can drop duplicates.
 
     Deliveries with the same ``ordering_key`` (a session's id) to one subscription go out one at
     a time, oldest first: an LMS hears that a session ran before it hears that it ended, even

@@ -145,11 +145,13 @@ def deliveries_send(delivery_ids: list[int]) -> None:
 
 
 def deliveries_create(deliveries: list[Delivery]) -> list[Delivery]:
-    """Store events owed to subscriptions (the outbox) and have them sent."""
+    """Store events owed to subscriptions (the outbox) in the caller's transaction, the one of
+    the change they tell of, and have them sent once it commits. The send after the commit only
+    saves time: should it be lost (the process dies first), beat's sweep finds them due."""
     now = timezone.now()
     for delivery in deliveries:
         delivery.next_attempt_at = now
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         created = Delivery.objects.bulk_create(deliveries)
         deliveries_send([d.pk for d in created])
     return created

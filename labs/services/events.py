@@ -13,10 +13,12 @@ same per-group messages, so a pass that admits 128 still sends one message per g
 A message carries the reason as a code and parameters; each consumer renders it in the
 language of its own reader.
 
-Session events (``session_event``: queued, running, ended, usage recorded) go the same way to
-the hooks in ``settings.LAB_SESSION_EVENT_HOOKS`` (the LMS webhooks), after the commit: one call
-per event, or inside an ``events_batch()`` one call with all of its events, in the order they
-happened (so a controller pass that starts 128 labs calls each hook once).
+Session events (``session_event``: queued, running, ended, usage recorded) do not wait for the
+commit: the hooks in ``settings.LAB_SESSION_EVENT_HOOKS`` (the LMS webhooks) get them inside the
+transaction of the change and write what they owe there (an outbox), so the change and its events
+commit together or not at all. A process that dies after the commit loses none (an event sent
+after it would be lost with the process); a rollback leaves none behind. A change of many
+sessions (``sessions_transition``: a controller pass) makes one call with all of them.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ from django.utils.module_loading import import_string
 logger = logging.getLogger(__name__)
 
 _batch: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("session_events_batch", default=None)
-_event_batch: contextvars.ContextVar[list[SessionEvent] | None] = contextvars.ContextVar("session_hook_batch", default=None)
 
 
 @dataclass(frozen=True)
@@ -80,62 +81,52 @@ def session_changes_publish(session_ids: Iterable[object], *, queues_moved: bool
 
 
 def session_event(kind: str, session_id: object) -> None:
-    """Record a session event: the event hooks get it once the transaction commits (never on a rollback)."""
-    event = SessionEvent(kind, str(session_id), timezone.now())
-    batch = _event_batch.get()
-    if batch is not None:
-        transaction.on_commit(lambda: batch.append(event))
-    else:
-        transaction.on_commit(lambda: _hooks_call([event]), robust=True)
+    """Record a session event inside the transaction of the change (``session_events_record``)."""
+    session_events_record(kind, [session_id])
+
+
+def session_events_record(kind: str, session_ids: Iterable[object]) -> None:
+    """Hand the event ``kind`` of these sessions to each of ``settings.LAB_SESSION_EVENT_HOOKS``,
+    now, inside the caller's transaction, which must be open: a hook writes what it owes (an
+    outbox row) in it, and whatever it sends waits for the commit. A hook that fails fails the
+    change: it rolls back rather than commit without its event."""
+    now = timezone.now()
+    events = [SessionEvent(kind, str(session_id), now) for session_id in session_ids]
+    if not events:
+        return
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("session events are recorded inside the transaction of the change they tell of")
+    for hook in _event_hooks():
+        hook(events)
 
 
 @contextlib.contextmanager
 def events_batch() -> Iterator[None]:
-    """Gather the changes committed inside the block; send them, grouped, when it ends."""
+    """Gather the page updates committed inside the block; send them, grouped, when it ends."""
     if _batch.get() is not None:
         yield  # already inside a batch: the outer one sends
         return
     pending: set[str] = set()
-    events: list[SessionEvent] = []
     token = _batch.set(pending)
-    events_token = _event_batch.set(events)
     try:
         yield
     finally:
         _batch.reset(token)
-        _event_batch.reset(events_token)
         if pending:
             _send(pending)
-        if events:
-            _hooks_call(events)
 
 
 def events_flush() -> None:
-    """Inside ``events_batch()``, outside any transaction: send what has been committed so far now.
+    """Inside ``events_batch()``, outside any transaction: send the page updates committed so far now.
 
     A long controller round calls it between its phases, so the pages hear of admissions
     and of labs that are running as they happen, not when the round ends."""
     pending = _batch.get()
-    events = _event_batch.get()
-    if pending is None or events is None:
+    if not pending:
         return
-    if pending:
-        ids = set(pending)
-        pending.clear()
-        _send(ids)
-    if events:
-        gathered = list(events)
-        events.clear()
-        _hooks_call(gathered)
-
-
-def _hooks_call(events: list[SessionEvent]) -> None:
-    for hook in _event_hooks():
-        try:
-            hook(events)
-        except Exception:
-            # The state change is committed; a hook that fails must not fail it (nor the batch).
-            logger.exception("session event hook %s failed", getattr(hook, "__qualname__", hook))
+    ids = set(pending)
+    pending.clear()
+    _send(ids)
 
 
 @lru_cache(maxsize=1)

@@ -27,7 +27,7 @@ from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate,
 from labs.selectors.rows import one
 from labs.selectors.sessions import CLAIMABLE, launch_facts
 from labs.selectors.usage import launch_usage
-from labs.services.events import session_changes_publish, session_event
+from labs.services.events import session_changes_publish, session_event, session_events_record
 from labs.services.rows import rows_update
 
 _TIMESTAMP_OF = {
@@ -140,14 +140,13 @@ def _transition_of(
 
 
 def _transitioned(session_ids: list[str], to: SessionState, *, release) -> None:
-    """What follows sessions' move to ``to``, in its transaction: their events; on an end,
-    ``release`` of their allocations and the end hooks; and their pages told on commit."""
-    for session_id in session_ids:
-        if to == SessionState.RUNNING:
-            session_event("session.running", session_id)
-        if to in TERMINAL:
-            session_event("session.ended", session_id)
+    """What follows sessions' move to ``to``, in its transaction: their events (one record for
+    all of them); on an end, ``release`` of their allocations (whose usage events follow the
+    ends) and the end hooks; and their pages told on commit."""
+    if to == SessionState.RUNNING:
+        session_events_record("session.running", session_ids)
     if to in TERMINAL:
+        session_events_record("session.ended", session_ids)
         release(session_ids)
         for session_id in session_ids:
             session_ended(session_id)
@@ -226,8 +225,7 @@ def allocations_release(session_ids: list[str]) -> set[str]:
         return set()
     Allocation.objects.filter(pk__in=[a.pk for a in allocations]).update(released_at=now)
     UsageRecord.objects.bulk_create(UsageRecord(**_usage_of(a, now)) for a in allocations)
-    for allocation in allocations:
-        session_event("usage.recorded", allocation.session_id)
+    session_events_record("usage.recorded", [a.session_id for a in allocations])
     return {str(a.session_id) for a in allocations}
 
 

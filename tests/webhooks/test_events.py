@@ -1,6 +1,6 @@
-"""Session events become deliveries after the commit, for the subscriptions that want them: of the
-session's institution only, filtered by event and course, none while paused, none on a rollback;
-and a pass that changes 128 sessions costs one query when nobody subscribed."""
+"""Session events become deliveries in the transaction of the change, for the subscriptions that
+want them: of the session's institution only, filtered by event and course, none while paused,
+none on a rollback; and a pass that changes 128 sessions costs one query when nobody subscribed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.models import Course, CourseQuota, Enrollment, LabSession
 from labs.services.events import SessionEvent, events_batch
-from labs.services.sessions import session_launch, session_stop, session_transition
+from labs.services.sessions import session_launch, session_stop, sessions_transition
 from webhooks.hooks import session_events
 from webhooks.models import Delivery
 from webhooks.services import subscription_create
@@ -56,6 +56,20 @@ def test_a_stop_gives_the_end_with_its_reason_then_no_usage_when_nothing_was_hel
     assert ended.payload["data"]["reason"] == "stopped by Ms Li"
 
 
+def test_the_delivery_is_written_in_the_launchs_transaction_before_anything_runs_on_commit(
+    world, django_capture_on_commit_callbacks
+):
+    subscribe(world["course"].institution, events=["session.queued"])
+    with django_capture_on_commit_callbacks() as callbacks:  # captured, never run
+        with transaction.atomic():
+            session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+            # Still inside the launch's transaction: the delivery is there, written with the session.
+            delivery = Delivery.objects.get()
+    assert callbacks
+    assert (delivery.event_type, delivery.ordering_key, delivery.state) == ("session.queued", str(session.pk), "pending")
+    assert delivery.next_attempt_at is not None  # due: beat's sweep sends it if nothing else does
+
+
 def test_a_course_filter_and_a_pause_hold_events_back(world, django_capture_on_commit_callbacks):
     other = Course.objects.create(institution=world["course"].institution, code="OTHER", title="o", term="T")
     subscribe(world["course"].institution, courses=[other])
@@ -94,8 +108,9 @@ def test_128_sessions_running_in_one_pass_cost_one_query_when_nobody_subscribed(
 ):
     subscribe(elsewhere)  # another institution's subscription changes nothing
     with CaptureQueriesContext(connection) as queries, events_batch():
-        for session in starting_sessions:
-            session_transition(session.pk, to=SessionState.RUNNING)
+        # As the controller's pass moves them: one transaction, one record of their events.
+        sessions_transition({str(s.pk): {} for s in starting_sessions}, to=SessionState.RUNNING)
+    assert LabSession.objects.filter(state="running").count() == 128
     assert subscription_queries(queries.captured_queries) == 1
     assert not Delivery.objects.exists()
 
