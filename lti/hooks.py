@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from labs import dispatch
 from lti.models import Score
-
-SCORE_TASK = "lti.tasks.score_post"
+from lti.services import SCORE_TASK
 
 
 def session_ended(session_id) -> None:
-    """A session launched from an LMS link that posts scores: send its score once the end commits."""
-    if Score.objects.filter(session_id=session_id, state=Score.State.PENDING).exists():
+    """A session launched from an LMS link that posts scores has ended (this runs inside the
+    transaction that ended it): its score becomes due in that transaction, and is sent to a
+    worker once it commits. Should that send be lost, beat's sweep finds the score due."""
+    due = Score.objects.filter(session_id=session_id, state=Score.State.PENDING, next_attempt_at__isnull=True)
+    if due.update(next_attempt_at=timezone.now()):
         transaction.on_commit(lambda: dispatch.send(SCORE_TASK, str(session_id)), robust=True)

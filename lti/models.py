@@ -163,7 +163,11 @@ class ResourceLink(models.Model):
 
 
 class Score(models.Model):
-    """A score owed to the platform for one session (an outbox row): posted by a task once the session ends."""
+    """A score owed to the platform for one session (an outbox row), written in the launch's
+    transaction. The session's end makes it due (``next_attempt_at``, in the end's transaction);
+    a worker claims it (``lease_until``, a conditional UPDATE), posts it and marks it sent; a
+    failure is tried again at ``next_attempt_at``, which beat's sweep also watches, so a lost
+    task or a killed worker only delays it."""
 
     class State(models.TextChoices):
         PENDING = "pending", _("pending")
@@ -175,8 +179,14 @@ class Score(models.Model):
     subject = models.CharField(max_length=255)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Empty while the session runs; then when the next attempt is due.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=300, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["next_attempt_at"], condition=Q(state="pending"), name="lti_score_due")]
 
     def __str__(self) -> str:
         return f"score of {self.session_id}: {self.state}"

@@ -10,18 +10,21 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from jwcrypto.jwk import JWK
 
-from labs.domain.states import ACTIVE, TERMINAL
+from labs import dispatch
+from labs.domain.states import ACTIVE
 from labs.models import Affiliation, Course, Enrollment, Institution, LabSession, LabTemplate
 from labs.services import catalog, roster
 from labs.services.affiliations import affiliation_ensure
@@ -42,6 +45,7 @@ from lti.models import (
 
 logger = logging.getLogger(__name__)
 
+SCORE_TASK = "lti.tasks.score_post"
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
@@ -443,22 +447,62 @@ def roster_sync_from_platform(*, context_id: int, by=None) -> SyncReport:
 # --- AGS ----------------------------------------------------------------------------------------
 
 
-def score_post(*, session_id) -> bool:
-    """Post the score a session owes (1.0, completed) once it has ended. Idempotent: a sent score
-    is not sent again. Returns whether a score went out; raises on a platform error (the task retries)."""
+def _score_due(now) -> Q:
+    """Pending, due and held by no worker: every condition on the score's own row, so an UPDATE
+    that waited for another worker's claim re-checks the lease that worker wrote, and finds it taken."""
+    return Q(state=Score.State.PENDING, next_attempt_at__lte=now) & (Q(lease_until__isnull=True) | Q(lease_until__lte=now))
+
+
+def score_retry_seconds(attempt: int) -> float:
+    """How long to wait after failed attempt number ``attempt`` (1, 2, ...): ``LTI_SCORE_RETRY_BASE_SECONDS``,
+    doubling each time, at most ``LTI_SCORE_RETRY_MAX_SECONDS``."""
+    return min(settings.LTI_SCORE_RETRY_MAX_SECONDS, settings.LTI_SCORE_RETRY_BASE_SECONDS * 2 ** min(attempt - 1, 30))
+
+
+def score_attempt(*, session_id) -> bool | None:
+    """Post the score a session owes (1.0, completed) if it is due and no other worker holds it.
+
+    The claim is a conditional UPDATE that counts the attempt and sets a lease (long enough for
+    the access token and the post, each within ``LTI_HTTP_TIMEOUT_SECONDS``): a worker that dies
+    while posting leaves a lease that runs out, and beat's sweep tries again. A failure is tried
+    again ``score_retry_seconds`` later, until ``LTI_SCORE_MAX_ATTEMPTS``: then the score has
+    failed. Returns ``True`` when the score went out, ``False`` when this attempt failed, ``None``
+    when there was nothing to do (not due, sent, given up, or another worker has it).
+    """
+    now = timezone.now()
+    lease = now + timedelta(seconds=4 * settings.LTI_HTTP_TIMEOUT_SECONDS + 1)
+    if Score.objects.filter(_score_due(now), session_id=session_id).update(lease_until=lease, attempts=F("attempts") + 1) != 1:
+        return None
+    score = Score.objects.select_related("resource_link__context__registration").get(session_id=session_id)
+    try:
+        _score_put(score)
+    except Exception as exc:
+        error = _safe_error(exc)
+        mine = Score.objects.filter(pk=score.pk, state=Score.State.PENDING, lease_until=lease)
+        if score.attempts >= settings.LTI_SCORE_MAX_ATTEMPTS:
+            logger.warning("LTI score of session %s not posted, giving up: %s", session_id, error)
+            mine.update(state=Score.State.FAILED, last_error=error, lease_until=None, next_attempt_at=None)
+        else:
+            delay = score_retry_seconds(score.attempts)
+            logger.info("LTI score of session %s not posted yet (%s); trying again in %.0f s", session_id, error, delay)
+            if mine.update(last_error=error, lease_until=None, next_attempt_at=timezone.now() + timedelta(seconds=delay)):
+                dispatch.send(SCORE_TASK, str(session_id), countdown=delay)
+        return False
+    # Whoever holds the lease now: the platform has the score, so it is sent.
+    Score.objects.filter(pk=score.pk, state=Score.State.PENDING).update(
+        state=Score.State.SENT, sent_at=timezone.now(), lease_until=None, next_attempt_at=None, last_error=""
+    )
+    return True
+
+
+def _score_put(score: Score) -> None:
+    """Post ``score`` to its line item; raises on a platform error."""
     from pylti1p3.assignments_grades import AssignmentsGradesService
     from pylti1p3.grade import Grade
     from pylti1p3.lineitem import LineItem
 
     from lti.tool import service_connector
 
-    score = (
-        Score.objects.select_related("session", "resource_link__context__registration")
-        .filter(session_id=session_id, state=Score.State.PENDING, session__state__in=TERMINAL)
-        .first()
-    )
-    if score is None:
-        return False
     link = score.resource_link
     ags = AssignmentsGradesService(
         service_connector(link.context.registration), {"scope": link.ags_scopes, "lineitem": link.lineitem_url}
@@ -472,22 +516,7 @@ def score_post(*, session_id) -> bool:
         .set_grading_progress("FullyGraded")
         .set_user_id(score.subject)
     )
-    Score.objects.filter(pk=score.pk).update(attempts=score.attempts + 1)
-    try:
-        ags.put_grade(grade, LineItem({"id": link.lineitem_url}))
-    except Exception as exc:
-        Score.objects.filter(pk=score.pk).update(last_error=_safe_error(exc))
-        raise
-    # Conditional: two deliveries of the task racing send twice at worst, never mark twice.
-    return bool(
-        Score.objects.filter(pk=score.pk, state=Score.State.PENDING).update(state=Score.State.SENT, sent_at=timezone.now())
-    )
-
-
-def score_give_up(*, session_id, error: str) -> None:
-    Score.objects.filter(session_id=session_id, state=Score.State.PENDING).update(
-        state=Score.State.FAILED, last_error=error[:300]
-    )
+    ags.put_grade(grade, LineItem({"id": link.lineitem_url}))
 
 
 def _safe_error(exc: Exception) -> str:
@@ -501,10 +530,11 @@ def contexts_to_sync():
     return Context.objects.exclude(memberships_url="").values_list("pk", flat=True)
 
 
-def scores_owed() -> list:
-    """Sessions that ended with their score still pending (their task may have been lost)."""
+def scores_due(*, limit: int = 500) -> list:
+    """Sessions whose score is due and held by no worker: its send was lost, or its retry's."""
+    now = timezone.now()
     return list(
-        Score.objects.filter(state=Score.State.PENDING, session__state__in=TERMINAL).values_list("session_id", flat=True)[:500]
+        Score.objects.filter(_score_due(now)).order_by("next_attempt_at", "pk").values_list("session_id", flat=True)[:limit]
     )
 
 

@@ -11,31 +11,22 @@ from lti import services
 
 logger = logging.getLogger(__name__)
 
-SCORE_ATTEMPTS = 6
 
-
-@shared_task(name="lti.tasks.score_post", bind=True, max_retries=SCORE_ATTEMPTS - 1)
-def score_post_task(self, session_id: str) -> bool:
-    try:
-        return services.score_post(session_id=session_id)
-    except Exception as exc:
-        error = services._safe_error(exc)
-        if self.request.retries >= self.max_retries:
-            logger.warning("LTI score of session %s not posted, giving up: %s", session_id, error)
-            services.score_give_up(session_id=session_id, error=error)
-            return False
-        logger.info("LTI score of session %s not posted yet (%s); retrying", session_id, error)
-        raise self.retry(countdown=min(600, 10 * 2**self.request.retries), exc=None) from None
+@shared_task(name="lti.tasks.score_post")
+def score_post_task(session_id: str) -> bool:
+    """One attempt at the session's score, if it is due (its retries are on the row, not here)."""
+    return services.score_attempt(session_id=session_id) is True
 
 
 @shared_task(name="lti.tasks.scores_pending")
 def scores_pending_task() -> int:
-    """Backstop: post the scores of ended sessions whose task was lost."""
+    """Beat's sweep: send the scores that are due and held by no worker (a send lost with the
+    process that ended the session, a retry whose task was lost, a killed worker's once its lease ran out)."""
     from labs.dispatch import send
 
-    ids = services.scores_owed()
+    ids = services.scores_due()
     for session_id in ids:
-        send("lti.tasks.score_post", str(session_id))
+        send(services.SCORE_TASK, str(session_id))
     return len(ids)
 
 

@@ -337,8 +337,19 @@ LTI_HTTP_TIMEOUT_SECONDS = env_float("LTI_HTTP_TIMEOUT_SECONDS", 10.0, minimum=1
 CELERY_BEAT_SCHEDULE["lti-roster-sync"] = {"task": "lti.tasks.roster_sync_all", "schedule": LTI_ROSTER_SYNC_SECONDS}
 # Called when a session ends (labs.dispatch.session_ended): the LMS score of an LTI launch.
 LAB_SESSION_ENDED_HOOKS = ["lti.hooks.session_ended"]
-# Backstop for scores whose post was lost (a broker outage when the session ended).
-CELERY_BEAT_SCHEDULE["lti-scores"] = {"task": "lti.tasks.scores_pending", "schedule": 300.0}
+# A score the LMS does not take is tried again after base, 2 x base, 4 x base, ... (at most the
+# maximum), LTI_SCORE_MAX_ATTEMPTS times in all; then it has failed.
+LTI_SCORE_MAX_ATTEMPTS = env_int("LTI_SCORE_MAX_ATTEMPTS", 6, minimum=1, maximum=30)
+LTI_SCORE_RETRY_BASE_SECONDS = env_float("LTI_SCORE_RETRY_BASE_SECONDS", 10.0, minimum=0.05)
+LTI_SCORE_RETRY_MAX_SECONDS = env_float("LTI_SCORE_RETRY_MAX_SECONDS", 600.0, minimum=1.0)
+# Beat looks this often for scores that are due and held by no worker (a send lost with the
+# process that ended the session, a lost retry, a killed worker's).
+LTI_SCORE_SWEEP_SECONDS = env_float("LTI_SCORE_SWEEP_SECONDS", 60.0, minimum=0.2)
+CELERY_BEAT_SCHEDULE["lti-scores"] = {
+    "task": "lti.tasks.scores_pending",
+    "schedule": LTI_SCORE_SWEEP_SECONDS,
+    "options": {"expires": max(5.0, 2 * LTI_SCORE_SWEEP_SECONDS)},
+}
 # Expired OIDC state, nonces and launches are deleted.
 CELERY_BEAT_SCHEDULE["lti-prune"] = {"task": "lti.tasks.launch_data_prune", "schedule": 3600.0}
 

@@ -60,6 +60,8 @@ class Platform:
     next_signing_key: object = None
     # Answer score posts with this HTTP status instead of recording them (a platform outage).
     scores_status: int = 200
+    # Answer score posts only after this many seconds (a slow platform, while another worker tries).
+    scores_delay: float = 0.0
     # The membership service answers only after this many seconds (a platform that hangs).
     memberships_delay: float = 0.0
     url: str = ""
@@ -126,6 +128,7 @@ class Platform:
                     platform.tokens_issued.append(token)
                     return self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
                 if parts.path.startswith("/lineitems/") and parts.path.endswith("/scores"):
+                    time.sleep(platform.scores_delay)
                     if not self._authorised():
                         return self._send(401, {"error": "unauthorised"})
                     if platform.scores_status != 200:
