@@ -68,7 +68,8 @@ class OAuthClient(models.Model):
 
 
 class IdempotencyKey(models.Model):
-    """A launch made with an ``Idempotency-Key``: the same key and body give the same session again."""
+    """A launch made with an ``Idempotency-Key``: the same key and body give the same session again,
+    for ``API_IDEMPOTENCY_RETENTION_HOURS`` (then beat deletes the key)."""
 
     institution = models.ForeignKey("labs.Institution", on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
@@ -78,6 +79,7 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["institution", "key"], name="idempotency_key_unique")]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_key_created")]
 
     def __str__(self) -> str:
         return f"{self.key} → {self.session_id}"

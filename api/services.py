@@ -9,8 +9,9 @@ import hashlib
 import io
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -226,6 +227,14 @@ def session_launch_for(
             after={"session": str(session.pk), "template": template.slug},
         )
     return session, True
+
+
+def idempotency_keys_prune(*, now: datetime | None = None) -> int:
+    """Delete the idempotency keys made more than ``API_IDEMPOTENCY_RETENTION_HOURS`` ago; returns
+    how many. A launch retried with a key older than that makes a new session."""
+    cutoff = (now or timezone.now()) - timedelta(hours=settings.API_IDEMPOTENCY_RETENTION_HOURS)
+    deleted, _ = IdempotencyKey.objects.filter(created_at__lt=cutoff).delete()
+    return deleted
 
 
 def _idempotency_lock(institution_id: int, key: str) -> None:

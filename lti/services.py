@@ -538,6 +538,14 @@ def scores_due(*, limit: int = 500) -> list:
     )
 
 
+def scores_prune(*, now: datetime | None = None) -> int:
+    """Delete the scores sent more than ``LTI_SCORE_RETENTION_DAYS`` ago (pending and failed ones
+    stay); returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.LTI_SCORE_RETENTION_DAYS)
+    deleted, _ = Score.objects.filter(state=Score.State.SENT, sent_at__lt=cutoff).delete()
+    return deleted
+
+
 def launch_data_prune() -> int:
     """Delete expired OIDC state, nonces and launches; returns how many rows went."""
     deleted, _ = LaunchData.objects.filter(expires_at__lte=timezone.now()).delete()

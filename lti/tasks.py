@@ -53,3 +53,8 @@ def roster_sync_all_task() -> int:
 @shared_task(name="lti.tasks.launch_data_prune")
 def launch_data_prune_task() -> int:
     return services.launch_data_prune()
+
+
+@shared_task(name="lti.tasks.scores_prune")
+def scores_prune_task() -> int:
+    return services.scores_prune()

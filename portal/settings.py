@@ -352,6 +352,9 @@ CELERY_BEAT_SCHEDULE["lti-scores"] = {
 }
 # Expired OIDC state, nonces and launches are deleted.
 CELERY_BEAT_SCHEDULE["lti-prune"] = {"task": "lti.tasks.launch_data_prune", "schedule": 3600.0}
+# Scores sent (the outbox rows the LMS has) are deleted after this many days.
+LTI_SCORE_RETENTION_DAYS = env_int("LTI_SCORE_RETENTION_DAYS", 30, minimum=1, maximum=3650)
+CELERY_BEAT_SCHEDULE["lti-scores-prune"] = {"task": "lti.tasks.scores_prune", "schedule": 3600.0}
 
 # --- Labs ---------------------------------------------------------------------------------------
 # The cluster driver, chosen like Django's EMAIL_BACKEND: a dotted path and its options. Each
@@ -550,6 +553,10 @@ CACHES = {
         "TIMEOUT": 3600,
     },
 }
+# A launch's Idempotency-Key is remembered this long (the same key and body give the same
+# session); then beat deletes it, and a retry with it makes a new session.
+API_IDEMPOTENCY_RETENTION_HOURS = env_int("API_IDEMPOTENCY_RETENTION_HOURS", 24, minimum=1, maximum=24 * 365)
+CELERY_BEAT_SCHEDULE["api-idempotency-prune"] = {"task": "api.tasks.idempotency_keys_prune", "schedule": 3600.0}
 # How long GET /api/v1/sessions/<id>/progress streams at most before it ends (the client reconnects).
 API_PROGRESS_MAX_SECONDS = env_int("API_PROGRESS_MAX_SECONDS", 300, minimum=1)
 API_PROGRESS_POLL_SECONDS = env_float("API_PROGRESS_POLL_SECONDS", 1.0, minimum=0.05)

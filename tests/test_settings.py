@@ -192,6 +192,20 @@ def test_a_celery_visibility_timeout_that_is_not_a_number_is_refused(tmp_path):
     assert "not an integer" in stderr
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("API_IDEMPOTENCY_RETENTION_HOURS", "0"),
+        ("API_IDEMPOTENCY_RETENTION_HOURS", "a day"),
+        ("LTI_SCORE_RETENTION_DAYS", "0"),
+        ("LTI_SCORE_RETENTION_DAYS", "4000"),
+    ],
+)
+def test_a_retention_that_is_not_a_number_in_range_is_refused_naming_the_variable(tmp_path, name, value):
+    stderr = refused(run_settings(tmp_path, **{name: value}))
+    assert name in stderr
+
+
 @pytest.fixture
 def fresh_driver():
     """Build the driver from the settings of this test, and forget it afterwards."""

@@ -16,7 +16,7 @@ from labs.models import CourseQuota, Enrollment, LabSession
 from labs.services.sessions import session_stop
 from lti.models import Context, LaunchData, Score
 from lti.services import score_attempt
-from lti.tasks import launch_data_prune_task, roster_sync_all_task, roster_sync_task
+from lti.tasks import launch_data_prune_task, roster_sync_all_task, roster_sync_task, scores_prune_task
 from tests.factories import InstitutionFactory, TemplateFactory
 from tests.lti.platform import AGS_SCOPES, CLAIM, INSTRUCTOR, LEARNER
 
@@ -133,3 +133,32 @@ def test_expired_launch_data_is_pruned(browser, platform):
 
     assert launch_data_prune_task.apply().get() >= 1
     assert not LaunchData.objects.exists()
+
+
+def test_sent_scores_older_than_the_retention_are_pruned_and_pending_failed_and_young_ones_kept(browser, platform, catalogue):
+    course, _landing = _student_launch(browser, platform, catalogue[0].pk)
+    first = Score.objects.get()
+    others = LabSession.objects.bulk_create(
+        LabSession(
+            student=first.session.student,
+            course=course,
+            template=catalogue[0],
+            state="stopped",
+            ended_at=timezone.now(),
+            secret="x",
+        )
+        for _ in range(3)
+    )
+    for session in others:
+        Score.objects.create(session=session, resource_link=first.resource_link, subject=first.subject)
+    old, young, failed, pending = Score.objects.order_by("pk")
+    long_ago = timezone.now() - timedelta(days=30, minutes=1)
+    Score.objects.filter(pk=old.pk).update(state="sent", sent_at=long_ago)
+    Score.objects.filter(pk=young.pk).update(state="sent", sent_at=timezone.now() - timedelta(days=29))
+    Score.objects.filter(pk=failed.pk).update(state="failed", sent_at=None, last_error="HTTP 503")
+    Score.objects.filter(pk=pending.pk).update(next_attempt_at=long_ago)
+
+    assert scores_prune_task.apply().get() == 1
+
+    assert set(Score.objects.values_list("pk", flat=True)) == {young.pk, failed.pk, pending.pk}
+    assert settings.CELERY_BEAT_SCHEDULE["lti-scores-prune"] == {"task": scores_prune_task.name, "schedule": 3600.0}
