@@ -33,6 +33,11 @@ $(VAR)/secret_key $(VAR)/agent_token:
 	mkdir -p $(VAR)
 	umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
 
+# A Fernet key (32 random bytes, url-safe base64) for the secrets encrypted at rest (labs/encryption.py).
+$(VAR)/field_encryption_key:
+	mkdir -p $(VAR)
+	umask 077 && $(PYTHON) -c "import base64, secrets; print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())" > $@
+
 ## messages: every string marked for translation into locale/*/LC_MESSAGES/django.po, keeping the
 ## translations there (new strings arrive untranslated, changed ones fuzzy); then translate them.
 ## tests/test_catalogue.py runs this target in a copy of the repository and compares.
@@ -56,9 +61,10 @@ locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po
 # Redis database 15 unless REDIS_URL says otherwise: a Redis already on 6379 is likely someone
 # else's, using database 0. `exec`: make's SIGTERM then reaches the demo, not a shell that would
 # die and leave it running.
-demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(MO_FILES)
+demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/field_encryption_key $(MO_FILES)
 	REDIS_URL="$${REDIS_URL:-redis://127.0.0.1:6379/15}" \
 	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key LAB_AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token \
+	FIELD_ENCRYPTION_KEY_FILE=$(CURDIR)/$(VAR)/field_encryption_key \
 	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token exec $(PY) manage.py run_demo
 
 ## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium

@@ -17,3 +17,5 @@ class LabsConfig(AppConfig):
         from labs.drivers import driver_class
 
         driver_class(settings.LAB_DRIVER)
+        # The system check that refuses to start without an encryption key outside the demo.
+        from labs import encryption  # noqa: F401

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from labs.encryption import EncryptedTextField
 from labs.outbound import validate_outbound_url
 
 
@@ -20,8 +21,9 @@ class ToolKey(models.Model):
     """An RSA key pair of the tool. One is active (signs); retired ones stay in the JWKS for a grace period."""
 
     kid = models.CharField(max_length=64, unique=True)
-    # PEM, PKCS#8. Never logged, never rendered: __str__ and the admin show the kid only.
-    private_key_pem = models.TextField()
+    # PEM, PKCS#8, encrypted in the database (labs.encryption). Never logged, never rendered:
+    # __str__ and the admin show the kid only.
+    private_key_pem = EncryptedTextField()
     public_key_pem = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     retired_at = models.DateTimeField(null=True, blank=True)

@@ -9,6 +9,7 @@ a deployment stops the portal at start-up instead of silently meaning something 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import environ
@@ -94,6 +95,25 @@ def env_json_object(name: str) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise ImproperlyConfigured(f"{name} must be a JSON object {{...}}, got a {type(parsed).__name__}.")
     return parsed
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    """Fernet keys (32 url-safe base64-encoded bytes each), separated by commas or whitespace
+    (one a line in a file); ``[]`` when unset. A malformed one is refused by its position, never
+    repeated (it is a secret)."""
+    from cryptography.fernet import Fernet
+
+    value = _raw(name)
+    keys = [key for key in re.split(r"[\s,]+", value or "") if key]
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: key {position} of {len(keys)} is not a Fernet key (32 url-safe base64-encoded bytes); make one with"
+                ' python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())".'
+            ) from None
+    return keys
 
 
 def env_database(name: str, default: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from portal.env import (
     env_bool,
     env_database,
+    env_fernet_keys,
     env_float,
     env_int,
     env_json_object,
@@ -33,6 +34,10 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", required=True)
 if len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long.")
+# The keys that encrypt the LTI tool's private keys and the webhook signing secrets in the
+# database (labs.encryption): the first encrypts, every one decrypts (rotation, README "Encryption
+# at rest"). Required outside the embedded demo (a system check); `make demo` makes var/field_encryption_key.
+FIELD_ENCRYPTION_KEYS = env_fernet_keys("FIELD_ENCRYPTION_KEY")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

@@ -38,6 +38,8 @@ def _derive(key: str, value: str) -> None:
 
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
+# A Fernet key for the secrets encrypted at rest (labs.encryption); test-only, like the one above.
+os.environ.setdefault("FIELD_ENCRYPTION_KEY", "dGVzdC1vbmx5LWZpZWxkLWVuY3J5cHRpb24ta2V5LTA=")
 os.environ.setdefault("DATABASE_URL", os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/portal"))
 if "PORTAL_VAR_DIR" not in os.environ:
     _derive("PORTAL_VAR_DIR", tempfile.mkdtemp(prefix=f"npu-lab-portal-test-{RUN_ID}-"))

@@ -192,6 +192,46 @@ def test_a_celery_visibility_timeout_that_is_not_a_number_is_refused(tmp_path):
     assert "not an integer" in stderr
 
 
+PRINT_KEYS = """
+import hashlib, json
+import django
+django.setup()
+from django.conf import settings
+print(json.dumps([hashlib.sha256(key.encode()).hexdigest() for key in settings.FIELD_ENCRYPTION_KEYS]))
+"""
+KEY_A = "u3iFygw52tbeFQxeeBE8NOPMyKnsWWuwblCeO4aiQvY="
+KEY_B = "dGVzdC1vbmx5LWZpZWxkLWVuY3J5cHRpb24ta2V5LTA="
+
+
+def test_encryption_keys_are_read_from_a_file_one_a_line_the_first_first(tmp_path):
+    key_file = tmp_path / "field_encryption_key"
+    key_file.write_text(f"{KEY_B}\n{KEY_A}\n")
+
+    keys = loaded(run_settings(tmp_path, PRINT_KEYS, FIELD_ENCRYPTION_KEY_FILE=str(key_file)))
+
+    assert keys == [sha256(KEY_B), sha256(KEY_A)]
+    assert loaded(run_settings(tmp_path, PRINT_KEYS, FIELD_ENCRYPTION_KEY=f"{KEY_A},{KEY_B}")) == [sha256(KEY_A), sha256(KEY_B)]
+
+
+def test_an_encryption_key_that_is_not_a_fernet_key_is_refused_without_printing_it(tmp_path):
+    stderr = refused(run_settings(tmp_path, FIELD_ENCRYPTION_KEY=f"{KEY_A},not-a-fernet-key-s3cr3t"))
+
+    assert "FIELD_ENCRYPTION_KEY: key 2 of 2 is not a Fernet key" in stderr
+    assert "s3cr3t" not in stderr and KEY_A not in stderr
+
+
+CHECK = "import django; django.setup(); from django.core.management import call_command; call_command('check')"
+
+
+def test_without_an_encryption_key_the_portal_on_postgresql_does_not_pass_its_checks(tmp_path):
+    result = run_settings(tmp_path, CHECK, DATABASE_URL="postgres://u:p@h:5432/db")
+
+    assert result.returncode != 0
+    assert "labs.E001" in result.stderr and "FIELD_ENCRYPTION_KEY_FILE" in result.stderr
+    assert run_settings(tmp_path, CHECK, DATABASE_URL="postgres://u:p@h:5432/db", FIELD_ENCRYPTION_KEY=KEY_A).returncode == 0
+    assert run_settings(tmp_path, CHECK).returncode == 0  # the embedded demo (SQLite) may run without one
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [

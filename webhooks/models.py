@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from labs.encryption import EncryptedTextField
 from webhooks.catalogue import EVENT_TYPES
 
 
@@ -20,9 +21,10 @@ def new_message_id() -> str:
 class Subscription(models.Model):
     """An LMS endpoint that gets some of its institution's session and usage events.
 
-    ``secret`` signs the deliveries (``webhooks.signing``). It has to be stored as it is, since
-    the portal signs with it; it is shown once (when made or rotated) and never logged, listed
-    or audited. ``courses`` empty: every course of the institution.
+    ``secret`` signs the deliveries (``webhooks.signing``). The portal signs with it, so it is
+    kept, encrypted (``labs.encryption``: the database holds ciphertext); it is shown once (when
+    made or rotated) and never logged, listed or audited. ``courses`` empty: every course of the
+    institution.
     """
 
     institution = models.ForeignKey("labs.Institution", on_delete=models.CASCADE, related_name="webhook_subscriptions")
@@ -31,7 +33,7 @@ class Subscription(models.Model):
     event_types = models.JSONField(_("events"), default=list)
     courses = models.ManyToManyField("labs.Course", blank=True, related_name="+", verbose_name=_("courses"))
     active = models.BooleanField(_("active"), default=True)
-    secret = models.CharField(max_length=100, editable=False)
+    secret = EncryptedTextField(editable=False)
     secret_rotated_at = models.DateTimeField(null=True, blank=True)
     # Deliveries that failed for good since the last success.
     consecutive_failures = models.PositiveIntegerField(default=0)

@@ -9,7 +9,7 @@
 * ``stubborn``, which ignores SIGTERM.
 
 Once they run it writes ``pids.json`` (its own pid, its parent's, every pid it is responsible for,
-and the ``REDIS_URL`` it was given); on a stop signal it stops them all (1 s grace) and writes
+the ``REDIS_URL`` and ``FIELD_ENCRYPTION_KEY_FILE`` it was given); on a stop signal it stops them all (1 s grace) and writes
 the signal's name to ``stopped``.
 """
 
@@ -43,7 +43,13 @@ def main() -> None:
     while not grandchild_file.exists() or not grandchild_file.read_text():
         time.sleep(0.02)
     pids = [service.process.pid, stubborn.process.pid, int(grandchild_file.read_text())]
-    record = {"supervisor": os.getpid(), "parent": os.getppid(), "pids": pids, "redis_url": os.environ.get("REDIS_URL")}
+    record = {
+        "supervisor": os.getpid(),
+        "parent": os.getppid(),
+        "pids": pids,
+        "redis_url": os.environ.get("REDIS_URL"),
+        "field_encryption_key_file": os.environ.get("FIELD_ENCRYPTION_KEY_FILE"),
+    }
     (work / "pids.tmp").write_text(json.dumps(record))
     (work / "pids.tmp").rename(work / "pids.json")
     while not signals.requested:

@@ -30,6 +30,7 @@ def make_demo_command(work: Path) -> list[str]:
             ".venv/.installed-runtime",
             "var/secret_key",
             "var/agent_token",
+            "var/field_encryption_key",
             "locale/zh_Hans/LC_MESSAGES/django.mo",
         )
     ]
@@ -65,3 +66,9 @@ def test_the_demo_keeps_a_redis_url_it_is_given(tmp_path: Path, spawn: Spawn) ->
     make = spawn(make_demo_command(tmp_path), REDIS_URL="redis://127.0.0.1:6390/3")
 
     assert running_record(tmp_path, make)["redis_url"] == "redis://127.0.0.1:6390/3"
+
+
+def test_the_demo_reads_its_encryption_key_from_the_file_make_made(tmp_path: Path, spawn: Spawn) -> None:
+    make = spawn(make_demo_command(tmp_path))
+
+    assert running_record(tmp_path, make)["field_encryption_key_file"] == str(tmp_path / "var" / "field_encryption_key")
