@@ -62,8 +62,8 @@ class TokenForm(forms.Form):
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
     oauth = request.method == "POST" and request.POST.get("kind") == "oauth"
-    form = TokenForm(request.POST if request.method == "POST" and not oauth else None, scope=request.scope)
-    client_form = OAuthClientForm(request.POST if oauth else None, scope=request.scope)
+    form = TokenForm(request.POST if request.method == "POST" and not oauth else None, scope=request.operator_scope)
+    client_form = OAuthClientForm(request.POST if oauth else None, scope=request.operator_scope)
     created = secret = created_client = client_secret = None
     if request.method == "POST" and not oauth and form.is_valid():
         days = form.cleaned_data["expires_in_days"]
@@ -74,7 +74,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             expires_at=timezone.now() + timedelta(days=days) if days else None,
             by=request.user,
         )
-        form = TokenForm(scope=request.scope)
+        form = TokenForm(scope=request.operator_scope)
     if oauth and client_form.is_valid():
         created_client, client_secret = oauth_client_create(
             institution=client_form.cleaned_data["institution"],
@@ -82,15 +82,15 @@ def tokens(request: HttpRequest) -> HttpResponse:
             scopes=client_form.cleaned_data["scopes"],
             by=request.user,
         )
-        client_form = OAuthClientForm(scope=request.scope)
+        client_form = OAuthClientForm(scope=request.operator_scope)
     response = render(
         request,
         "api/ops_tokens.html",
         {
             "form": form,
             "client_form": client_form,
-            "tokens": selectors.tokens_for(scope=request.scope),
-            "clients": selectors.oauth_clients_for(scope=request.scope),
+            "tokens": selectors.tokens_for(scope=request.operator_scope),
+            "clients": selectors.oauth_clients_for(scope=request.operator_scope),
             "created": created,
             "secret": secret,
             "created_client": created_client,
@@ -106,7 +106,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
-    token = selectors.tokens_for(scope=request.scope).filter(pk=token_id).first()
+    token = selectors.tokens_for(scope=request.operator_scope).filter(pk=token_id).first()
     if token is None:
         raise Http404(_("No such token."))
     form = ReasonForm(request.POST or None)
@@ -120,7 +120,7 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def oauth_client_revoke(request: HttpRequest, client_id: int) -> HttpResponse:
-    client = selectors.oauth_clients_for(scope=request.scope).filter(pk=client_id).first()
+    client = selectors.oauth_clients_for(scope=request.operator_scope).filter(pk=client_id).first()
     if client is None:
         raise Http404(_("No such OAuth client."))
     form = ReasonForm(request.POST or None)

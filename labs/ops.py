@@ -57,7 +57,9 @@ def operator_view(*, platform: bool = False):
                 raise Http404(_("No such page."))
             if platform and not scope.platform:
                 raise PermissionDenied(_("Only a platform operator may do this."))
-            request.scope = scope
+            # Not ``request.scope``: under ASGI that is the connection's scope, which Django reads the
+            # request's scheme from (build_absolute_uri, is_secure).
+            request.operator_scope = scope
             return view(request, *args, **kwargs)
 
         return wrapper
@@ -88,7 +90,7 @@ def cluster(request: HttpRequest) -> HttpResponse:
         {
             "nodes": nodes,
             "fragmentation": report,
-            "scope": request.scope,
+            "scope": request.operator_scope,
             "cards_total": sum(len(n.cards) for n in nodes),
             "cards_full": sum(1 for n in nodes for c in n.cards if c.full),
             "cards_unusable": sum(1 for n in nodes for c in n.cards if not c.usable),
@@ -107,8 +109,8 @@ def cluster_json(request: HttpRequest) -> HttpResponse:
 @require_GET
 def card_detail(request: HttpRequest, card_id: int) -> HttpResponse:
     card = get_object_or_404(Card.objects.select_related("node"), pk=card_id)
-    instances = card_instances(card=card, scope=request.scope)
-    return render(request, "labs/ops/card.html", {"card": card, "instances": instances, "scope": request.scope})
+    instances = card_instances(card=card, scope=request.operator_scope)
+    return render(request, "labs/ops/card.html", {"card": card, "instances": instances, "scope": request.operator_scope})
 
 
 # --- actions ----------------------------------------------------------------------------------
@@ -163,7 +165,7 @@ def card_isolation_clear(request: HttpRequest, card_id: int) -> HttpResponse:
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def session_stop(request: HttpRequest, session_id) -> HttpResponse:
-    session = session_for_operator(scope=request.scope, session_id=session_id)
+    session = session_for_operator(scope=request.operator_scope, session_id=session_id)
     if session is None:
         raise Http404(_("No such open session, or not one of your institution's."))
     form = ReasonForm(request.POST or None)
@@ -212,7 +214,7 @@ class AllowedImageForm(forms.ModelForm):
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def tenancy(request: HttpRequest) -> HttpResponse:
-    scope = request.scope
+    scope = request.operator_scope
     institutions = list(institutions_for(scope=scope).prefetch_related("allowed_images", "roles__user"))
     if request.method == "POST":
         institution = next((i for i in institutions if str(i.pk) == request.POST.get("institution")), None)
@@ -311,7 +313,7 @@ def tenancy(request: HttpRequest) -> HttpResponse:
 @require_GET
 def repairs_view(request: HttpRequest) -> HttpResponse:
     kind, node = request.GET.get("kind", ""), request.GET.get("node", "")
-    page = Paginator(repairs(scope=request.scope, kind=kind, node=node), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(repairs(scope=request.operator_scope, kind=kind, node=node), PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "labs/ops/repairs.html",
@@ -330,7 +332,7 @@ USAGE_WINDOWS = (7, 28, 91)  # days
 @operator_view()
 @require_GET
 def usage_view(request: HttpRequest) -> HttpResponse:
-    scope = request.scope
+    scope = request.operator_scope
     days = int(request.GET["days"]) if request.GET.get("days") in {str(d) for d in USAGE_WINDOWS} else USAGE_WINDOWS[0]
     report = usage_report(institutions=None if scope.platform else scope.institutions, days=days)
     if request.GET.get("format") == "csv":
@@ -350,7 +352,7 @@ def usage_view(request: HttpRequest) -> HttpResponse:
 @require_GET
 def audit_view(request: HttpRequest) -> HttpResponse:
     action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
-    events = audit_events(scope=request.scope, action=action, actor=actor)
+    events = audit_events(scope=request.operator_scope, action=action, actor=actor)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     actions = sorted(set(AuditEvent.objects.values_list("action", flat=True).distinct()))
     return render(

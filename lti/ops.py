@@ -74,7 +74,7 @@ def _save(request: HttpRequest, form: RegistrationForm, registration: Registrati
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def registrations(request: HttpRequest) -> HttpResponse:
-    form = RegistrationForm(request.POST or None, scope=request.scope)
+    form = RegistrationForm(request.POST or None, scope=request.operator_scope)
     if request.method == "POST" and form.is_valid():
         _save(request, form, None)
         messages.success(request, _("The LMS is registered."))
@@ -92,7 +92,7 @@ def registration_edit(request: HttpRequest, registration_id: int) -> HttpRespons
     registration = registration_for(user=request.user, registration_id=registration_id)
     if registration is None:
         raise Http404(_("No such page."))
-    form = RegistrationForm(request.POST or None, instance=registration, scope=request.scope)
+    form = RegistrationForm(request.POST or None, instance=registration, scope=request.operator_scope)
     if request.method == "POST" and form.is_valid():
         _save(request, form, registration)
         messages.success(request, _("The registration is saved."))

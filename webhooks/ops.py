@@ -22,7 +22,7 @@ LOG_LENGTH = 100
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def webhooks(request: HttpRequest) -> HttpResponse:
-    institutions = institutions_for(scope=request.scope)
+    institutions = institutions_for(scope=request.operator_scope)
     form = SubscriptionForm(request.POST or None, institutions=institutions)
     created = secret = None
     if request.method == "POST" and form.is_valid():
@@ -41,7 +41,7 @@ def webhooks(request: HttpRequest) -> HttpResponse:
         "webhooks/ops_webhooks.html",
         {
             "form": form,
-            "subscriptions": selectors.subscriptions_for(scope=request.scope),
+            "subscriptions": selectors.subscriptions_for(scope=request.operator_scope),
             "created": created,
             "secret": secret,
         },
@@ -54,7 +54,7 @@ def webhooks(request: HttpRequest) -> HttpResponse:
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def webhook_detail(request: HttpRequest, subscription_id: int) -> HttpResponse:
-    subscription = selectors.subscriptions_for(scope=request.scope).filter(pk=subscription_id).first()
+    subscription = selectors.subscriptions_for(scope=request.operator_scope).filter(pk=subscription_id).first()
     if subscription is None:
         raise Http404(_("No such webhook subscription."))
     secret = None

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from labs.models import AuditEvent, Institution, InstitutionRole
 from lti.models import Registration
 from lti.services import registration_save
+from tests.asgi_client import AsgiClient
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +58,23 @@ def test_an_operator_registers_an_lms_for_their_institution(tenants):
     assert registration.institution == tenants["home"]
     assert sorted(registration.deployments.values_list("deployment_id", flat=True)) == ["1", "2"]
     assert AuditEvent.objects.filter(action="lti.registration.create", actor=tenants["operator"]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_operator_registers_an_lms_through_the_asgi_application_as_daphne_serves_it(tenants):
+    """Under ASGI ``request.scope`` is the connection's ASGI scope, which the request's scheme and
+    host are read from (the tool URLs on this page): the operator console must leave it alone."""
+    client = AsgiClient(user=tenants["operator"])
+    page = client.get("/ops/lti/")
+    assert page.status_code == 200
+    assert "http://testserver/lti/jwks/" in page.text
+
+    response = client.post("/ops/lti/", {**FIELDS, "institution": tenants["home"].pk, "deployment_ids": "1\n2\n"})
+
+    assert response.status_code == 302
+    assert Registration.objects.get(client_id="abc123").institution == tenants["home"]
+    edit = client.get(f"/ops/lti/{Registration.objects.get(client_id='abc123').pk}/")
+    assert edit.status_code == 200 and "abc123" in edit.text
 
 
 def test_an_operator_cannot_register_for_or_edit_another_institution(tenants):
