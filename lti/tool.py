@@ -71,6 +71,13 @@ def service_connector(row: Registration) -> ServiceConnector:
     return ServiceConnector(lib_registration(row), requests_session=http_session())
 
 
+def _storable(*values: str | None) -> bool:
+    """Whether ``values`` could name a stored row: none holds a NUL byte, which PostgreSQL's text
+    cannot store (a query with one fails) and the registration form refuses. An LMS's login or
+    launch may carry anything: one with a NUL names no registration."""
+    return not any(value and "\x00" in value for value in values)
+
+
 class ToolConf(ToolConfAbstract[DjangoRequest]):
     """Registrations from the database; an issuer may have many client ids (one per registration)."""
 
@@ -90,6 +97,8 @@ class ToolConf(ToolConfAbstract[DjangoRequest]):
         raise NotImplementedError
 
     def registration_of(self, iss: str, client_id: str | None) -> Registration | None:
+        if not _storable(iss, client_id):
+            return None
         rows = Registration.objects.filter(issuer=iss).select_related("institution")
         if client_id:
             rows = rows.filter(client_id=client_id)
@@ -103,7 +112,7 @@ class ToolConf(ToolConfAbstract[DjangoRequest]):
         return lib_registration(row) if row is not None else None
 
     def find_deployment_by_params(self, iss: str, deployment_id: str, client_id: str, *args, **kwargs) -> LibDeployment | None:
-        if not Deployment.objects.filter(
+        if not _storable(iss, deployment_id, client_id) or not Deployment.objects.filter(
             registration__issuer=iss, registration__client_id=client_id, deployment_id=deployment_id
         ).exists():
             return None
@@ -133,8 +142,13 @@ class DatabaseLaunchStorage(LaunchDataStorage[t.Any]):
     def can_set_keys_expiration(self) -> bool:
         return True
 
+    def _live(self, key: str):
+        """The live row of ``key``, a state, nonce or launch id the browser sent (so anything)."""
+        key = self._prepare_key(key)
+        return LaunchData.objects.filter(key=key, expires_at__gt=timezone.now()) if _storable(key) else LaunchData.objects.none()
+
     def get_value(self, key: str) -> t.Any:
-        row = LaunchData.objects.filter(key=self._prepare_key(key), expires_at__gt=timezone.now()).first()
+        row = self._live(key).first()
         return row.value if row is not None else None
 
     def set_value(self, key: str, value: t.Any, exp: int | None = None) -> None:
@@ -142,11 +156,11 @@ class DatabaseLaunchStorage(LaunchDataStorage[t.Any]):
         LaunchData.objects.update_or_create(key=self._prepare_key(key), defaults={"value": value, "expires_at": expires_at})
 
     def check_value(self, key: str) -> bool:
-        return LaunchData.objects.filter(key=self._prepare_key(key), expires_at__gt=timezone.now()).exists()
+        return self._live(key).exists()
 
     def take_value(self, key: str) -> bool:
         """Delete the key; ``True`` only for the one caller that deleted a live row."""
-        deleted, _ = LaunchData.objects.filter(key=self._prepare_key(key), expires_at__gt=timezone.now()).delete()
+        deleted, _ = self._live(key).delete()
         return deleted == 1
 
 

@@ -137,3 +137,22 @@ def test_another_institutions_registration_of_the_same_issuer_cannot_launch_as_i
         )
     finally:
         evil.stop()
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_login_naming_the_lms_with_a_nul_byte_is_refused_as_an_unregistered_one(browser, platform, method):
+    """No registration can hold a NUL byte (PostgreSQL's text cannot): such a login is an unknown LMS."""
+    for params in (platform.login_params(iss=platform.issuer + "\x00"), platform.login_params(client_id="\x00")):
+        url = browser.tool_url + "/lti/login/"
+        response = browser.http.request(method, url, **({"params": params} if method == "GET" else {"data": params}), timeout=10)
+
+        _refused(response, "not registered")
+
+
+def test_a_launch_with_a_nul_byte_in_its_issuer_deployment_or_state_is_refused_and_creates_nothing(browser, platform):
+    before = _counts()
+
+    _refused(browser.launch(iss=platform.issuer + "\x00"), "not registered")
+    _refused(browser.launch(**{CLAIM + "deployment_id": "1\x00"}), "deployment")
+    _refused(browser.post_launch({**browser.authenticate(), "state": "\x00"}), "already used")
+    assert _counts() == before
