@@ -112,9 +112,12 @@ class ToolConf(ToolConfAbstract[DjangoRequest]):
         return lib_registration(row) if row is not None else None
 
     def find_deployment_by_params(self, iss: str, deployment_id: str, client_id: str, *args, **kwargs) -> LibDeployment | None:
-        if not _storable(iss, deployment_id, client_id) or not Deployment.objects.filter(
-            registration__issuer=iss, registration__client_id=client_id, deployment_id=deployment_id
-        ).exists():
+        if (
+            not _storable(iss, deployment_id, client_id)
+            or not Deployment.objects.filter(
+                registration__issuer=iss, registration__client_id=client_id, deployment_id=deployment_id
+            ).exists()
+        ):
             return None
         return LibDeployment().set_deployment_id(deployment_id)
 
