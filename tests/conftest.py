@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -91,11 +92,16 @@ def world(db):
 def child_env(**extra: str) -> dict[str, str]:
     """Environment for a portal process (worker, web) that must see this test's database."""
     db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        url = f"sqlite:///{db['NAME']}"
+    else:
+        user = db["USER"] + (f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else "")
+        url = f"postgres://{user}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     env = dict(os.environ)
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env.update(
         DJANGO_SETTINGS_MODULE="tests.settings",
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        DATABASE_URL=url,
         PYTHONPATH=str(ROOT),
         PYTHONUNBUFFERED="1",
     )

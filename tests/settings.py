@@ -1,6 +1,7 @@
 """Settings for the test suite: PostgreSQL and Redis as in production, the simulator driver.
 
-``TEST_DATABASE_URL`` / ``TEST_REDIS_URL`` point the suite elsewhere. Every run gets its own
+``TEST_DATABASE_URL`` / ``TEST_REDIS_URL`` point the suite elsewhere (``sqlite:///any.sqlite3``: SQLite,
+the demo's database, in a file of the run's own). Every run gets its own
 test database (``test_portal_<run>``, made and dropped by pytest-django), its own Redis database
 number (claimed below, released at the end) and its own var directory, so two runs of the suite
 on one machine never touch each other's data. Processes a test starts (workers, web servers)
@@ -84,9 +85,15 @@ if "REDIS_URL" not in os.environ:
 os.environ[DERIVED_KEY] = ",".join(_derived)
 
 from portal.settings import *  # noqa: E402,F403
-from portal.settings import DATABASES  # noqa: E402
+from portal.settings import DATABASES, VAR_DIR  # noqa: E402
 
-DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{RUN_ID}"}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # TEST_DATABASE_URL=sqlite:///... (the demo's database; `make test` runs the console and LTI
+    # flows on it): a file, not Django's in-memory default, so the processes a test starts (workers,
+    # Daphne) share it; in the run's var directory, removed with it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_portal_{RUN_ID}.sqlite3")}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_portal_{RUN_ID}"}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 WHITENOISE_AUTOREFRESH = True
 # Webhook receivers and LMSs in the tests are plain http on 127.0.0.1 (tests of the refusals turn these off).
