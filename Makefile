@@ -6,7 +6,7 @@ VAR := var
 # Checkov (the policy scan in tests/deploy) pins heavy dependencies: its own virtualenv.
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: checkov demo test test-fast bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
+.PHONY: checkov demo test test-fast test-sqlite bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,12 +70,20 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 ## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
 ## (in TEST_WORKERS processes with pytest-xdist, each with its own database, Redis number and
 ## var directory; a file's tests stay together; Schemathesis' generated tests run apart, after,
-## as its pytest plugin collects them as one test under xdist)
+## as its pytest plugin collects them as one test under xdist); then the console's and the LTI
+## flows again on SQLite, the demo's database (~1 min)
 TEST_WORKERS ?= 2
+SQLITE_TESTS := tests/views tests/lti
 test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py
 	$(VENV)/bin/pytest tests/api/test_schemathesis.py
+	$(MAKE) test-sqlite
+
+## test-sqlite: the console's pages (tests/views, the ASGI walk included) and the LTI flows on SQLite
+## (the database of each run is a file in its var directory; no test uses the file the URL names)
+test-sqlite: $(VENV)/.installed-dev $(MO_FILES)
+	TEST_DATABASE_URL=sqlite:///test-portal.sqlite3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(SQLITE_TESTS)
 
 test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 	$(VENV)/bin/pytest -m "not browser and not slow"
