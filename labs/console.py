@@ -32,6 +32,7 @@ from labs.forms import (
     RosterAddForm,
     RosterImportForm,
     TemplateForm,
+    filter_text,
 )
 from labs.models import Enrollment, LabSession
 from labs.selectors.console import (
@@ -546,9 +547,9 @@ def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
     qs = LabSession.objects.filter(course=course).select_related("student", "template", "allocation__card__node")
     state = params.get("state", "")
     template = params.get("template", "")
-    if template.isdigit():
+    if template.isdecimal():  # not isdigit(): "²" is a digit int() refuses
         qs = qs.filter(template_id=int(template))
-    student = params.get("student", "").strip()
+    student = filter_text(params, "student")
     if student:
         qs = qs.filter(Q(student__username__icontains=student) | Q(student__email__icontains=student))
     if state == "ended":

@@ -23,6 +23,12 @@ MAX_EXTENSIONS = 20
 MAX_BUDGET = 1_000_000
 
 
+def filter_text(params, name: str) -> str:
+    """A page filter's free text from the query string ``params``: stripped, and without NUL bytes,
+    which no stored text holds and PostgreSQL refuses in a query."""
+    return params.get(name, "").replace("\x00", "").strip()
+
+
 class LaunchForm(forms.Form):
     course = forms.IntegerField(min_value=1)
     template = forms.IntegerField(min_value=1)

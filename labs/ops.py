@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from labs.forms import TemplateForm
+from labs.forms import TemplateForm, filter_text
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
 from labs.selectors.console import cluster_facts
 from labs.selectors.operations import (
@@ -312,7 +312,7 @@ def tenancy(request: HttpRequest) -> HttpResponse:
 @operator_view()
 @require_GET
 def repairs_view(request: HttpRequest) -> HttpResponse:
-    kind, node = request.GET.get("kind", ""), request.GET.get("node", "")
+    kind, node = filter_text(request.GET, "kind"), filter_text(request.GET, "node")
     page = Paginator(repairs(scope=request.operator_scope, kind=kind, node=node), PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
@@ -351,7 +351,7 @@ def usage_view(request: HttpRequest) -> HttpResponse:
 @operator_view()
 @require_GET
 def audit_view(request: HttpRequest) -> HttpResponse:
-    action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
+    action, actor = filter_text(request.GET, "action"), filter_text(request.GET, "actor")
     events = audit_events(scope=request.operator_scope, action=action, actor=actor)
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     actions = sorted(set(AuditEvent.objects.values_list("action", flat=True).distinct()))

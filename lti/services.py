@@ -317,7 +317,7 @@ def _resource_link(*, registration: Registration, context: Context, claims: dict
     link, _ = ResourceLink.objects.get_or_create(context=context, resource_link_id=link_id)
     changed = []
     template_ref = str(custom.get(TEMPLATE_PARAM) or "")
-    if template_ref.isdigit() and link.template_id != int(template_ref):
+    if template_ref.isdecimal() and link.template_id != int(template_ref):
         # Only a template of the registration's own institution, offered in (or attachable to) this course.
         template = catalog.templates_attachable(course=context.course).filter(pk=int(template_ref)).first()
         template = template or context.course.templates.filter(pk=int(template_ref)).first()

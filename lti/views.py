@@ -161,9 +161,9 @@ def deep_link_respond(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied(_("Only the course's instructors may add lab activities."))
     course = found[0]
     template_id = request.POST.get("template", "")
-    template = (
-        services.deep_link_choose(course=course, template_id=int(template_id), by=request.user) if template_id.isdigit() else None
-    )
+    template = None
+    if template_id.isdecimal():  # not isdigit(): "²" is a digit int() refuses
+        template = services.deep_link_choose(course=course, template_id=int(template_id), by=request.user)
     if template is None:
         return _error(request, _("Choose one of the course's lab templates."), registration)
     score = request.POST.get("score") == "1"

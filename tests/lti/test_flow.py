@@ -189,6 +189,16 @@ def test_a_deep_linking_request_by_anyone_but_an_instructor_makes_and_enrols_nob
     assert browser.http.get(browser.tool_url + "/", allow_redirects=False, timeout=10).status_code == 302  # not logged in
 
 
+@pytest.mark.parametrize("template", ["", "²", "not-a-number", "\x00"])
+def test_a_deep_linking_answer_naming_no_template_asks_for_one(browser, platform, catalogue, template):
+    picker = browser.launch(sub="teacher-1", roles=INSTRUCTOR, **platform.deep_link_claims())
+    launch_id = hidden_inputs(picker.text)["launch_id"]
+
+    response = browser.post_form("/lti/deep-link/", picker.text, {"launch_id": launch_id, "template": template})
+
+    assert response.status_code == 400
+    assert "Choose one of the course" in response.text
+
 def test_a_launch_inside_the_lms_iframe_offers_the_portal_in_a_new_window(browser, platform):
     browser.http.headers["Sec-Fetch-Dest"] = "iframe"
 

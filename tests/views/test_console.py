@@ -445,6 +445,18 @@ def test_live_sessions_filter_by_state_template_and_student(world):
     assert by_state == []
 
 
+def test_session_filters_take_any_text_a_nul_byte_or_a_digit_int_refuses_included(world):
+    course, (s0, *_) = world["course"], world["students"]
+    session_launch(student=s0, course=course, template=world["small"])
+    client = logged_in(world["instructor"])
+
+    for template, student in (("²", ""), ("", s0.username + "\x00"), ("\x00", "\x00")):
+        response = client.get(url(course), {"template": template, "student": student, "state": "\x00"})
+
+        assert response.status_code == 200
+        assert [s.student_id for s in response.context["sessions"]] == [s0.pk]
+
+
 # --- usage ------------------------------------------------------------------------------------------
 
 

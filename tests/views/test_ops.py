@@ -269,6 +269,17 @@ def test_repairs_and_audit_are_filtered_and_scoped_to_the_institution(world, peo
     assert not list(client_for(people["foreign_operator"]).get("/ops/audit/").context["page"])
 
 
+
+def test_repair_and_audit_filters_with_a_nul_byte_find_what_the_rest_of_the_text_finds(world, people, running):
+    RepairEvent.objects.create(kind="node_unavailable", node=world["node"], message="agent unreachable")
+    client = client_for(people["platform"])
+
+    repairs = client.get("/ops/repairs/", {"kind": "node_unavailable\x00", "node": "\x00" + world["node"].name})
+    audit = client.get("/ops/audit/", {"action": "\x00", "actor": "nobody\x00"})
+
+    assert repairs.status_code == 200 and "agent unreachable" in repairs.content.decode()
+    assert audit.status_code == 200 and not list(audit.context["page"])
+
 def test_stopping_a_session_as_operator_records_who_and_why(world, people, running):
     client_for(people["operator"]).post(f"/ops/sessions/{running.pk}/stop/", {"reason": "crypto mining", "confirm": "on"})
     running.refresh_from_db()
