@@ -352,22 +352,24 @@ def walk_world(world) -> World:
 class Form:
     action: str  # a path
     fields: list[tuple[str, str]] = field(default_factory=list)
+    method: str = "post"
 
     def signature(self) -> tuple:
         return (
             urlsplit(self.action).path,
             tuple(sorted({name for name, _ in self.fields if name != "csrfmiddlewaretoken"})),
             tuple(v for n, v in self.fields if n == "action"),
+            self.method,
         )
 
 
-def post_forms(page_path: str, html: str) -> list[Form]:
-    """The POST forms of a page, each with the values a browser would send as it is (one per named
+def page_forms(page_path: str, html: str) -> list[Form]:
+    """The forms of a page, each with the values a browser would send as it is (one per named
     submit button: the button is part of the body)."""
     found = []
     for form in BeautifulSoup(html, "html.parser").find_all("form"):
-        if form.get("method", "get").lower() != "post" or form.find_parent("template"):
-            continue  # a GET form (filters), or one a script copies and fills in
+        if form.find_parent("template"):
+            continue  # one a script copies and fills in
         action = urljoin(page_path, form.get("action") or page_path)
         if urlsplit(action).netloc and urlsplit(action).netloc != "testserver":
             continue  # posted to another site (the LMS)
@@ -399,8 +401,9 @@ def post_forms(page_path: str, html: str) -> list[Form]:
             else:
                 fields.append((name, element.get("value", "")))
         fields += radios.items()
+        method = form.get("method", "get").lower()
         for button in buttons or [None]:
-            found.append(Form(action, fields + ([button] if button else [])))
+            found.append(Form(action, fields + ([button] if button else []), method))
     return found
 
 
@@ -475,8 +478,12 @@ async def walk(run: Walk) -> Walk:
             for path in paths_of(route, world):
                 response = await run.send("GET", path)
                 if response.status_code == 200 and response.headers.get("content-type", "").startswith("text/html"):
-                    for form in post_forms(path, response.text):
+                    for form in page_forms(path, response.text):
                         forms.setdefault(form.signature(), form)
+    for form in [form for form in forms.values() if form.method == "get"]:  # filters: as they are, and with NULs
+        await run.send("GET", form.action, " (form)", params=form.fields)
+        await run.send("GET", form.action, " (form, invalid)", params=[(name, NUL) for name, _ in form.fields])
+        del forms[form.signature()]
 
     plan: list[tuple[str, str, list[tuple[str, str]]]] = []  # (pattern key, path, the form's fields)
     for form in forms.values():
