@@ -1,11 +1,16 @@
 """Every URL in the URLconf through the ASGI application (``portal.asgi.application``, as Daphne
-serves it), as every kind of visitor, in English and in Chinese: a GET of each, then each form the
-pages showed, POSTed once with a valid body and once with an invalid one. No answer is a 5xx.
+serves it), as every kind of visitor, in English and in Chinese: a GET of each; each GET form the
+pages showed (the filters) as shown and with a NUL byte in every field; then each POST form,
+once with a valid body and once with a NUL in every field. No answer is a 5xx, and every page is
+in the visitor's language.
 
 The URL patterns come from the URLconf itself (``get_resolver()``, includes followed), so a new
 URL is walked as soon as it exists, or the walk fails until it can fill in the URL's parameters
-or ``EXCLUDED`` says why it is left out. A form whose URL has no entry in ``POSTS`` (its valid
-body) or ``POST_EXCLUDED`` fails the walk too.
+or ``EXCLUDED`` says why it is left out. A POST form whose URL has no entry in ``POSTS`` (what a
+valid body needs) or ``POST_EXCLUDED`` fails the walk too; the admin's forms are posted as they
+are (a change page's current values, a deletion's confirmation). The REST API is walked with
+GETs (with the institution's token as the operator); its JSON writes are Schemathesis's
+(``tests/api/test_schemathesis.py``).
 
 Each visitor walks a world of its own (a running session, a reservation, API tokens, a webhook,
 an LMS registration, one of every object the admin lists), so one visitor's valid POSTs (an
