@@ -222,7 +222,7 @@ class UsageSerializer(serializers.Serializer):
 class UsageQuerySerializer(serializers.Serializer):
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
-    student = serializers.CharField(max_length=150, required=False, default="")
+    student = serializers.CharField(max_length=150, required=False, help_text="One student's username; left out: everyone.")
 
     def validate(self, data):
         if data.get("since") and data.get("until") and data["until"] <= data["since"]:

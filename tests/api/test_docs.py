@@ -1,10 +1,12 @@
-"""The schema and the docs page: served without a token, and the page works under the portal's CSP."""
+"""The schema and the docs page: served without a token, a valid OpenAPI document, and the page
+works under the portal's CSP."""
 
 from __future__ import annotations
 
 import re
 
 from django.test import Client
+from openapi_spec_validator import validate
 
 
 def test_the_schema_describes_every_endpoint(db):
@@ -16,6 +18,12 @@ def test_the_schema_describes_every_endpoint(db):
     )
     assert schema["components"]["securitySchemes"]["institutionToken"]["scheme"] == "bearer"
     assert "412" in schema["paths"]["/api/v1/courses/{course_id}/"]["patch"]["responses"]
+
+
+def test_the_schema_is_a_valid_openapi_document(db):
+    """Every default fits its own schema, every $ref resolves, every keyword is one the version has."""
+    schema = Client().get("/api/v1/schema/?format=json").json()
+    validate(schema)
 
 
 def test_the_docs_page_has_no_inline_script_or_style_and_its_files_load(db):
