@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from api.fields import StrictCharField, StrictIntegerField
 from labs.models import Enrollment, LabSession
 
 INT4_MAX = 2**31 - 1
@@ -28,18 +29,18 @@ class ErrorSerializer(serializers.Serializer):
 
 class CourseSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
-    code = serializers.CharField(max_length=64, help_text="Letters, digits, dot, dash or underscore, e.g. AI101.")
-    title = serializers.CharField(max_length=200)
-    term = serializers.CharField(max_length=64, help_text="e.g. 2026 Autumn; a code may be used again in another term.")
+    code = StrictCharField(max_length=64, help_text="Letters, digits, dot, dash or underscore, e.g. AI101.")
+    title = StrictCharField(max_length=200)
+    term = StrictCharField(max_length=64, help_text="e.g. 2026 Autumn; a code may be used again in another term.")
     starts_on = serializers.DateField(required=False, allow_null=True)
     ends_on = serializers.DateField(required=False, allow_null=True)
     archived_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
 
 class CoursePatchSerializer(CourseSerializer):
-    code = serializers.CharField(max_length=64, required=False)
-    title = serializers.CharField(max_length=200, required=False)
-    term = serializers.CharField(max_length=64, required=False)
+    code = StrictCharField(max_length=64, required=False)
+    title = StrictCharField(max_length=200, required=False)
+    term = StrictCharField(max_length=64, required=False)
 
 
 class QuotaSerializer(serializers.Serializer):
@@ -48,29 +49,29 @@ class QuotaSerializer(serializers.Serializer):
     A PUT replaces the whole quota: a field left out takes its default (no extensions, no budget).
     """
 
-    instance_count = serializers.IntegerField(min_value=0, max_value=INT4_MAX)
-    core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, help_text="% of one card, summed.")
-    memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX)
-    cohort = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-    borrow_instances = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    borrow_core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    borrow_memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
-    lend_instances = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    lend_core_percent = serializers.IntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    lend_memory_mib = serializers.IntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
-    sessions_per_student = serializers.IntegerField(min_value=1, max_value=INT4_MAX)
-    max_session_minutes = serializers.IntegerField(min_value=1, max_value=INT4_MAX)
-    extensions_allowed = serializers.IntegerField(
+    instance_count = StrictIntegerField(min_value=0, max_value=INT4_MAX)
+    core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, help_text="% of one card, summed.")
+    memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX)
+    cohort = StrictCharField(max_length=64, required=False, allow_blank=True, default="")
+    borrow_instances = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    borrow_core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    borrow_memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
+    lend_instances = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    lend_core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
+    lend_memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
+    sessions_per_student = StrictIntegerField(min_value=1, max_value=INT4_MAX)
+    max_session_minutes = StrictIntegerField(min_value=1, max_value=INT4_MAX)
+    extensions_allowed = StrictIntegerField(
         min_value=0,
         max_value=INT4_MAX,
         required=False,
         default=0,
         help_text="Extensions a student may take of a running session.",
     )
-    extension_minutes = serializers.IntegerField(
+    extension_minutes = StrictIntegerField(
         min_value=1, max_value=INT4_MAX, required=False, default=30, help_text="Minutes each extension adds."
     )
-    budget_core_percent_hours = serializers.IntegerField(
+    budget_core_percent_hours = StrictIntegerField(
         min_value=1,
         max_value=INT4_MAX,
         required=False,
@@ -78,7 +79,7 @@ class QuotaSerializer(serializers.Serializer):
         default=None,
         help_text="Weekly NPU budget per student in AI-Core-% x hours; null: none.",
     )
-    budget_gib_hours = serializers.IntegerField(
+    budget_gib_hours = StrictIntegerField(
         min_value=1,
         max_value=INT4_MAX,
         required=False,
@@ -86,7 +87,7 @@ class QuotaSerializer(serializers.Serializer):
         default=None,
         help_text="Weekly NPU budget per student in GiB x hours; null: none.",
     )
-    host_cpu_cap_millicores = serializers.IntegerField(
+    host_cpu_cap_millicores = StrictIntegerField(
         min_value=0,
         max_value=INT4_MAX,
         required=False,
@@ -94,7 +95,7 @@ class QuotaSerializer(serializers.Serializer):
         default=None,
         help_text="Host CPU all the course's sessions may request together, millicores; null: no cap.",
     )
-    host_memory_cap_mib = serializers.IntegerField(
+    host_memory_cap_mib = StrictIntegerField(
         min_value=0,
         max_value=INT8_MAX,
         required=False,
@@ -136,11 +137,11 @@ class TemplateSerializer(serializers.Serializer):
 
 
 class MemberSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
-    email = serializers.CharField(max_length=254, required=False, allow_blank=True, default="")
+    username = StrictCharField(max_length=150, required=False, allow_blank=True, default="")
+    email = StrictCharField(max_length=254, required=False, allow_blank=True, default="")
     role = serializers.ChoiceField(choices=[r.value for r in Enrollment.Role], default=Enrollment.Role.STUDENT.value)
-    first_name = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
-    last_name = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+    first_name = StrictCharField(max_length=150, required=False, allow_blank=True, default="")
+    last_name = StrictCharField(max_length=150, required=False, allow_blank=True, default="")
 
 
 class RosterMemberSerializer(serializers.Serializer):
@@ -196,9 +197,9 @@ class SessionSerializer(serializers.Serializer):
 
 
 class LaunchSerializer(serializers.Serializer):
-    course = serializers.IntegerField(min_value=1, max_value=INT8_MAX)
-    template = serializers.CharField(max_length=100, help_text="The template's slug or id.")
-    student = serializers.CharField(max_length=150, help_text="The student's username; they must be enrolled.")
+    course = StrictIntegerField(min_value=1, max_value=INT8_MAX)
+    template = StrictCharField(max_length=100, help_text="The template's slug or id.")
+    student = StrictCharField(max_length=150, help_text="The student's username; they must be enrolled.")
 
 
 # --- usage ---------------------------------------------------------------------------------------

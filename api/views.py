@@ -12,6 +12,7 @@ from datetime import UTC
 from decimal import Decimal
 
 from asgiref.sync import sync_to_async
+from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -63,6 +64,7 @@ AUTH_ERRORS = {
 }
 NOT_FOUND = {404: error_response("No such object in the token's institution (`not_found`).")}
 PAST_THE_END = {404: error_response("A page past the last one (`not_found`).")}
+BAD_PAGE = {400: error_response("`page` or `page_size` is not a whole number in its range (`invalid`): `fields` says which.")}
 INVALID = {400: error_response("Invalid input (`invalid`, `parse_error`): `fields` says which and why; nothing was changed.")}
 PRECONDITIONS = {
     412: error_response("If-Match does not match the current ETag (`precondition_failed`): GET it again; nothing was changed."),
@@ -76,7 +78,9 @@ IF_MATCH = OpenApiParameter(
     required=True,
     description="The ETag from the last GET. Missing: 428; stale: 412.",
 )
-COURSE_ID = OpenApiParameter("course_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The course's id.")
+# Ids are bigint primary keys: 1 to 2^63 - 1. Any other value names no object (404).
+ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": selectors.MAX_ID}
+COURSE_ID = OpenApiParameter("course_id", ID_SCHEMA, OpenApiParameter.PATH, description="The course's id.")
 SESSION_ID = OpenApiParameter("session_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The session's id.")
 ERROR_EXAMPLE = OpenApiExample(
     "Invalid input",
@@ -137,7 +141,8 @@ class CourseList(generics.ListAPIView):
         return selectors.courses_of(institution=_institution(self.request))
 
     @extend_schema(
-        summary="List the institution's courses", responses={200: CourseSerializer(many=True), **AUTH_ERRORS, **PAST_THE_END}
+        summary="List the institution's courses",
+        responses={200: CourseSerializer(many=True), **BAD_PAGE, **AUTH_ERRORS, **PAST_THE_END},
     )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
@@ -313,7 +318,7 @@ class CourseTemplates(generics.ListAPIView):
     @extend_schema(
         summary="The templates a course offers",
         parameters=[COURSE_ID],
-        responses={200: TemplateSerializer(many=True), **AUTH_ERRORS, **NOT_FOUND},
+        responses={200: TemplateSerializer(many=True), **BAD_PAGE, **AUTH_ERRORS, **NOT_FOUND},
     )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
@@ -331,7 +336,7 @@ class Catalogue(generics.ListAPIView):
 
     @extend_schema(
         summary="The institution's template catalogue",
-        responses={200: TemplateSerializer(many=True), **AUTH_ERRORS, **PAST_THE_END},
+        responses={200: TemplateSerializer(many=True), **BAD_PAGE, **AUTH_ERRORS, **PAST_THE_END},
     )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
@@ -405,8 +410,12 @@ class UTCDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UTCDateTimeField
 
 
+class IntegerFilter(filters.NumberFilter):
+    field_class = forms.IntegerField
+
+
 class SessionFilter(filters.FilterSet):
-    course = filters.NumberFilter(field_name="course_id", min_value=1, max_value=selectors.MAX_ID)
+    course = IntegerFilter(field_name="course_id", min_value=1, max_value=selectors.MAX_ID)
     student = filters.CharFilter(field_name="student__username", max_length=150)
     state = filters.ChoiceFilter(choices=LabSession.State.choices)
     since = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
@@ -415,6 +424,9 @@ class SessionFilter(filters.FilterSet):
     class Meta:
         model = LabSession
         fields = ["course", "student", "state", "since", "until"]
+
+
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
 
 
 class SessionList(generics.ListAPIView):
@@ -430,6 +442,10 @@ class SessionList(generics.ListAPIView):
 
     @extend_schema(
         summary="The institution's sessions",
+        parameters=[
+            OpenApiParameter("course", ID_SCHEMA, description="Only this course's sessions."),
+            OpenApiParameter("student", {"type": "string", "maxLength": 150}, description="Only this student's (username)."),
+        ],
         responses={200: SessionSerializer(many=True), **INVALID, **AUTH_ERRORS, **PAST_THE_END},
     )
     def get(self, request, *args, **kwargs):
@@ -444,7 +460,10 @@ class SessionList(generics.ListAPIView):
         ),
         parameters=[
             OpenApiParameter(
-                "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, description="A unique key per intended launch."
+                "Idempotency-Key",
+                {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH},
+                OpenApiParameter.HEADER,
+                description="A unique key per intended launch.",
             )
         ],
         request=LaunchSerializer,
@@ -465,7 +484,7 @@ class SessionList(generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         key = request.headers.get("Idempotency-Key", "").strip()
-        if len(key) > 255:
+        if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
             raise exceptions.ValidationError({"Idempotency-Key": ["At most 255 characters."]})
         institution = _institution(request)
         course = selectors.course_of(institution=institution, course_id=data["course"])

@@ -4,15 +4,26 @@ rules in ``webhooks.forms.SubscriptionForm``, which the console uses too."""
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.exceptions import Conflict
+from api.fields import StrictBooleanField, StrictCharField, StrictIntegerField
 from api.serializers import INT8_MAX
-from api.views import AUTH_ERRORS, ERROR_EXAMPLE, INVALID, NOT_FOUND, PAST_THE_END, PRECONDITIONS, error_response, form_errors
+from api.views import (
+    AUTH_ERRORS,
+    BAD_PAGE,
+    ERROR_EXAMPLE,
+    ID_SCHEMA,
+    INVALID,
+    NOT_FOUND,
+    PAST_THE_END,
+    PRECONDITIONS,
+    error_response,
+    form_errors,
+)
 from webhooks import selectors, services
 from webhooks.catalogue import EVENT_TYPE_CHOICES, EVENT_TYPES
 from webhooks.forms import SubscriptionForm
@@ -23,33 +34,33 @@ from webhooks.models import Delivery, Subscription
 
 class WebhookSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
-    url = serializers.CharField(max_length=500, help_text="https://..., without a user name or password.")
-    description = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    url = StrictCharField(max_length=500, help_text="https://..., without a user name or password.")
+    description = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
     event_types = serializers.ListField(
         child=serializers.ChoiceField(choices=EVENT_TYPE_CHOICES), min_length=1, max_length=len(EVENT_TYPES)
     )
     courses = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=INT8_MAX),
+        child=StrictIntegerField(min_value=1, max_value=INT8_MAX),
         required=False,
         default=list,
         max_length=1000,
         help_text="Course ids; empty: every course of the institution.",
     )
-    active = serializers.BooleanField(required=False, default=True, help_text="false: paused, nothing is sent.")
+    active = StrictBooleanField(required=False, default=True, help_text="false: paused, nothing is sent.")
     created_at = serializers.DateTimeField(read_only=True)
     secret_rotated_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
 
 class WebhookPatchSerializer(WebhookSerializer):
-    url = serializers.CharField(max_length=500, required=False)
-    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    url = StrictCharField(max_length=500, required=False)
+    description = StrictCharField(max_length=200, required=False, allow_blank=True)
     event_types = serializers.ListField(
         child=serializers.ChoiceField(choices=EVENT_TYPE_CHOICES), min_length=1, max_length=len(EVENT_TYPES), required=False
     )
     courses = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=INT8_MAX), required=False, max_length=1000
+        child=StrictIntegerField(min_value=1, max_value=INT8_MAX), required=False, max_length=1000
     )
-    active = serializers.BooleanField(required=False)
+    active = StrictBooleanField(required=False)
 
 
 class WebhookCreatedSerializer(WebhookSerializer):
@@ -97,8 +108,8 @@ def _json(subscription: Subscription, secret: str | None = None) -> dict:
     return WebhookSerializer(data).data
 
 
-WEBHOOK_ID = OpenApiParameter("webhook_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The subscription's id.")
-DELIVERY_ID = OpenApiParameter("delivery_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The delivery's id.")
+WEBHOOK_ID = OpenApiParameter("webhook_id", ID_SCHEMA, OpenApiParameter.PATH, description="The subscription's id.")
+DELIVERY_ID = OpenApiParameter("delivery_id", ID_SCHEMA, OpenApiParameter.PATH, description="The delivery's id.")
 EXAMPLE = OpenApiExample(
     "Session ends and usage of two courses",
     value={
@@ -166,7 +177,7 @@ class WebhookList(generics.ListAPIView):
 
     @extend_schema(
         summary="The institution's webhook subscriptions",
-        responses={200: WebhookSerializer(many=True), **AUTH_ERRORS, **PAST_THE_END},
+        responses={200: WebhookSerializer(many=True), **BAD_PAGE, **AUTH_ERRORS, **PAST_THE_END},
     )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
@@ -275,7 +286,7 @@ class WebhookDeliveries(generics.ListAPIView):
         summary="A subscription's delivery log",
         description="Newest first; each delivery with every attempt: its time, the status code or the error, how long it took.",
         parameters=[WEBHOOK_ID],
-        responses={200: DeliverySerializer(many=True), **AUTH_ERRORS, **NOT_FOUND},
+        responses={200: DeliverySerializer(many=True), **BAD_PAGE, **AUTH_ERRORS, **NOT_FOUND},
     )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
