@@ -36,6 +36,15 @@ class Pagination(PageNumberPagination):
             return 1
         return _whole_number(given, self.page_query_param, message=_("Send a whole number, 1 or more."))
 
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        # DRF writes OpenAPI 3.0's `nullable`, which 3.1 (this document's version) does not have.
+        paginated = super().get_paginated_response_schema(schema)
+        for name in ("next", "previous"):
+            link = paginated["properties"][name]
+            del link["nullable"]
+            link["type"] = [link["type"], "null"]
+        return paginated
+
     def get_schema_operation_parameters(self, view) -> list[dict]:
         parameters = super().get_schema_operation_parameters(view)
         bounds = {

@@ -1,6 +1,6 @@
-"""What drf-spectacular needs to describe the token authentication."""
+"""What drf-spectacular needs to describe the token authentication and the progress stream."""
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 
 
 class InstitutionTokenScheme(OpenApiAuthenticationExtension):
@@ -30,4 +30,17 @@ class InstitutionOAuthScheme(OpenApiAuthenticationExtension):
                     "scopes": {name: str(label) for name, label in SCOPES.items()},
                 }
             },
+        }
+
+
+class JSONTextFieldExtension(OpenApiSerializerFieldExtension):
+    """A server-sent event's ``data``: a string holding JSON of a schema of its own (OpenAPI 3.1)."""
+
+    target_class = "api.serializers.JSONTextField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": auto_schema.resolve_serializer(self.target.serializer, direction).ref,
         }

@@ -196,6 +196,33 @@ class SessionSerializer(serializers.Serializer):
     access_url = serializers.CharField(help_text="Where the student opens the lab once it runs (its token is not included).")
 
 
+class ProgressEventSerializer(serializers.Serializer):
+    """What each event of a session's progress stream carries, as JSON in its ``data``."""
+
+    progress = serializers.IntegerField(min_value=0, max_value=100, help_text="How far towards running, in %.")
+    state = serializers.ChoiceField(choices=[s.value for s in LabSession.State])
+    message = serializers.CharField(allow_blank=True, help_text="The reason in words; empty when there is none.")
+    ready = serializers.BooleanField(help_text="The lab runs: the last event; open `url`.")
+    failed = serializers.BooleanField(help_text="The launch failed: the last event; `message` says why.")
+    url = serializers.CharField(allow_blank=True, help_text="Where the student opens the lab once ready; empty before.")
+
+
+class JSONTextField(serializers.Field):
+    """A string that holds JSON of ``serializer``'s shape (how a server-sent event carries data).
+    Described in the schema by api.schema.JSONTextFieldExtension; used for the schema only."""
+
+    def __init__(self, serializer: type[serializers.Serializer], **kwargs) -> None:
+        self.serializer = serializer
+        super().__init__(**kwargs)
+
+
+class ProgressStreamEventSerializer(serializers.Serializer):
+    """One server-sent event of the progress stream, as an EventSource reads it."""
+
+    event = serializers.ChoiceField(choices=["progress"])
+    data = JSONTextField(ProgressEventSerializer)
+
+
 class LaunchSerializer(serializers.Serializer):
     course = StrictIntegerField(min_value=1, max_value=INT8_MAX)
     template = StrictCharField(max_length=100, help_text="The template's slug or id.")

@@ -33,6 +33,7 @@ from api.serializers import (
     CourseSerializer,
     ErrorSerializer,
     LaunchSerializer,
+    ProgressStreamEventSerializer,
     QuotaResponseSerializer,
     QuotaSerializer,
     RosterPutSerializer,
@@ -559,21 +560,45 @@ def _progress_event(session: LabSession) -> dict:
     }
 
 
+class EventStreamRenderer(BaseRenderer):
+    """``text/event-stream``, so that content negotiation lets in what every EventSource sends
+    (Accept: text/event-stream). The view streams the events itself; errors are JSON."""
+
+    media_type = "text/event-stream"
+    format = "event-stream"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode()  # not reached: SessionProgress renders errors with JSONRenderer
+
+
+def _as_json(responses: dict) -> dict:
+    return {(code, "application/json"): response for code, response in responses.items()}
+
+
 class SessionProgress(APIView):
     required_scopes = {"GET": "sessions:read"}
+    renderer_classes = [EventStreamRenderer]
 
     @extend_schema(
         summary="Watch a session start (server-sent events)",
         description=(
-            "Like JupyterHub's /progress: one `progress` event per change, `{progress, state, message, ready, failed, url}`, "
-            "until the session runs or ends (a last event with `ready` or `failed`), or the stream's time is up "
-            "(API_PROGRESS_MAX_SECONDS; reconnect then)."
+            "Like JupyterHub's /progress, for an EventSource (Accept: text/event-stream or */*): one `progress` event "
+            "per change, its `data` a ProgressEvent as JSON, until the session runs or ends (a last event with `ready` "
+            "or `failed`), or the stream's time is up (API_PROGRESS_MAX_SECONDS; reconnect then). Errors are JSON."
         ),
         parameters=[SESSION_ID],
         responses={
-            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="event: progress\\ndata: {...}"),
-            **AUTH_ERRORS,
-            **NOT_FOUND,
+            (200, "text/event-stream"): OpenApiResponse(
+                ProgressStreamEventSerializer, description="Each event: `event: progress`, `data: {ProgressEvent}`."
+            ),
+            **_as_json(
+                {
+                    **AUTH_ERRORS,
+                    **NOT_FOUND,
+                    406: error_response("Accept allows neither text/event-stream nor */* (`not_acceptable`)."),
+                }
+            ),
         },
     )
     def get(self, request, session_id):
@@ -586,6 +611,11 @@ class SessionProgress(APIView):
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass events on at once
         return response
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if isinstance(response, Response):  # an error: the same JSON body as everywhere in the API
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 async def _progress_stream(institution, session_id, max_seconds: float, poll_seconds: float):

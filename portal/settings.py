@@ -514,14 +514,22 @@ SPECTACULAR_SETTINGS = {
         'Every error is `{"error": {"code", "message", "fields"}}`.'
     ),
     "VERSION": "1",
+    # 3.1: JSON Schema proper, so the progress stream's events can say their data is JSON of a
+    # schema (contentMediaType, contentSchema), which 3.0 has no words for.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    # One name for the webhook event types, used by the subscription and the delivery alike.
-    "ENUM_NAME_OVERRIDES": {"WebhookEventTypeEnum": "webhooks.catalogue.EVENT_TYPE_CHOICES"},
+    # One name for the webhook event types, used by the subscription and the delivery alike; one
+    # for a session's states, in a session and in its progress events.
+    "ENUM_NAME_OVERRIDES": {
+        "WebhookEventTypeEnum": "webhooks.catalogue.EVENT_TYPE_CHOICES",
+        "SessionStateEnum": "labs.models.LabSession.State",
+        "ProgressEventTypeEnum": ["progress"],
+    },
 }
 # OAuth 2.0 for LMS back ends (django-oauth-toolkit): client-credentials only, an application per
 # institution (api.OAuthClient, made on /ops/tokens/), its scopes the API's (api.scopes, through

@@ -8,6 +8,9 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from api.models import IdempotencyKey
 from labs.models import AuditEvent, LabSession
@@ -130,6 +133,49 @@ async def test_progress_ends_when_its_time_is_up(world, make_token, settings):
 
     events = await asyncio.wait_for(read_events(response), timeout=10)
     assert [e["state"] for e in events] == ["queued"]
+
+
+def schema_validator(document: dict, component: str) -> Draft202012Validator:
+    """A validator for one component of the served OpenAPI 3.1 document, its $refs resolved in it."""
+    registry = Registry().with_resource("urn:api", Resource(document, DRAFT202012))
+    return Draft202012Validator({"$ref": f"urn:api#/components/schemas/{component}"}, registry=registry)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_an_event_source_gets_the_stream_and_each_event_fits_the_schema(world, make_token, settings):
+    """Every EventSource sends Accept: text/event-stream; each event's data is a ProgressEvent."""
+    settings.API_PROGRESS_POLL_SECONDS = 0.05
+    token = await sync_to_async(make_token)(world["course"].institution)
+    session = await sync_to_async(LabSession.objects.create)(
+        student=world["students"][0], course=world["course"], template=world["small"], state="running", secret="x"
+    )
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    response = await AsyncClient().get(f"/api/v1/sessions/{session.pk}/progress", headers=headers)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream"
+    events = await asyncio.wait_for(read_events(response), timeout=10)
+    assert [e["state"] for e in events] == ["running"]
+    document = (await AsyncClient().get("/api/v1/schema/?format=json")).json()
+    stream = document["paths"]["/api/v1/sessions/{session_id}/progress"]["get"]["responses"]["200"]["content"]
+    assert stream["text/event-stream"]["schema"] == {"$ref": "#/components/schemas/ProgressStreamEvent"}
+    envelope = schema_validator(document, "ProgressStreamEvent")
+    for event in events:
+        envelope.validate({"event": "progress", "data": json.dumps(event)})
+        schema_validator(document, "ProgressEvent").validate(event)
+    assert not schema_validator(document, "ProgressEvent").is_valid({**events[0], "progress": "100"})
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_progress_errors_are_json_whatever_the_accept_header(world, make_token):
+    token = await sync_to_async(make_token)(world["course"].institution)
+    unknown = "/api/v1/sessions/00000000-0000-0000-0000-000000000000/progress"
+    missing = await AsyncClient().get(unknown, headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"})
+    assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
+    assert missing.json()["error"]["code"] == "not_found"
+    json_only = await AsyncClient().get(unknown, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    assert json_only.status_code == 406 and json_only.json()["error"]["code"] == "not_acceptable"
 
 
 @pytest.mark.django_db(transaction=True)
