@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpResponse, StreamingHttpResponse
+from django.urls import reverse
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.types import OpenApiTypes
@@ -81,6 +82,14 @@ IF_MATCH = OpenApiParameter(
 )
 # Ids are bigint primary keys: 1 to 2^63 - 1. Any other value names no object (404).
 ID_SCHEMA = {"type": "integer", "minimum": 1, "maximum": selectors.MAX_ID}
+LOCATION = OpenApiParameter(
+    "Location",
+    {"type": "string", "format": "uri"},
+    OpenApiParameter.HEADER,
+    required=True,
+    response=[201],
+    description="The URL of what was created.",
+)
 COURSE_ID = OpenApiParameter("course_id", ID_SCHEMA, OpenApiParameter.PATH, description="The course's id.")
 SESSION_ID = OpenApiParameter("session_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The session's id.")
 ERROR_EXAMPLE = OpenApiExample(
@@ -117,6 +126,12 @@ def _course_or_404(request, course_id, *, lock: bool = False) -> Course:
     return course
 
 
+def created(request, data: dict, url_name: str, pk, headers: dict | None = None) -> Response:
+    """A 201 with ``Location``: the URL of the object made (RFC 9110, 15.3.2)."""
+    location = request.build_absolute_uri(reverse(url_name, args=[pk]))
+    return Response(data, status=status.HTTP_201_CREATED, headers={"Location": location, **(headers or {})})
+
+
 def form_errors(form) -> exceptions.ValidationError:
     fields = {name: [str(e) for e in errors] for name, errors in form.errors.items()}
     if "__all__" in fields:
@@ -151,6 +166,7 @@ class CourseList(generics.ListAPIView):
     @extend_schema(
         summary="Create a course",
         description="No instructor is enrolled: PUT the roster with one. A code is unique per term in the institution.",
+        parameters=[LOCATION],
         responses={201: CourseSerializer, **INVALID, **AUTH_ERRORS, 415: PRECONDITIONS[415]},
         examples=[
             OpenApiExample("A course", value={"code": "AI101", "title": "AI Practice", "term": "2026 Autumn"}, request_only=True),
@@ -166,7 +182,7 @@ class CourseList(generics.ListAPIView):
             raise form_errors(form)
         course = services.course_create(institution=institution, by=request.user, **form.cleaned_data)
         data = _course_json(course)
-        return Response(data, status=status.HTTP_201_CREATED, headers={"ETag": selectors.etag_of(data)})
+        return created(request, data, "api:course", course.pk, headers={"ETag": selectors.etag_of(data)})
 
 
 class CourseDetail(APIView):
@@ -460,6 +476,7 @@ class SessionList(generics.ListAPIView):
             "same session (200 instead of 201); the same key with another body is 409 `idempotency_conflict`."
         ),
         parameters=[
+            LOCATION,
             OpenApiParameter(
                 "Idempotency-Key",
                 {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH},
@@ -501,7 +518,7 @@ class SessionList(generics.ListAPIView):
         if problems:
             raise exceptions.ValidationError(problems)
         try:
-            session, created = services.session_launch_for(
+            session, launched = services.session_launch_for(
                 by=request.user, course=course, template=template, student=student, idempotency_key=key, request=dict(data)
             )
         except LaunchRefused as exc:
@@ -509,10 +526,10 @@ class SessionList(generics.ListAPIView):
         except services.IdempotencyConflict:
             raise Conflict("This Idempotency-Key was used with another request.", code="idempotency_conflict") from None
         session = selectors.session_of(institution=institution, session_id=session.pk)
-        response = Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
-        if not created:
-            response["Idempotent-Replayed"] = "true"
-        return response
+        data = SessionSerializer(session).data
+        if launched:
+            return created(request, data, "api:session", session.pk)
+        return Response(data, headers={"Idempotent-Replayed": "true"})
 
 
 def _session_or_404(request, session_id) -> LabSession:

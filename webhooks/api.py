@@ -18,9 +18,11 @@ from api.views import (
     ERROR_EXAMPLE,
     ID_SCHEMA,
     INVALID,
+    LOCATION,
     NOT_FOUND,
     PAST_THE_END,
     PRECONDITIONS,
+    created,
     error_response,
     form_errors,
 )
@@ -188,6 +190,7 @@ class WebhookList(generics.ListAPIView):
             "Events: " + ", ".join(f"`{name}`" for name in EVENT_TYPES) + ". The answer carries the signing secret "
             '(`secret`, whsec_...), this once: deliveries are signed with it (README "Webhooks").'
         ),
+        parameters=[LOCATION],
         request=WebhookSerializer,
         responses={201: WebhookCreatedSerializer, **INVALID, **AUTH_ERRORS, 415: PRECONDITIONS[415]},
         examples=[EXAMPLE, BAD_URL_EXAMPLE, ERROR_EXAMPLE],
@@ -205,7 +208,7 @@ class WebhookList(generics.ListAPIView):
             active=serializer.validated_data["active"],
             by=request.user,
         )
-        return _no_store(Response(_json(subscription, secret), status=status.HTTP_201_CREATED))
+        return _no_store(created(request, _json(subscription, secret), "api:webhook", subscription.pk))
 
 
 class WebhookDetail(APIView):
