@@ -550,22 +550,15 @@ OAUTH2_PROVIDER = {
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
 }
-# Requests per token (DRF's rate syntax, e.g. 600/minute), counted in Redis so every web process
-# shares the count.
+# Requests per token in any moving window (DRF's rate syntax, e.g. 600/minute), counted in Redis
+# (REDIS_URL, keys under API_THROTTLE_PREFIX) so every web process shares the count (api.throttling).
 API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/minute")
 if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE):
     raise ImproperlyConfigured(
         f"API_THROTTLE_RATE={API_THROTTLE_RATE!r}: requests per second, minute, hour or day, e.g. 600/minute."
     )
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "api": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": env_str("API_CACHE_PREFIX", "portal-api"),
-        "TIMEOUT": 3600,
-    },
-}
+API_THROTTLE_PREFIX = env_str("API_CACHE_PREFIX", "portal-api")
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # A launch's Idempotency-Key is remembered this long (the same key and body give the same
 # session); then beat deletes it, and a retry with it makes a new session.
 API_IDEMPOTENCY_RETENTION_HOURS = env_int("API_IDEMPOTENCY_RETENTION_HOURS", 24, minimum=1, maximum=24 * 365)
