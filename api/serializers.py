@@ -3,6 +3,7 @@ limits) are the console's forms', which the views call."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from api.fields import StrictCharField, StrictIntegerField
@@ -10,6 +11,8 @@ from labs.models import Enrollment, LabSession
 
 INT4_MAX = 2**31 - 1
 INT8_MAX = 2**63 - 1
+# A query parameter sent empty (?until=) where the schema says what its value is.
+BLANK_PARAMETER = _("Send a value, or leave the parameter out.")
 
 
 class ErrorDetailSerializer(serializers.Serializer):
@@ -250,7 +253,16 @@ class UsageSerializer(serializers.Serializer):
 class UsageQuerySerializer(serializers.Serializer):
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
-    student = serializers.CharField(max_length=150, required=False, help_text="One student's username; left out: everyone.")
+    student = serializers.CharField(
+        max_length=150, required=False, allow_blank=True, help_text="One student's username; empty or left out: everyone."
+    )
+
+    def to_internal_value(self, data):
+        # DRF reads ?until= in a query string as if it were not sent; the schema says a time.
+        blank = {name: [BLANK_PARAMETER] for name in ("since", "until") if data.get(name) == ""}
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
 
     def validate(self, data):
         if data.get("since") and data.get("until") and data["until"] <= data["since"]:

@@ -30,6 +30,7 @@ from rest_framework.views import APIView
 from api import selectors, services
 from api.exceptions import Conflict, PreconditionFailed, PreconditionRequired, Refused
 from api.serializers import (
+    BLANK_PARAMETER,
     CoursePatchSerializer,
     CourseSerializer,
     ErrorSerializer,
@@ -441,6 +442,15 @@ class SessionFilter(filters.FilterSet):
     class Meta:
         model = LabSession
         fields = ["course", "student", "state", "since", "until"]
+
+    def is_valid(self) -> bool:
+        # django-filter reads ?until= as if it were not sent; the schema says what a time, a course or
+        # a state is, and an empty string is none of them (an empty student is any student).
+        valid = super().is_valid()
+        for name, given in self.filters.items():
+            if self.data.get(name) == "" and not isinstance(given, filters.CharFilter):
+                self.form.add_error(name, BLANK_PARAMETER)
+        return valid and not self.form.errors
 
 
 IDEMPOTENCY_KEY_MAX_LENGTH = 255

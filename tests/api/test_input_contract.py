@@ -51,6 +51,16 @@ def test_a_course_filter_that_is_not_a_whole_number_is_refused(api, world):
         assert "course" in response.json()["error"]["fields"]
 
 
+def test_a_time_or_state_sent_empty_is_refused_and_an_empty_student_means_everyone(api, world):
+    usage = f"/api/v1/courses/{world['course'].pk}/usage/"
+    for url, name in [("/api/v1/sessions/", "until"), ("/api/v1/sessions/", "state"), (usage, "since"), (usage, "until")]:
+        response = api.call("GET", url, data={name: ""})
+        assert response.status_code == 400, (url, name)
+        assert response.json()["error"]["fields"] == {name: ["Send a value, or leave the parameter out."]}
+    assert api.call("GET", usage, data={"student": ""}).status_code == 200
+    assert api.call("GET", "/api/v1/sessions/", data={"student": ""}).status_code == 200
+
+
 @pytest.mark.parametrize(
     ("field", "value"), [("term", 2026), ("code", 101), ("title", 1.5), ("title", True), ("term", ["2026"])]
 )
