@@ -1,4 +1,7 @@
-"""What drf-spectacular needs to describe the token authentication and the progress stream."""
+"""What drf-spectacular needs to describe the token authentication, the progress stream and the
+links between operations."""
+
+import re
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 
@@ -44,3 +47,28 @@ class JSONTextFieldExtension(OpenApiSerializerFieldExtension):
             "contentMediaType": "application/json",
             "contentSchema": auto_schema.resolve_serializer(self.target.serializer, direction).ref,
         }
+
+
+def created_object_links(result, generator, request, public):
+    """An OpenAPI link from each 201 to every operation on what it made: the answer's ``id`` is
+    their path parameter (POST /courses/ -> GET /courses/{course_id}/, its quota, its roster, ...).
+    Clients and Schemathesis' stateful tests follow them. A drf-spectacular postprocessing hook."""
+    paths = result["paths"]
+    for path, item in paths.items():
+        for operation in item.values():
+            created = operation["responses"].get("201")
+            if created is None:
+                continue
+            links = {}
+            for target_path, target_item in paths.items():
+                under = re.match(re.escape(path) + r"\{(\w+)\}/", target_path)
+                if under is None:
+                    continue
+                for target in target_item.values():
+                    links[target["operationId"]] = {
+                        "operationId": target["operationId"],
+                        "parameters": {under[1]: "$response.body#/id"},
+                    }
+            if links:
+                created["links"] = links
+    return result

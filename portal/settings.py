@@ -523,6 +523,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "api.schema.created_object_links"],
     # One name for the webhook event types, used by the subscription and the delivery alike; one
     # for a session's states, in a session and in its progress events.
     "ENUM_NAME_OVERRIDES": {

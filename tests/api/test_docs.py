@@ -26,6 +26,16 @@ def test_the_schema_is_a_valid_openapi_document(db):
     validate(schema)
 
 
+def test_each_201_links_to_the_operations_on_what_it_made(db):
+    paths = Client().get("/api/v1/schema/?format=json").json()["paths"]
+    links = paths["/api/v1/courses/"]["post"]["responses"]["201"]["links"]
+    assert links["courses_retrieve"] == {"operationId": "courses_retrieve", "parameters": {"course_id": "$response.body#/id"}}
+    assert {"courses_quota_update", "courses_roster_update", "courses_usage_retrieve"} <= set(links)
+    sessions = paths["/api/v1/sessions/"]["post"]["responses"]["201"]["links"]
+    assert set(sessions) == {"sessions_retrieve", "sessions_progress_retrieve", "sessions_stop_create"}
+    assert "webhooks_secret_create" in paths["/api/v1/webhooks/"]["post"]["responses"]["201"]["links"]
+
+
 def test_the_docs_page_has_no_inline_script_or_style_and_its_files_load(db):
     client = Client()
     page = client.get("/api/v1/docs/")
