@@ -49,7 +49,13 @@ def validate_outbound_url(url: str) -> None:
     ``OUTBOUND_ALLOW_HTTP``), a user name or password in it, a fragment, or a local or private
     address written as such, ``localhost`` included (unless ``OUTBOUND_ALLOW_PRIVATE_ADDRESSES``).
     Names are checked when a request is sent, since where a name points can change."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        # Reading the port raises ValueError too: "https://h:x", "https://h:70000".
+        if parts.port == 0:
+            raise ValueError("port 0")
+    except ValueError:  # also "https://[::1" (an unclosed IPv6 address)
+        raise ValidationError(_("Enter a valid URL."), code="invalid") from None
     if parts.scheme not in ("https", "http"):
         raise ValidationError(_("The URL must start with https://."), code="scheme")
     if parts.scheme == "http" and not settings.OUTBOUND_ALLOW_HTTP:
