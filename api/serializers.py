@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from api.fields import StrictCharField, StrictIntegerField
+from labs.forms import MAX_BUDGET, MAX_EXTENSIONS, MAX_SESSION_MINUTES, MAX_SESSIONS_PER_STUDENT
 from labs.models import Enrollment, LabSession
 
 INT4_MAX = 2**31 - 1
@@ -48,6 +49,7 @@ class CoursePatchSerializer(CourseSerializer):
 
 class QuotaSerializer(serializers.Serializer):
     """Memory in MiB (a multiple of the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none.
+    The per-student bounds are the console's (labs.forms); the rest is checked against the cluster.
 
     A PUT replaces the whole quota: a field left out takes its default (no extensions, no budget).
     """
@@ -62,21 +64,21 @@ class QuotaSerializer(serializers.Serializer):
     lend_instances = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
     lend_core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
     lend_memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
-    sessions_per_student = StrictIntegerField(min_value=1, max_value=INT4_MAX)
-    max_session_minutes = StrictIntegerField(min_value=1, max_value=INT4_MAX)
+    sessions_per_student = StrictIntegerField(min_value=1, max_value=MAX_SESSIONS_PER_STUDENT)
+    max_session_minutes = StrictIntegerField(min_value=1, max_value=MAX_SESSION_MINUTES)
     extensions_allowed = StrictIntegerField(
         min_value=0,
-        max_value=INT4_MAX,
+        max_value=MAX_EXTENSIONS,
         required=False,
         default=0,
         help_text="Extensions a student may take of a running session.",
     )
     extension_minutes = StrictIntegerField(
-        min_value=1, max_value=INT4_MAX, required=False, default=30, help_text="Minutes each extension adds."
+        min_value=1, max_value=MAX_SESSION_MINUTES, required=False, default=30, help_text="Minutes each extension adds."
     )
     budget_core_percent_hours = StrictIntegerField(
         min_value=1,
-        max_value=INT4_MAX,
+        max_value=MAX_BUDGET,
         required=False,
         allow_null=True,
         default=None,
@@ -84,7 +86,7 @@ class QuotaSerializer(serializers.Serializer):
     )
     budget_gib_hours = StrictIntegerField(
         min_value=1,
-        max_value=INT4_MAX,
+        max_value=MAX_BUDGET,
         required=False,
         allow_null=True,
         default=None,

@@ -102,3 +102,5 @@ def test_the_schema_declares_the_bounds_the_server_enforces(db):
     assert course_id["minimum"] == 1 and course_id["maximum"] == 2**63 - 1
     assert parameters(paths["/api/v1/sessions/"]["post"])["Idempotency-Key"]["maxLength"] == 255
     assert "400" in paths["/api/v1/courses/"]["get"]["responses"]
+    quota = Client().get("/api/v1/schema/?format=json").json()["components"]["schemas"]["Quota"]["properties"]
+    assert quota["sessions_per_student"]["maximum"] == 16 and quota["extensions_allowed"]["maximum"] == 20
