@@ -299,7 +299,9 @@ class CourseQuotaView(APIView):
         values = dict(serializer.validated_data)
         for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
             if values.get(name) is not None:
-                values[name] = str(Decimal(values[name]) / 1024)  # the form takes GiB
+                # The form takes GiB to 3 places, which hold every 128 MiB step exactly; a value off the
+                # step stays off it when rounded, and is refused for the step, not for its decimals.
+                values[name] = str((Decimal(values[name]) / 1024).quantize(Decimal("0.001")))
         with transaction.atomic():
             # Locked before the ETag is compared: a change committed meanwhile is seen, and waits for us.
             course = _course_or_404(request, course_id, lock=True)

@@ -34,7 +34,10 @@ def test_the_consoles_rules_apply(api, world):
     etag = api.call("GET", url)["ETag"]
     response = api.call("PUT", url, {**QUOTA, "instance_count": 500, "memory_mib": 1000}, headers={"If-Match": etag})
     assert response.status_code == 400
-    assert {"instance_count", "memory_mib"} <= set(response.json()["error"]["fields"])
+    fields = response.json()["error"]["fields"]
+    assert {"instance_count", "memory_mib"} <= set(fields)
+    # Said in the step, not in the GiB the console's form counts in ("no more than 3 decimal places").
+    assert fields["memory_mib"] == ["Memory is reserved in steps of 0.125 GiB: use 0.875 GiB or 1 GiB."]
     assert CourseQuota.objects.get(course=world["course"]).instance_count == world["course"].quota.instance_count
 
 
