@@ -11,7 +11,8 @@
   memory_used_mib=None) -> InstanceReport``: simulated agents only.
 
 Errors, all ``AgentError``: ``AgentUnavailable`` when the agent cannot answer properly — network
-error, timeout, a 5xx (502: the agent could not read its node), a redirect, malformed JSON;
+error, timeout (these two are ``AgentUnreachable``), a 5xx (502: the agent could not read its
+node), a redirect, malformed JSON;
 ``AgentAuthError`` on 401/403 (a wrong token: configuration, not a passing failure);
 ``AgentRequestError`` (also a ``ValueError``) when the agent refused the request (400, 404, 405,
 409), with ``status`` and the agent's message.
@@ -37,6 +38,10 @@ class AgentError(Exception):
 
 class AgentUnavailable(AgentError):
     """The agent did not answer properly (down, slow, 5xx, malformed answer)."""
+
+
+class AgentUnreachable(AgentUnavailable):
+    """No answer at all: the connection failed, was refused or timed out (a host down or hung)."""
 
 
 class AgentAuthError(AgentError):
@@ -169,7 +174,7 @@ class AgentClient:
             status, raw = exc.code, _read_quietly(exc)
         except (OSError, http.client.HTTPException) as exc:  # URLError and timeouts are OSErrors
             reason = getattr(exc, "reason", exc)
-            raise AgentUnavailable(f"{where}: {reason}") from None
+            raise AgentUnreachable(f"{where}: {reason}") from None
         if status in (401, 403):
             raise AgentAuthError(f"{where}: the agent refused the token ({status})")
         if status >= 500 or 300 <= status < 400:

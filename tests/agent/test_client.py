@@ -14,6 +14,7 @@ from labs.agent.client import (
     AgentError,
     AgentRequestError,
     AgentUnavailable,
+    AgentUnreachable,
     CardReport,
     HealthReport,
     InstanceReport,
@@ -94,21 +95,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_an_agent_that_is_down_raises_agent_unavailable():
+def test_an_agent_that_is_down_raises_agent_unreachable():
     client = AgentClient(f"http://127.0.0.1:{free_port()}", TOKEN, timeout=2)
 
     for method in (client.health, client.inventory, client.instances, lambda: client.unregister("pod-1")):
-        with pytest.raises(AgentUnavailable, match="Connection refused"):
+        with pytest.raises(AgentUnreachable, match="Connection refused"):
             method()
 
 
-def test_an_agent_that_does_not_answer_in_time_raises_agent_unavailable():
+def test_an_agent_that_does_not_answer_in_time_raises_agent_unreachable():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         client = AgentClient(f"http://127.0.0.1:{listener.getsockname()[1]}", TOKEN, timeout=0.3)
 
-        with pytest.raises(AgentUnavailable, match="timed out"):
+        with pytest.raises(AgentUnreachable, match="timed out"):
             client.instances()
 
 
@@ -117,8 +118,10 @@ def test_an_agent_that_cannot_read_its_node_raises_agent_unavailable_with_the_re
     with running(FlexnpuSmiDriver(binary=str(flexnpu.path))) as agent:
         client = AgentClient(agent.url, TOKEN)
 
-        with pytest.raises(AgentUnavailable, match=r"502 '.*flexnpu-smi info' exited with status 2: aclserver unreachable"):
+        message = r"502 '.*flexnpu-smi info' exited with status 2: aclserver unreachable"
+        with pytest.raises(AgentUnavailable, match=message) as failed:
             client.instances()
+        assert not isinstance(failed.value, AgentUnreachable)  # it answered: the node is not down
         with pytest.raises(AgentRequestError, match="does not register instances") as refused:
             client.register("pod-1", card_index=0, core_percent=5, memory_mib=128)
     assert refused.value.status == 405
@@ -173,6 +176,7 @@ def test_a_broken_answer_raises_agent_unavailable(status, body, headers, message
 
 def test_every_client_error_is_an_agent_error():
     assert issubclass(AgentUnavailable, AgentError)
+    assert issubclass(AgentUnreachable, AgentUnavailable)
     assert issubclass(AgentAuthError, AgentError)
     assert issubclass(AgentRequestError, AgentError)
 
