@@ -15,7 +15,8 @@ Per session, by ledger state:
   checked only after the observation: a lab that is up is never failed for being late.
 - ``running``: gone or failed: ``Fail``; past its maximum length: ``Expire`` (a normal stop).
 - ``stopping``: the instance is gone: ``Finish`` (stopped or failed, allocation released); still
-  there and not being deleted: ``Delete``; being deleted for too long: ``Delete`` again, noted.
+  there and not being deleted: ``Delete``; being deleted for too long: ``Delete`` again, noted;
+  still there but never recorded (a create whose run died before its bind): ``Bind`` it too.
 - any instance whose card differs from the ledger's: ``Rebind`` to the card the node reports.
 
 Instances that no open session owns: ``Delete`` (orphans). When the driver could not be read,
@@ -204,7 +205,13 @@ def _running(session: Desired, instance: Seen | None, now: float, actions: list[
 def _stopping(session: Desired, instance: Seen | None, now: float, timing: Timing, actions: list[Action]) -> None:
     if instance is None:
         actions.append(Finish(session.session_id))
-    elif not instance.deleting:
+        return
+    if instance.ref and not session.driver_ref:
+        # The run that created it died before recording it, and the stop came first: the
+        # instance, found by the session's own id, is recorded before it goes, so that the
+        # stop's end removes its registration from the node.
+        actions.append(Bind(session.session_id, instance.ref))
+    if not instance.deleting:
         actions.append(Delete(session.session_id))
     elif session.stopping_at is not None and now - session.stopping_at > timing.stop_timeout_seconds:
         # The platform accepted the deletion but the pod lingers: ask again, keep the share

@@ -249,6 +249,16 @@ def test_a_stopping_session_whose_instance_is_being_deleted_past_the_stop_timeou
     assert run(lingering, instance("running", ref="pod-1", deleting=True)) == [Delete("s1")]
 
 
+def test_a_stopping_session_whose_instance_was_never_recorded_records_it_as_it_deletes_it():
+    lost = Desired("s1", SessionState.STOPPING, stopping_at=NOW - 10)
+    assert run(lost, instance("running", ref="pod-1")) == [Bind("s1", "pod-1"), Delete("s1")]
+    assert run(lost, instance("running", ref="pod-1", deleting=True)) == [Bind("s1", "pod-1")]
+
+
+def test_a_stopping_session_keeps_the_instance_it_recorded():
+    assert run(stopping(), instance("running", ref="pod-2")) == [Delete("s1")]
+
+
 def test_a_stopping_session_is_not_finished_when_the_driver_could_not_be_read():
     assert run(stopping(), None) == []
 

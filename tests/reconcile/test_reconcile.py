@@ -147,6 +147,28 @@ def test_a_stop_that_comes_while_the_instance_is_created_still_unregisters_it(wo
     assert agent.driver.instances() == []
 
 
+def test_a_stop_finds_an_instance_whose_bind_was_lost_and_unregisters_it_at_once(world, agent, cluster_driver, settings):
+    from labs.services.controller import launch_spec
+    from labs.services.sessions import session_transition
+
+    settings.LAB_RESIDUAL_GRACE_SECONDS = 300
+    session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    allocation_pass()
+    session_transition(session.pk, to="starting")
+    row = LabSession.objects.select_related("template", "course", "student", "allocation__card__node").get(pk=session.pk)
+    ref = cluster_driver.create(launch_spec(row))  # a run created the instance, the node registered it
+    allocation = row.allocation  # (as a device plugin does when the pod starts), and the run died
+    agent.driver.register(ref, allocation.card.index, allocation.core_percent, allocation.memory_mib)
+    session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student000"))
+
+    reconcile_once()
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state == "stopped" and session.driver_ref == ref  # found by its session id
+    assert agent.driver.instances() == []  # not left for the residual sweep
+
+
 def test_an_unreachable_agent_makes_its_node_unavailable_and_releases_nothing(world, agent, cluster_driver):
     session = running_session(world)
     agent.stop()
