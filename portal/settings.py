@@ -463,6 +463,9 @@ LAB_AGENT_TOKEN = env_str("LAB_AGENT_TOKEN", "")
 LAB_AGENT_TIMEOUT_SECONDS = env_float("LAB_AGENT_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 # How long the quick check of an unavailable node's agent waits (every LAB_CONTROLLER_SECONDS).
 LAB_AGENT_RECHECK_TIMEOUT_SECONDS = env_float("LAB_AGENT_RECHECK_TIMEOUT_SECONDS", 1.0, minimum=0.1)
+# How long each of the controller's calls to an agent (register, unregister) may wait for an answer;
+# a node whose agent does not answer in time is marked unavailable until its quick check answers.
+LAB_AGENT_DEADLINE_SECONDS = env_float("LAB_AGENT_DEADLINE_SECONDS", 2.0, minimum=0.1)
 # With the local and simulator drivers nothing on the node registers instances (on Kubernetes the
 # FlexNPU device plugin does): the portal registers each session's instance with the agent itself.
 LAB_AGENT_REGISTERS_INSTANCES = env_bool("LAB_AGENT_REGISTERS_INSTANCES", True)

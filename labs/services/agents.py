@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labs.agent.client import AgentClient, AgentError
+from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable
 from labs.drivers import get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 
@@ -17,6 +21,12 @@ logger = logging.getLogger(__name__)
 
 def agent_client(node: Node, *, timeout: float | None = None) -> AgentClient:
     return AgentClient(node.agent_url, settings.LAB_AGENT_TOKEN, timeout=timeout or settings.LAB_AGENT_TIMEOUT_SECONDS)
+
+
+def node_unreachable(node: Node) -> bool:
+    """Marked unavailable because its agent did not answer (not drained or disabled by an
+    operator): nothing calls the agent again but the quick check, ``nodes_recheck``, until it answers."""
+    return not node.available and bool(node.unavailable_reason)
 
 
 def node_mark_unavailable(node: Node, *, reason: str) -> None:
@@ -111,11 +121,12 @@ def instance_register(session: LabSession) -> bool:
     On Kubernetes the FlexNPU device plugin registers the instance when the pod starts; with
     the other drivers nothing on the node would, so the portal does. A failure is logged and
     left to the node reconciler, which registers it again: the session itself does not depend
-    on it. Returns whether the agent took it.
+    on it. An agent that does not answer marks its node unavailable (``node_unreachable``),
+    and is not called here again until it does. Returns whether the agent took it.
     """
     allocation = session.allocation
     node = allocation.card.node
-    if not settings.LAB_AGENT_REGISTERS_INSTANCES or not node.agent_url or not session.driver_ref:
+    if not settings.LAB_AGENT_REGISTERS_INSTANCES or not node.agent_url or not session.driver_ref or node_unreachable(node):
         return False
     try:
         agent_client(node).register(
@@ -127,16 +138,114 @@ def instance_register(session: LabSession) -> bool:
         )
     except AgentError as exc:  # unreachable, refused, or already registered by a retried task
         logger.warning("could not register instance of session %s with %s: %s", session.pk, node.name, exc)
+        if isinstance(exc, AgentUnreachable):
+            node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return False
     return True
 
 
 def instance_unregister(node: Node, entity_id: str) -> bool | None:
-    """Unregister ``entity_id`` on ``node``: True if removed, False if unknown, None if unreachable."""
-    if not node.agent_url or not entity_id:
+    """Unregister ``entity_id`` on ``node``: True if removed, False if unknown, None if unreachable
+    (the node is then marked unavailable, and not called here again until it answers)."""
+    if not node.agent_url or not entity_id or node_unreachable(node):
         return None
     try:
         return agent_client(node).unregister(entity_id)
     except AgentError as exc:
         logger.warning("could not unregister %s on %s: %s", entity_id, node.name, exc)
+        if isinstance(exc, AgentUnreachable):
+            node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return None
+
+
+@dataclass(frozen=True)
+class InstanceCall:
+    """One call the lifecycle controller makes to a node's agent: register ``entity_id`` with its
+    share (``card_index`` and the rest set), or unregister it (``card_index`` ``None``)."""
+
+    node_id: int
+    entity_id: str
+    card_index: int | None = None
+    core_percent: int = 0
+    memory_mib: int = 0
+    scenario: str = "development"
+
+
+@dataclass
+class InstanceCallsReport:
+    made: int = 0
+    skipped: int = 0  # calls to nodes marked unavailable, or after a call that was not answered
+    unanswered: list[str] = field(default_factory=list)  # nodes marked unavailable now
+
+
+def instance_calls_make(
+    calls: list[InstanceCall], *, on_slow: Callable[[], object] | None = None, slow_seconds: float = 0.2
+) -> InstanceCallsReport:
+    """Make the controller's calls to the node agents: each node's in a thread of its own, all
+    nodes at once, each call given ``LAB_AGENT_DEADLINE_SECONDS`` to answer. ``on_slow`` is
+    called once if they are not all done within ``slow_seconds``.
+
+    Made after a controller round, outside its lock, so a hung agent delays one run by one
+    deadline and nothing else. A node whose agent does not answer in time (or refuses the
+    connection) is marked unavailable and the rest of its calls are dropped; calls to a node
+    already marked so are not made. Nothing is lost by that: once the node answers its quick
+    check again (``labs.services.reconcile.nodes_recheck``), its instances are reconciled at
+    once — an ended session's registration removed, a live one's made again.
+    """
+    report = InstanceCallsReport()
+    if not calls:
+        return report
+    by_node: dict[int, list[InstanceCall]] = {}
+    for call in calls:
+        by_node.setdefault(call.node_id, []).append(call)
+    nodes = list(Node.objects.filter(pk__in=list(by_node)).exclude(agent_url=""))
+    reachable = []
+    for node in nodes:
+        if node_unreachable(node):
+            report.skipped += len(by_node[node.pk])
+        else:
+            reachable.append(node)
+    deadline = settings.LAB_AGENT_DEADLINE_SECONDS
+    futures = [
+        (node, _agent_pool().submit(_node_calls, agent_client(node, timeout=deadline), by_node[node.pk])) for node in reachable
+    ]
+    if on_slow is not None and futures:
+        _, waiting = wait([future for _, future in futures], timeout=slow_seconds)
+        if waiting:
+            on_slow()
+    for node, future in futures:
+        made, unanswered = future.result()  # each call is bounded by the deadline
+        report.made += made
+        if unanswered:
+            report.skipped += len(by_node[node.pk]) - made
+            report.unanswered.append(node.name)
+            node_mark_unavailable(node, reason=f"agent unreachable: {unanswered}")
+    if report.unanswered:
+        logger.warning("controller: node agents not answering: %s", ", ".join(report.unanswered))
+    return report
+
+
+@lru_cache(maxsize=1)
+def _agent_pool() -> ThreadPoolExecutor:
+    # Apart from the driver's pool, so a hung agent never holds up a create. Made lazily, in the
+    # process that uses it (Celery forks its workers after import).
+    return ThreadPoolExecutor(max_workers=settings.LAB_CONTROLLER_THREADS, thread_name_prefix="agent-calls")
+
+
+def _node_calls(client: AgentClient, calls: list[InstanceCall]) -> tuple[int, str]:
+    """Runs in a pool thread, HTTP only: the calls in order until one is not answered. Returns
+    how many were made and, when one was not answered, why."""
+    for made, call in enumerate(calls):
+        try:
+            if call.card_index is None:
+                client.unregister(call.entity_id)
+            else:
+                client.register(call.entity_id, call.card_index, call.core_percent, call.memory_mib, call.scenario)
+        except AgentUnreachable as exc:
+            return made, str(exc)
+        except AgentRequestError as exc:
+            if exc.status != 409:  # 409: registered already (a run that died after it, a retried task)
+                logger.warning("the agent at %s refused %s: %s", client.base_url, call, exc)
+        except AgentError as exc:  # an error on the node (5xx) or a wrong token: the reconciler sees to it
+            logger.warning("the agent at %s failed %s: %s", client.base_url, call, exc)
+    return len(calls), ""

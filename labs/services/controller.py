@@ -10,7 +10,10 @@ module carries out what it decides. One run (``controller_run``):
    older than the ledger row that asked for it);
 4. ``decide`` returns the actions; driver calls (create, delete) run side by side in a small
    thread pool, every ledger change is a conditional UPDATE, and pages hear of the changes
-   once, at the end, one message per student and course.
+   once, at the end, one message per student and course;
+5. the node agents hear of the instances the round recorded or ended (register, unregister) —
+   after the round has let go of the lock, every node at once, each call with a short deadline
+   (``labs.services.agents.instance_calls_make``), so a hung agent holds up no other node.
 
 It is woken on demand (a launch, a stop: ``labs.dispatch.controller_wake``) and by Celery beat
 every ``LAB_CONTROLLER_SECONDS``. One run at a time: a run that finds another one running
@@ -29,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -63,10 +65,10 @@ from labs.domain.states import SessionState
 from labs.drivers import DriverError, DriverRefused, LaunchSpec, Observed, get_driver
 from labs.drivers.base import CardBinding, HostResources
 from labs.models import Allocation, Card, LabSession, RepairEvent
-from labs.services.agents import instance_register, instance_unregister
+from labs.services.agents import InstanceCall, instance_calls_make
 from labs.services.allocation import allocation_pass
 from labs.services.events import events_batch, events_flush
-from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock
+from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock, try_lock
 from labs.services.rows import rows_update
 from labs.services.selftest import selftests_record
 from labs.services.sessions import (
@@ -113,6 +115,11 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
     so while one round runs, a burst of launches queues one more run, not one per launch. The
     holder clears the marker as its rounds start, and when it ends sends a new run for any
     wake that came after its last round began.
+
+    A round's calls to the node agents are made with the lock let go. When they are slow (a
+    hung agent keeps them for ``LAB_AGENT_DEADLINE_SECONDS``), the run hands over at once —
+    the new run for the wakes that came, the follow-up for the labs in progress — and ends
+    when the calls do: another run carries on meanwhile, on another worker.
     """
     report = ControllerReport()
     seen = None
@@ -122,25 +129,57 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
             # lets a round take a batch of launches rather than one each, and leaves the CPU
             # to the web server that is taking them.
             time.sleep(settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS)
-        with _controller_lock() as held:
+        with try_lock(CONTROLLER_LOCK_KEY) as held:  # for a round; a worker that dies lets go
             if not held:
                 report.skipped = True  # the run that holds it goes round again for our wake
                 return report
             dispatch.controller_dequeued()
             seen = dispatch.controller_generation()
-            acted = reconcile_once(report)
+            calls: list[InstanceCall] = []
+            acted = reconcile_once(report, agent_calls=calls)
+        hand_over = _HandOver(seen)
+        instance_calls_make(calls, on_slow=hand_over)
+        if hand_over.done:
+            return report
         after = dispatch.controller_generation()
         # Another round when this one could make more progress, or a wake came in while it ran.
         if not acted and (seen is None or after == seen):
             break
-    dispatch.controller_done(seen)
-    if LabSession.objects.filter(state__in=IN_PROGRESS).exists():
-        dispatch.controller_follow_up(settings.LAB_CONTROLLER_FOLLOW_UP_SECONDS)
+    _run_end(seen)
     return report
 
 
-def reconcile_once(report: ControllerReport | None = None) -> bool:
-    """One round: admit, observe, decide, act. Returns whether another round could do more now."""
+def _run_end(seen: int | None) -> None:
+    """A run ends: a new run for the wakes since ``seen``, a follow-up while labs are in progress."""
+    dispatch.controller_done(seen)
+    if LabSession.objects.filter(state__in=IN_PROGRESS).exists():
+        dispatch.controller_follow_up(settings.LAB_CONTROLLER_FOLLOW_UP_SECONDS)
+
+
+@dataclass
+class _HandOver:
+    """Called when a round's agent calls are slow: the run's end is done now, not after them."""
+
+    seen: int | None
+    done: bool = False
+
+    def __call__(self) -> None:
+        _run_end(self.seen)
+        self.done = True
+
+
+def reconcile_once(report: ControllerReport | None = None, *, agent_calls: list[InstanceCall] | None = None) -> bool:
+    """One round: admit, observe, decide, act. Returns whether another round could do more now.
+
+    The node agents' part (registering the instances the round recorded, unregistering those
+    of the sessions it ended) is added to ``agent_calls`` for the caller to make once it has
+    let go of the controller's lock; without a list, the round makes the calls at its end.
+    """
+    if agent_calls is None:
+        calls: list[InstanceCall] = []
+        acted = reconcile_once(report, agent_calls=calls)
+        instance_calls_make(calls)
+        return acted
     report = report or ControllerReport()
     report.rounds += 1
     with events_batch():
@@ -163,7 +202,7 @@ def reconcile_once(report: ControllerReport | None = None) -> bool:
         for action in actions:
             name = type(action).__name__
             report.actions[name] = report.actions.get(name, 0) + 1
-        return _execute(actions, sessions, now, report)
+        return _execute(actions, sessions, now, report, agent_calls)
 
 
 def _seen(observed: Observed) -> Seen:
@@ -246,7 +285,7 @@ def _stored_reason(code: str, params: dict) -> Reason | None:
 # -- carrying out the decisions ---------------------------------------------------------------
 
 
-def _execute(actions: list, sessions: list[Desired], now, report: ControllerReport) -> bool:
+def _execute(actions: list, sessions: list[Desired], now, report: ControllerReport, agent_calls: list[InstanceCall]) -> bool:
     by_id = {s.session_id: s for s in sessions}
     freed = False
     creates = [a.session_id for a in actions if isinstance(a, Create)]
@@ -261,6 +300,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
     running: dict[str, dict[str, object]] = {}
     finishing: list[str] = []
     notes: dict[str, Reason] = {}
+    bound: list[str] = []
     for action in actions:
         match action:
             case Bind(session_id, ref):
@@ -268,6 +308,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
                 # between creating the instance and recording it: a repair worth an event.
                 lease = by_id[session_id].retry_at
                 _bind(session_id, ref, recovered=lease is None or lease <= now.timestamp())
+                bound.append(session_id)
             case Running(session_id, url):
                 kind, secret = links.get(session_id, ("", ""))
                 url = with_jupyter_token(url, kind=kind, secret=secret)
@@ -291,7 +332,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
     # Progress notes, the labs that came up and those whose instance is gone, each kind in one transaction.
     sessions_note(notes, state=SessionState.STARTING)
     report.running += len(sessions_transition(running, to=SessionState.RUNNING, only_from={SessionState.STARTING}))
-    finished = _finish(finishing)
+    finished = _finish(finishing, agent_calls)
     report.finished += finished
     freed = freed or finished > 0
     # Admitted and starting, running, stopped: the pages hear now (one message per group for all
@@ -309,6 +350,7 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
         else:
             report.in_flight += 1
     _bind_created(created)
+    agent_calls.extend(_registrations(bound + list(created)))
     _simulated_selftests(list(created))
     # Another round is worth it when the driver was asked for something (a delete may be done
     # already) or a release freed capacity the allocation pass can hand out.
@@ -345,11 +387,24 @@ def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tu
 
 
 def _create(session: LabSession) -> str:
-    """Runs in a pool thread: no database here, only the driver and the node agent."""
-    ref = get_driver().create(launch_spec(session))
-    session.driver_ref = ref
-    instance_register(session)
-    return ref
+    """Runs in a pool thread: no database here, only the driver. The node's agent hears of the
+    instance once it is recorded (``_registrations``), so no registration exists that the
+    ledger cannot name."""
+    return get_driver().create(launch_spec(session))
+
+
+def _registrations(session_ids: list[str]) -> list[InstanceCall]:
+    """Register with its node's agent each instance just recorded for a starting session (local
+    and simulator drivers only: on Kubernetes the FlexNPU device plugin registers it)."""
+    if not settings.LAB_AGENT_REGISTERS_INSTANCES or not session_ids:
+        return []
+    rows = (
+        Allocation.objects.filter(session_id__in=session_ids, released_at__isnull=True, session__state=SessionState.STARTING)
+        .exclude(card__node__agent_url="")
+        .exclude(session__driver_ref="")
+        .values_list("card__node_id", "session__driver_ref", "card__index", "core_percent", "memory_mib", "scenario")
+    )
+    return [InstanceCall(node, ref, index, core, memory, scenario) for node, ref, index, core, memory, scenario in rows]
 
 
 def _collect(future: Future, action: Create | Delete, report: ControllerReport, created: dict[str, str]) -> None:
@@ -466,20 +521,24 @@ def _delete_failed(action: Delete, exc: Exception) -> None:
         session_note(action.session_id, reason=Reason.of("session.stop_retry", error=str(exc)[:300]), state=SessionState.STOPPING)
 
 
-def _finish(session_ids: list[str]) -> int:
-    """stopping -> stopped/failed for the sessions whose instance is gone; their allocations are released with them."""
+def _finish(session_ids: list[str], agent_calls: list[InstanceCall]) -> int:
+    """stopping -> stopped/failed for the sessions whose instance is gone; their allocations are
+    released with them, and their registrations on the nodes go into ``agent_calls``."""
     if not session_ids:
         return 0
     ends: dict[SessionState, dict[str, dict[str, object]]] = {}
+    registered: dict[str, InstanceCall] = {}
     stopping = LabSession.objects.filter(pk__in=session_ids, state=SessionState.STOPPING)
     for session in stopping.select_related("allocation__card__node").order_by():
         allocation = getattr(session, "allocation", None)
         entity_id = session.driver_ref or (allocation.entity_id if allocation is not None else "")
-        if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and entity_id:
-            # Unreachable agent: the node reconciler unregisters it later (an ended session's instance).
-            instance_unregister(allocation.card.node, entity_id)
+        if settings.LAB_AGENT_REGISTERS_INSTANCES and allocation is not None and entity_id and allocation.card.node.agent_url:
+            # An agent that does not answer: the node reconciler unregisters it once it does.
+            registered[str(session.pk)] = InstanceCall(allocation.card.node_id, entity_id)
         ends.setdefault(SessionState(session.end_state or SessionState.STOPPED), {})[str(session.pk)] = {}
-    return sum(len(sessions_transition(ids, to=end, only_from={SessionState.STOPPING})) for end, ids in ends.items())
+    ended = [sid for end, ids in ends.items() for sid in sessions_transition(ids, to=end, only_from={SessionState.STOPPING})]
+    agent_calls.extend(registered[sid] for sid in ended if sid in registered)
+    return len(ended)
 
 
 def allocation_rebind(session_id: str, *, node: str, card_index: int) -> bool:
@@ -560,28 +619,6 @@ def with_jupyter_token(url: str, *, kind: str, secret: str) -> str:
     parts = urlsplit(url)
     query = "&".join(filter(None, [parts.query, urlencode({"token": secret})]))
     return urlunsplit(parts._replace(query=query))
-
-
-@contextlib.contextmanager
-def _controller_lock() -> Iterator[bool]:
-    """Hold the controller's lock for a round, or yield ``False`` at once when another run has it.
-
-    PostgreSQL: a session-level advisory lock, released at the end of the round or with the
-    connection of a worker that dies. SQLite (the embedded demo): its write lock already
-    serialises the writes, and every action is idempotent, so nothing more is taken.
-    """
-    if connection.vendor != "postgresql":
-        yield True
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CONTROLLER_LOCK_KEY])
-        held = cursor.fetchone()[0]
-    try:
-        yield held
-    finally:
-        if held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [CONTROLLER_LOCK_KEY])
 
 
 def sessions_shutdown(*, reason: Reason, timeout: float = 30.0) -> int:

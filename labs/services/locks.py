@@ -1,4 +1,8 @@
-"""The lock that makes the allocation pass the one authority at a time."""
+"""The lock that makes the allocation pass the one authority at a time, and the locks that keep
+the controller and the node recheck to one run at a time."""
+
+import contextlib
+from collections.abc import Iterator
 
 from django.db import connection
 
@@ -6,6 +10,32 @@ from django.db import connection
 ALLOCATION_LOCK_KEY = 0x4E50_552D_414C_4F43
 # The lifecycle controller's session-level advisory lock ("NPU-CTRL").
 CONTROLLER_LOCK_KEY = 0x4E50_552D_4354_524C
+# The quick check of unavailable nodes ("NPU-RCHK"): one at a time, so a hung agent, which makes
+# each check wait its whole timeout, never holds more than one worker.
+RECHECK_LOCK_KEY = 0x4E50_552D_5243_484B
+
+
+@contextlib.contextmanager
+def try_lock(key: int) -> Iterator[bool]:
+    """Hold the session-level advisory lock ``key`` for the block, or yield ``False`` at once when
+    another process has it.
+
+    PostgreSQL: released at the end of the block, or with the connection of a worker that dies.
+    SQLite (the embedded demo): its write lock already serialises the writes, and what these
+    locks guard is idempotent, so nothing more is taken.
+    """
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        held = cursor.fetchone()[0]
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
 def allocation_lock() -> None:

@@ -17,7 +17,8 @@ unregister, conditional state changes). What it repairs, each recorded as a ``Re
   pod) is unregistered once it has been seen for ``LAB_RESIDUAL_GRACE_SECONDS`` — never sooner,
   and never because it has not used the NPU yet: a fresh Jupyter session is idle by nature;
 - an agent that does not answer makes its node unavailable for placements; nothing on it is
-  released on a guess;
+  released on a guess. Such a node's agent is asked only briefly (``nodes_recheck``'s quick
+  check) until it answers again, and then its instances are reconciled at once;
 - on a node whose device plugin picks the card without telling (``Node.card_truth`` "none"),
   the ledger's card is only a packing: each card's measured memory is checked against it, and
   a card holding more than the ledger lists there is recorded (``card_totals``); the allocation
@@ -39,9 +40,17 @@ from labs.agent.client import AgentError
 from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
 from labs.models import Allocation, Card, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
-from labs.services.agents import agent_client, instance_register, instance_unregister, node_inventory_sync, node_mark_unavailable
+from labs.services.agents import (
+    agent_client,
+    instance_register,
+    instance_unregister,
+    node_inventory_sync,
+    node_mark_unavailable,
+    node_unreachable,
+)
 from labs.services.allocation import memory_beyond_ledger
 from labs.services.controller import allocation_rebind
+from labs.services.locks import RECHECK_LOCK_KEY, try_lock
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +70,21 @@ class ReconcileReport:
 def reconcile() -> ReconcileReport:
     report = ReconcileReport()
     for node in Node.objects.exclude(agent_url="").order_by("name"):
-        _reconcile_node(node, report)
+        # An agent that did not answer is asked only briefly until it does: a hung host must not
+        # cost a whole timeout per period.
+        checked = node_unreachable(node)
+        if checked and not node_inventory_sync(node, timeout=settings.LAB_AGENT_RECHECK_TIMEOUT_SECONDS):
+            report.nodes_unreachable.append(node.name)
+            continue
+        _reconcile_node(node, report, synced=checked)
     if any((report.rebound, report.sessions_failed, report.residuals_unregistered, report.nodes_unreachable)):
         logger.info("reconcile: %s", report)
     return report
 
 
-def _reconcile_node(node: Node, report: ReconcileReport) -> None:
-    if not node_inventory_sync(node):
+def _reconcile_node(node: Node, report: ReconcileReport, *, synced: bool = False) -> None:
+    """``synced``: the node's inventory was read just now (its quick check)."""
+    if not synced and not node_inventory_sync(node):
         report.nodes_unreachable.append(node.name)
         return
     try:
@@ -98,13 +114,19 @@ def nodes_recheck() -> list[str]:
     """Ask the agents of unavailable nodes, briefly, whether they answer again; the names of those that do.
 
     Run at the controller's pace (beat), so a node whose agent came back takes placements again
-    within a second or two rather than at the next full reconcile; the full sync of its
-    instances follows then. Queued sessions that may now fit wake the controller.
+    within a second or two rather than at the next full reconcile, and its instances are
+    reconciled straight away: the registrations of sessions that ended while it did not answer
+    go at once. One check at a time (a check that finds another running returns): a hung agent
+    makes each wait its whole timeout. Queued sessions that may now fit wake the controller.
     """
     back = []
-    for node in Node.objects.filter(available=False).exclude(agent_url="").order_by("name"):
-        if node_inventory_sync(node, timeout=settings.LAB_AGENT_RECHECK_TIMEOUT_SECONDS) and node.available:
-            back.append(node.name)
+    with try_lock(RECHECK_LOCK_KEY) as held:
+        if not held:
+            return back
+        for node in Node.objects.filter(available=False).exclude(agent_url="").order_by("name"):
+            if node_inventory_sync(node, timeout=settings.LAB_AGENT_RECHECK_TIMEOUT_SECONDS) and node.available:
+                back.append(node.name)
+                _reconcile_node(node, ReconcileReport(), synced=True)
     if back:
         with transaction.atomic():
             controller_wake()
@@ -132,6 +154,8 @@ def _register_missing(node: Node, reported: dict, report: ReconcileReport) -> No
     for session in missing:
         if instance_register(session):
             report.reregistered += 1
+        elif node_unreachable(session.allocation.card.node):
+            break  # it stopped answering: the rest waits for its quick check
 
 
 def _follow_cards(node: Node, reported: dict, report: ReconcileReport) -> None:

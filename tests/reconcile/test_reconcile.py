@@ -135,7 +135,7 @@ def test_a_stop_that_comes_while_the_instance_is_created_still_unregisters_it(wo
     allocation_pass()
     session_transition(session.pk, to="starting")
     row = LabSession.objects.select_related("template", "course", "student", "allocation__card__node").get(pk=session.pk)
-    ref = controller._create(row)  # the driver made it and the node registered it ...
+    ref = controller._create(row)  # the driver made it ...
     session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student000"))  # ... as the stop came
     controller._bind(str(session.pk), ref, recovered=False)  # then the create's answer is recorded
 
@@ -236,6 +236,29 @@ def test_a_node_whose_agent_is_back_takes_placements_again_at_the_next_quick_che
 
     assert nodes_recheck() == [world["node"].name]
     assert Node.objects.get(pk=world["node"].pk).available
+
+
+def test_the_controller_leaves_an_unavailable_node_s_agent_alone_until_it_answers_its_quick_check(
+    world, agent, cluster_driver, settings
+):
+    from labs.services.reconcile import nodes_recheck
+
+    settings.LAB_RESIDUAL_GRACE_SECONDS = 300
+    session = running_session(world)
+    agent.stop()
+    reconcile()  # the agent does not answer: the node is unavailable
+    agent.start()  # it could answer now, but nothing has asked it yet
+    session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student000"))
+    reconcile_once()
+    reconcile_once()
+    session.refresh_from_db()
+    assert session.state == "stopped"
+    assert {i.entity_id for i in agent.driver.instances()} == {session.driver_ref}  # not called
+
+    assert nodes_recheck() == [world["node"].name]
+
+    assert agent.driver.instances() == []  # its instances reconciled as it came back
+    assert kinds() == ["node_unavailable", "node_available", "residual_unregistered"]
 
 
 def test_each_instance_s_measured_memory_reaches_the_operator_s_card_page(world, agent, cluster_driver):
