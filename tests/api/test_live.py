@@ -11,7 +11,7 @@ import pytest
 
 from api.scopes import SCOPES
 from api.services import token_create
-from tests.browser.conftest import browser_page, portal_server  # noqa: F401 - fixtures
+from tests.browser.conftest import browser_page  # noqa: F401 - fixture
 from tests.browser.test_content_security_policy import LISTEN
 
 pytestmark = [pytest.mark.slow]
@@ -23,7 +23,7 @@ def request(url: str, token: str, method: str = "GET", body: dict | None = None,
     return urllib.request.urlopen(urllib.request.Request(url, data=data, method=method, headers=all_headers), timeout=30)
 
 
-def test_a_launch_streams_its_progress_until_it_runs(world, portal_server, start_worker):  # noqa: F811
+def test_a_launch_streams_its_progress_until_it_runs(world, portal_server, start_worker):
     start_worker()
     _token, token = token_create(institution=world["course"].institution, name="lms", scopes=list(SCOPES))
     body = {"course": world["course"].pk, "template": world["small"].slug, "student": world["students"][0].username}

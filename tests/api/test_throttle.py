@@ -13,7 +13,6 @@ import pytest
 
 from api.scopes import SCOPES
 from api.services import token_create
-from tests.browser.conftest import portal_server  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slow]
 
@@ -28,7 +27,7 @@ def small_limit(monkeypatch):
     monkeypatch.setenv("API_THROTTLE_RATE", f"{LIMIT}/minute")
 
 
-def test_eight_threads_at_once_get_exactly_the_limit_through(small_limit, world, portal_server):  # noqa: F811
+def test_eight_threads_at_once_get_exactly_the_limit_through(small_limit, world, portal_server):
     _token, secret = token_create(institution=world["course"].institution, name="lms", scopes=list(SCOPES))
     request = urllib.request.Request(f"{portal_server}/api/v1/templates/", headers={"Authorization": f"Bearer {secret}"})
     start = threading.Barrier(THREADS)
