@@ -145,6 +145,8 @@ def env_database(name: str, default: str) -> dict[str, Any]:
         # until PostgreSQL refuses more ("too many clients") during a class-start burst.
         pool_size = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
         config["CONN_MAX_AGE"] = 0
+        # Django's backend with each pooled connection checked as it is handed out (portal/postgresql).
+        config["ENGINE"] = "portal.postgresql"
         if pool_size:
             config["OPTIONS"] = {
                 **config.get("OPTIONS", {}),

@@ -166,7 +166,8 @@ def test_a_mysql_database_url_is_refused_naming_the_variable(tmp_path):
 
 def test_a_postgres_database_url_is_parsed(tmp_path):
     settings = loaded(run_settings(tmp_path, DATABASE_URL="postgres://u:p@h:5432/db"))
-    assert settings["ENGINE"] == "django.db.backends.postgresql"
+    # Django's backend, its pooled connections checked as they are handed out (portal/postgresql).
+    assert settings["ENGINE"] == "portal.postgresql"
     assert settings["NAME"] == "db"
     assert "transaction_mode" not in settings["OPTIONS"]
     # One pool per process; a connection goes back to it without session-level locks.

@@ -1,0 +1,39 @@
+"""A worker whose pooled database connections were all ended (a PostgreSQL restart or failover)
+runs its next tasks as usual: a launch made after it still starts.
+
+A prefork worker's processes (the deployment's) close their pool after every task (Celery's
+Django fixup), so they never hold a connection between tasks; a solo or threads worker keeps its
+pool, as the web server does, and is the one tested here."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from labs.models import LabSession
+from labs.services.sessions import session_launch
+from tests.conftest import wait_for
+from tests.served import connections_of, terminate_connections
+
+pytestmark = [pytest.mark.slow]
+
+APPLICATION = f"portal-worker-{uuid.uuid4().hex[:8]}"
+
+
+def state_of(session) -> str:
+    return LabSession.objects.values_list("state", flat=True).get(pk=session.pk)
+
+
+def test_a_launch_starts_after_the_database_ended_every_connection_of_the_worker(world, start_worker):
+    worker = start_worker(pool="solo", concurrency=1, PGAPPNAME=APPLICATION, LAB_SIMULATOR_DELAY_SECONDS="0.2")
+    first = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
+    wait_for(lambda: state_of(first) == "running", timeout=60, message=lambda: f"running; log:\n{worker.output()[-3000:]}")
+    wait_for(lambda: connections_of(APPLICATION) >= 1, timeout=10, message="the worker's pools hold connections")
+
+    assert terminate_connections(APPLICATION) >= 1
+
+    second = session_launch(student=world["students"][1], course=world["course"], template=world["small"])
+    # Beat is not running: the launch's own wake is what must get it started.
+    wait_for(lambda: state_of(second) == "running", timeout=20, message=lambda: f"running; log:\n{worker.output()[-3000:]}")
+    assert "terminating connection" not in worker.output()
