@@ -200,7 +200,8 @@ def session_launch_for(
 
     With an ``idempotency_key``, the first launch is remembered with a digest of ``request``: the
     same key and request again return the same session (``created`` is ``False``); the same key
-    with another request raises ``IdempotencyConflict``. Returns ``(session, created)``.
+    with another request raises ``IdempotencyConflict``. Returns ``(session, created)``, the session
+    with its course, template and student, all read in the launch's transaction.
     """
     digest = _request_digest(request or {})
     institution = course.institution
@@ -210,7 +211,9 @@ def session_launch_for(
             # session (rather than racing it to the student's session limit).
             _idempotency_lock(institution.pk, idempotency_key)
             earlier = (
-                IdempotencyKey.objects.select_related("session").filter(institution=institution, key=idempotency_key).first()
+                IdempotencyKey.objects.select_related("session__course", "session__template", "session__student")
+                .filter(institution=institution, key=idempotency_key)
+                .first()
             )
             if earlier is not None:
                 if earlier.request_sha256 != digest:
@@ -245,6 +248,10 @@ def _idempotency_lock(institution_id: int, key: str) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"api-idempotency:{institution_id}:{key}"])
 
 
-def session_stop_by(*, session: LabSession, by) -> bool:
-    """Stop ``session`` on the LMS's request; ``False`` when it was ending already. Audited like an operator's stop."""
-    return session_stop_by_operator(session=session, by=by, reason="requested through the API")
+def session_stop_by(*, session: LabSession, by) -> LabSession:
+    """Stop ``session`` on the LMS's request (nothing changes when it was ending already); audited
+    like an operator's stop. Returns the session as the stop left it, read in the stop's
+    transaction: the answer needs no read after the commit."""
+    with transaction.atomic():
+        session_stop_by_operator(session=session, by=by, reason="requested through the API")
+        return LabSession.objects.select_related("course", "template", "student").get(pk=session.pk)

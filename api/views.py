@@ -537,7 +537,8 @@ class SessionList(generics.ListAPIView):
             raise Refused(" ".join(exc.messages)) from None
         except services.IdempotencyConflict:
             raise Conflict("This Idempotency-Key was used with another request.", code="idempotency_conflict") from None
-        session = selectors.session_of(institution=institution, session_id=session.pk)
+        # The service's own row, with its course, template and student: nothing is read after the
+        # commit, so a launch that committed is answered as one even if the database went away since.
         data = SessionSerializer(session).data
         if launched:
             return created(request, data, "api:session", session.pk)
@@ -570,9 +571,8 @@ class SessionStop(APIView):
         responses={200: SessionSerializer, **AUTH_ERRORS, **NOT_FOUND},
     )
     def post(self, request, session_id):
-        session = _session_or_404(request, session_id)
-        services.session_stop_by(session=session, by=request.user)
-        return Response(SessionSerializer(_session_or_404(request, session_id)).data)
+        session = services.session_stop_by(session=_session_or_404(request, session_id), by=request.user)
+        return Response(SessionSerializer(session).data)
 
 
 PROGRESS_OF = {"queued": 10, "admitted": 30, "starting": 60, "running": 100, "stopping": 100, "stopped": 100, "failed": 100}

@@ -21,7 +21,13 @@ from labs.forms import LaunchForm
 from labs.models import Enrollment, LabSession
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
-from labs.selectors.sessions import session_event_payload, session_for_user, session_of_user_exists, sessions_of_student
+from labs.selectors.sessions import (
+    session_event_payload,
+    session_for_user,
+    session_launched_payload,
+    session_of_user_exists,
+    sessions_of_student,
+)
 from labs.selectors.usage import student_budgets
 from labs.services.activity import session_keep_running as keep_service
 from labs.services.selftest import SelftestRejected, selftest_record
@@ -80,8 +86,7 @@ def session_launch(request: HttpRequest) -> HttpResponse:
     if _wants_json(request):
         if error:
             return JsonResponse({"error": error}, status=400)
-        # The service's own row, with its template, course and student: no need to read it again.
-        return JsonResponse({"session": session_event_payload(session, for_owner=True)}, status=201)
+        return JsonResponse({"session": session_launched_payload(session)}, status=201)
     if error:
         messages.error(request, error)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -11,7 +12,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import ngettext
@@ -23,6 +24,8 @@ from labs.models import Course, Enrollment, LabSession
 from labs.selectors.rows import column, marks, one, table
 from labs.selectors.session_read import sessions_read
 from labs.templatetags.session_card import selftest_text, share_text
+
+logger = logging.getLogger(__name__)
 
 RECENT_ENDED = 5
 
@@ -297,7 +300,9 @@ def session_event_payloads(sessions: Sequence[LabSession], *, for_owner: bool) -
     return [session_event_payload(s, for_owner=for_owner, queue=facts.get(s.pk)) for s in sessions]
 
 
-def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueFacts | None = None) -> dict[str, Any]:
+def session_event_payload(
+    session: LabSession, *, for_owner: bool, queue: QueueFacts | None = None, read_queue: bool = True
+) -> dict[str, Any]:
     """What a page needs to draw a session card. Only the owner gets the access URL (it holds the secret).
 
     Times are ISO 8601: ``started_at`` when the lab began starting, ``stops_at`` (only while
@@ -307,8 +312,9 @@ def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueF
     payloads with one ``version``, the later read has the fresher queue position. Words
     (``state_label``, ``reason``, ``share_text``) are in the active language; the websocket
     consumer renders them again for each reader (``labs.consumers.localised``).
+    ``read_queue=False``: no queue facts unless given (``queue``), and so no read for them.
     """
-    if queue is None and session.state == SessionState.QUEUED:
+    if queue is None and read_queue and session.state == SessionState.QUEUED:
         queue = queue_facts([session]).get(session.pk)
     allocation = getattr(session, "allocation", None)
     placement = ""
@@ -353,6 +359,24 @@ def session_event_payload(session: LabSession, *, for_owner: bool, queue: QueueF
         "queue_length": queue.length if queue else None,
         "wait_seconds": queue.wait_seconds if queue else None,
     }
+
+
+def session_launched_payload(session: LabSession) -> dict[str, Any]:
+    """``session_event_payload`` of a session whose launch has just committed, for the page that
+    launched it, drawn from the launch's own row (the service returns it with its template,
+    course, quota and student, and its allocation if it has one).
+
+    Only its place in the queue is read, after the commit. When that read fails (the database
+    went away just then) the payload goes without the place, and the log says so: the launch
+    happened and is answered as one (the lab starts; a 500 would have the student click again
+    and be told a session is open already), and the page's next update brings the place.
+    """
+    try:
+        queue = queue_facts([session]).get(session.pk)
+    except DatabaseError:
+        logger.warning("session %s was launched; its place in the queue could not be read", session.pk, exc_info=True)
+        queue = None
+    return session_event_payload(session, for_owner=True, queue=queue, read_queue=False)
 
 
 def extend_label(minutes: int) -> str:

@@ -401,7 +401,8 @@ def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabS
         fields["running_at"] = now
     LabSession.objects.filter(pk=pk).update(**fields, version=F("version") + 1)
     session_changes_publish([pk])
-    return LabSession.objects.select_related("course", "template").get(pk=pk)
+    # Read in the claim's transaction with all its launching page shows: nothing is read after the commit.
+    return LabSession.objects.select_related("course__quota", "template", "student", "allocation__card__node").get(pk=pk)
 
 
 class ExtendRefused(ValidationError):

@@ -1,0 +1,106 @@
+"""A TCP proxy in front of PostgreSQL that can drop a connection right after a commit, as a
+failover or a network cut at that moment would: the change is committed, and the next statement
+on the connection fails.
+
+``arm()``: the next connection through the proxy whose COMMIT the server acknowledges is closed
+(both ways) right after the acknowledgement and its ReadyForQuery reach the client, so the
+client's ``commit()`` returns normally. ``cut`` is set once that happened. Only the server's
+messages are read (PostgreSQL's wire protocol: a type byte, then a 4-byte length); the client
+must connect without TLS or GSSAPI encryption (``sslmode=disable``, ``PGGSSENCMODE=disable``) so
+that they can be.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class CommitCuttingProxy:
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut = threading.Event()
+        self._armed = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self) -> None:
+        self.cut.clear()
+        with self._lock:
+            self._armed = True
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self._sockets:
+            _close(sock)
+
+    def _claim(self) -> bool:
+        with self._lock:
+            armed, self._armed = self._armed, False
+            return armed
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(self.upstream)
+            self._sockets += [client, server]
+            threading.Thread(target=self._client_to_server, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._server_to_client, args=(server, client), daemon=True).start()
+
+    def _client_to_server(self, client: socket.socket, server: socket.socket) -> None:
+        try:
+            while data := client.recv(65536):
+                server.sendall(data)
+        except OSError:
+            pass
+        _close(server)
+
+    def _server_to_client(self, server: socket.socket, client: socket.socket) -> None:
+        pending = b""
+        committed = False
+        try:
+            while data := server.recv(65536):
+                pending += data
+                out = bytearray()
+                while len(pending) >= 5 and len(pending) >= 1 + int.from_bytes(pending[1:5], "big"):
+                    size = 1 + int.from_bytes(pending[1:5], "big")
+                    message, pending = pending[:size], pending[size:]
+                    out += message
+                    if message[:1] == b"C" and message[5:] == b"COMMIT\0" and self._claim():
+                        committed = True
+                    elif committed and message[:1] == b"Z":  # ReadyForQuery: the commit is over
+                        client.sendall(out)
+                        _close(client)
+                        _close(server)
+                        self.cut.set()
+                        return
+                client.sendall(out)
+        except OSError:
+            pass
+        _close(client)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
+def database_url_through(proxy: CommitCuttingProxy) -> str:
+    """``DATABASE_URL`` for a portal process whose connections to this test's database go through ``proxy``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from tests.conftest import child_env
+
+    url = urlsplit(child_env()["DATABASE_URL"])
+    netloc = url.netloc.rsplit("@", 1)
+    credentials = netloc[0] + "@" if len(netloc) == 2 else ""
+    return urlunsplit(url._replace(netloc=f"{credentials}127.0.0.1:{proxy.port}", query="sslmode=disable"))
