@@ -282,7 +282,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # channel is what kombu's Redis transport fails to close when the broker restarts, taking the
 # whole worker down ("'NoneType' object has no attribute 'hostname'"; make chaos saw it).
 CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
-# Reconnect to a broker that is back within a second (labs/worker.py), not after Celery's 2-30 s.
+# Reconnect to a broker that is back within half a second, not after Celery's 2-30 s, and run the
+# controller then for what waited (labs/worker.py).
 CELERY_WORKER_CONSUMER = "labs.worker:PromptConsumer"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
