@@ -7,9 +7,13 @@ import secrets
 import time
 
 import httpx
+import pytest
 from django.conf import settings
 from django.db import connection
 from django.test import Client
+
+# The faults here are a PostgreSQL server's: its connections ended or cut (the demo's SQLite has none).
+POSTGRESQL_ONLY = pytest.mark.skipif(connection.vendor != "postgresql", reason="ends a PostgreSQL server's connections")
 
 
 def signed_in(base_url: str, user) -> httpx.Client:

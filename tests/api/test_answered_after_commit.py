@@ -11,8 +11,9 @@ from api.scopes import SCOPES
 from api.services import token_create
 from labs.models import LabSession
 from tests.pgproxy import CommitCuttingProxy, database_url_through
+from tests.served import POSTGRESQL_ONLY
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from api.scopes import SCOPES
 from api.services import token_create
 from labs.models import LabSession
 from tests.conftest import wait_for
-from tests.served import connections_of, terminate_connections
+from tests.served import POSTGRESQL_ONLY, connections_of, terminate_connections
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
 
 APPLICATION = f"portal-api-{uuid.uuid4().hex[:8]}"
 

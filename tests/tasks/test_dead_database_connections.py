@@ -14,9 +14,9 @@ import pytest
 from labs.models import LabSession
 from labs.services.sessions import session_launch
 from tests.conftest import wait_for
-from tests.served import connections_of, terminate_connections
+from tests.served import POSTGRESQL_ONLY, connections_of, terminate_connections
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
 
 APPLICATION = f"portal-worker-{uuid.uuid4().hex[:8]}"
 

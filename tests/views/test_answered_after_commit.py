@@ -8,9 +8,9 @@ from django.conf import settings
 
 from labs.models import LabSession
 from tests.pgproxy import CommitCuttingProxy, database_url_through
-from tests.served import signed_in
+from tests.served import POSTGRESQL_ONLY, signed_in
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import pytest
 
 from labs.models import LabSession
 from tests.conftest import wait_for
-from tests.served import connections_of, signed_in, terminate_connections
+from tests.served import POSTGRESQL_ONLY, connections_of, signed_in, terminate_connections
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
 
 APPLICATION = f"portal-web-{uuid.uuid4().hex[:8]}"
 AT_ONCE = 8
