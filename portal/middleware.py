@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse
+
+logger = logging.getLogger(__name__)
 
 
 class SyncMiddlewareChain:
@@ -27,3 +31,65 @@ class SyncMiddlewareChain:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request)
+
+
+class LostConnectionRetry:
+    """A request whose database connection dies under it, before it wrote anything, is run again.
+
+    A PostgreSQL restart, failover or ``pg_terminate_backend`` ends the connections in use, and
+    the request on each answered 500 although nothing of it had happened (pooled connections
+    are checked as they are handed out, ``portal.postgresql``; this is the one cut mid-request).
+    The view is called once more on a new connection when the error is an ``OperationalError`` or
+    ``InterfaceError`` (the connection lost or ended by the server; also a deadlock or a cancelled
+    statement, as safe to run again) and the request had written nothing: no data-changing statement outside a
+    transaction and no transaction with one that committed (a transaction the cut interrupted
+    was rolled back by the server). A second failure is the 500 it was.
+    """
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        writes = _Writes()
+        request._database_writes = writes  # type: ignore[attr-defined]
+        with connection.execute_wrapper(writes):
+            return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        writes = getattr(request, "_database_writes", None)
+        if writes is None or writes.done or writes.retried or not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        # OperationalError: the connection lost, the server shutting down, a deadlock or a
+        # serialization failure, a cancelled statement; nothing the request did can be half-done.
+        writes.retried = True
+        logger.warning("database connection lost in %s %s before anything was written: run again", request.method, request.path)
+        connection.close()
+        match = request.resolver_match
+        return match.func(request, *match.args, **match.kwargs)
+
+
+# Statements that change nothing a retry could repeat.
+_READS = ("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK", "SHOW", "SET ", "BEGIN")
+
+
+class _Writes:
+    """Execute wrapper: whether the request has written anything that may have been committed."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.retried = False
+
+    def __call__(self, execute, sql, params, many, context):
+        if not sql.lstrip()[:10].upper().startswith(_READS):
+            db = context["connection"]
+            if db.in_atomic_block:
+                db.on_commit(self._committed)  # written when (if) its transaction commits
+            else:
+                self.done = True  # autocommit: it may be written as soon as it is sent
+        return execute(sql, params, many, context)
+
+    def _committed(self) -> None:
+        self.done = True

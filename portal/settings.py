@@ -77,6 +77,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last of those that act, as django-axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
+    # A request whose database connection was cut before it wrote anything runs again.
+    "portal.middleware.LostConnectionRetry",
     # Keeps the chain in sync mode under Django's async handlers (one thread hop a request, not twenty).
     "portal.middleware.SyncMiddlewareChain",
 ]

@@ -2,6 +2,10 @@
 failover or a network cut at that moment would: the change is committed, and the next statement
 on the connection fails.
 
+``arm_on(marker)``: the next statement the client sends that contains ``marker`` is not passed
+on; its connection is closed both ways instead (a cut in the middle of a request, before that
+statement ran). ``cut`` is set once that happened.
+
 ``arm()``: the next connection through the proxy whose COMMIT the server acknowledges is closed
 (both ways) right after the acknowledgement and its ReadyForQuery reach the client, so the
 client's ``commit()`` returns normally. ``cut`` is set once that happened. Only the server's
@@ -23,6 +27,7 @@ class CommitCuttingProxy:
         self.port = self.listener.getsockname()[1]
         self.cut = threading.Event()
         self._armed = False
+        self._marker: bytes | None = None
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -31,6 +36,18 @@ class CommitCuttingProxy:
         self.cut.clear()
         with self._lock:
             self._armed = True
+
+    def arm_on(self, marker: bytes) -> None:
+        self.cut.clear()
+        with self._lock:
+            self._marker = marker
+
+    def _claim_marker(self, data: bytes) -> bool:
+        with self._lock:
+            if self._marker is None or self._marker not in data:
+                return False
+            self._marker = None
+            return True
 
     def close(self) -> None:
         self.listener.close()
@@ -56,6 +73,11 @@ class CommitCuttingProxy:
     def _client_to_server(self, client: socket.socket, server: socket.socket) -> None:
         try:
             while data := client.recv(65536):
+                if self._claim_marker(data):
+                    _close(client)
+                    _close(server)
+                    self.cut.set()
+                    return
                 server.sendall(data)
         except OSError:
             pass

@@ -1,0 +1,61 @@
+"""A request whose database connection is cut in the middle, before it wrote anything, is run
+again on a new connection (``portal.middleware.LostConnectionRetry``) instead of answering 500;
+one that had committed a change is not run twice."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from labs.models import LabSession
+from tests.pgproxy import CommitCuttingProxy, database_url_through
+from tests.served import POSTGRESQL_ONLY, signed_in
+
+pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
+
+
+@pytest.fixture
+def proxy():
+    db = settings.DATABASES["default"]
+    proxy = CommitCuttingProxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def portal_server_env(proxy) -> dict[str, str]:
+    return {"DATABASE_URL": database_url_through(proxy), "PGGSSENCMODE": "disable"}
+
+
+def test_a_page_and_a_launch_cut_before_they_wrote_are_answered_as_if_nothing_happened(world, proxy, portal_server):
+    client = signed_in(portal_server, world["students"][0])
+    assert client.get("/", headers={"Accept": "text/html"}).status_code == 200
+
+    # The dashboard's read of the enrolments, cut as it is sent.
+    proxy.arm_on(b"labs_enrollment")
+    page = client.get("/", headers={"Accept": "text/html"})
+    assert proxy.cut.is_set(), "the page's connection was cut"
+    assert page.status_code == 200, page.text[:300]
+
+    # The launch's first read of the course, cut before its transaction wrote anything.
+    proxy.arm_on(b"labs_course")
+    launch = client.post("/sessions/launch/", data={"course": world["course"].pk, "template": world["small"].pk})
+    assert proxy.cut.is_set(), "the launch's connection was cut"
+    assert launch.status_code == 201, launch.text[:500]
+    assert LabSession.objects.count() == 1  # run again once, queued once
+
+
+def test_a_request_cut_after_its_change_committed_is_not_run_again(world, proxy, portal_server):
+    client = signed_in(portal_server, world["students"][0])
+    launch = client.post("/sessions/launch/", data={"course": world["course"].pk, "template": world["small"].pk})
+    assert launch.status_code == 201
+    session = LabSession.objects.get()
+    # A second launch is refused (one session per student): its refusal reads; a stop writes and
+    # commits, then the cut comes with the next statement after the commit: answered as done once.
+    proxy.arm()
+    stop = client.post(f"/sessions/{session.pk}/stop/")
+    assert proxy.cut.is_set()
+    assert stop.status_code == 200
+    session.refresh_from_db()
+    assert session.state == "stopped"
+    assert LabSession.objects.count() == 1
