@@ -14,15 +14,23 @@ the same instances. Failures can be injected three ways:
   bench points it at a stand-in lab server that answers the idle check's questions;
 * ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED``, and
   ``inject_card(session_id, index)`` moves it to another card, as a device plugin that chose
-  another card than the ledger would show; both from any process.
+  another card than the ledger would show; both from any process;
+* ``inject_api_faults(...)`` gives every driver on the state directory, in any process, other
+  failure rates and create delay until ``clear_api_faults()`` (``make chaos`` opens a window of a
+  flaky cluster API this way, without restarting the workers that read the settings).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import random
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 
 from labs.drivers.base import (
     ClusterDriver,
@@ -38,6 +46,20 @@ from labs.drivers.statefile import StateDir
 REJECT_PREFIX = "reject:"
 LEAKY_PREFIX = "leaky:"
 ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
+# In the state directory beside the records (not a session id, so never listed as an instance).
+API_FAULTS_FILE = "api-faults.json"
+
+
+def _check_rate(name: str, rate: float) -> float:
+    if not 0.0 <= float(rate) <= 1.0:
+        raise ValueError(f"{name} must be between 0 and 1, got {rate!r}")
+    return float(rate)
+
+
+def _check_delay(name: str, seconds: float) -> float:
+    if float(seconds) < 0:
+        raise ValueError(f"{name} must be >= 0, got {seconds!r}")
+    return float(seconds)
 
 
 class SimulatorDriver(ClusterDriver):
@@ -69,18 +91,12 @@ class SimulatorDriver(ClusterDriver):
         if "{session_id}" not in access_url or not access_url.startswith(("http://", "https://")):
             raise ValueError(f"access_url must be an http(s) URL with {{session_id}} in it, got {access_url!r}")
         self.access_url = access_url
-        for name, rate in (("create_failure_rate", create_failure_rate), ("delete_failure_rate", delete_failure_rate)):
-            if not 0.0 <= float(rate) <= 1.0:
-                raise ValueError(f"{name} must be between 0 and 1, got {rate!r}")
-        self.create_failure_rate = float(create_failure_rate)
-        self.delete_failure_rate = float(delete_failure_rate)
-        if start_delay_seconds < 0:
-            raise ValueError(f"start_delay_seconds must be >= 0, got {start_delay_seconds!r}")
-        if create_delay_seconds < 0:
-            raise ValueError(f"create_delay_seconds must be >= 0, got {create_delay_seconds!r}")
+        self.create_failure_rate = _check_rate("create_failure_rate", create_failure_rate)
+        self.delete_failure_rate = _check_rate("delete_failure_rate", delete_failure_rate)
+        _check_delay("start_delay_seconds", start_delay_seconds)
         # A slow cluster API: create() blocks this long before recording the instance, which
         # gives fault-injection tests a window to kill the worker mid-task.
-        self.create_delay_seconds = float(create_delay_seconds)
+        self.create_delay_seconds = _check_delay("create_delay_seconds", create_delay_seconds)
         if isinstance(fail_images, str):
             fail_images = [image.strip() for image in fail_images.split(",") if image.strip()]
         self.state = StateDir(state_dir)
@@ -90,9 +106,10 @@ class SimulatorDriver(ClusterDriver):
     def create(self, spec: LaunchSpec) -> str:
         if spec.image.startswith(REJECT_PREFIX):
             raise DriverRefused("the cluster refused the instance (simulated)")
-        if self.create_delay_seconds:
-            time.sleep(self.create_delay_seconds)
-        if self.create_failure_rate and random.random() < self.create_failure_rate:
+        faults = self.api_faults()
+        if faults["create_delay_seconds"]:
+            time.sleep(faults["create_delay_seconds"])
+        if faults["create_failure_rate"] and random.random() < faults["create_failure_rate"]:
             raise DriverError("the cluster API did not answer (simulated)")
         with self.state.lock(spec.session_id) as sid:
             record = self.state.read(sid)
@@ -138,10 +155,49 @@ class SimulatorDriver(ClusterDriver):
         return Observed(sid, PollStatus.RUNNING, access_url=self.access_url.format(session_id=sid), **where)
 
     def delete(self, session_id: str) -> None:
-        if self.delete_failure_rate and random.random() < self.delete_failure_rate:
+        rate = self.api_faults()["delete_failure_rate"]
+        if rate and random.random() < rate:
             raise DriverError("the cluster API did not answer (simulated)")
         with self.state.lock(session_id) as sid:
             self.state.remove(sid)
+
+    def api_faults(self) -> dict[str, float]:
+        """The failure rates and create delay in force: the injected ones while there are any
+        (``inject_api_faults``, from any process), else this driver's own options."""
+        try:
+            with open(Path(self.state.path, API_FAULTS_FILE), encoding="utf-8") as fh:
+                return json.load(fh)
+        except FileNotFoundError:
+            return {
+                "create_failure_rate": self.create_failure_rate,
+                "delete_failure_rate": self.delete_failure_rate,
+                "create_delay_seconds": self.create_delay_seconds,
+            }
+
+    def inject_api_faults(
+        self, *, create_failure_rate: float = 0.0, delete_failure_rate: float = 0.0, create_delay_seconds: float = 0.0
+    ) -> None:
+        """Make every driver on this state directory, in every process, fail that share of creates
+        and deletes and take that long to create, until ``clear_api_faults``; these replace the
+        drivers' own options meanwhile. Written atomically: a create never sees half of it."""
+        faults = {
+            "create_failure_rate": _check_rate("create_failure_rate", create_failure_rate),
+            "delete_failure_rate": _check_rate("delete_failure_rate", delete_failure_rate),
+            "create_delay_seconds": _check_delay("create_delay_seconds", create_delay_seconds),
+        }
+        fd, tmp = tempfile.mkstemp(dir=self.state.path, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(faults, fh)
+            os.replace(tmp, Path(self.state.path, API_FAULTS_FILE))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def clear_api_faults(self) -> None:
+        """Back to each driver's own options (nothing happens when no faults were injected)."""
+        Path(self.state.path, API_FAULTS_FILE).unlink(missing_ok=True)
 
     def inject_card(self, session_id: str, card_index: int) -> None:
         """Report the session's instance on ``card_index``; ``DriverError`` when it has none."""

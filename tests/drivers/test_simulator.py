@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,49 @@ def test_the_access_url_can_point_at_a_stand_in_lab(state_dir: str) -> None:
 def test_an_access_url_without_the_session_or_not_http_is_a_configuration_error(state_dir: str, url: str) -> None:
     with pytest.raises(ValueError, match="access_url must be an http"):
         SimulatorDriver(state_dir=state_dir, access_url=url)
+
+
+def test_injected_api_faults_reach_a_driver_in_another_process_until_cleared(state_dir: str) -> None:
+    worker = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    harness = SimulatorDriver(state_dir=state_dir)
+    kept = make_spec()
+    worker.create(kept)
+
+    harness.inject_api_faults(create_failure_rate=1.0, delete_failure_rate=1.0)
+
+    with pytest.raises(DriverError, match="did not answer"):
+        worker.create(make_spec())
+    with pytest.raises(DriverError, match="did not answer"):
+        worker.delete(kept.session_id)
+    assert worker.list() == {kept.session_id}  # the fault file is not an instance
+
+    harness.clear_api_faults()
+
+    worker.create(make_spec())
+    worker.delete(kept.session_id)
+    assert kept.session_id not in worker.list()
+
+
+def test_an_injected_create_delay_slows_creates_and_replaces_the_drivers_own(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, create_failure_rate=1.0)
+    driver.inject_api_faults(create_delay_seconds=0.3)
+
+    began = time.monotonic()
+    driver.create(make_spec())  # the injected rates (0) replace the driver's own 1.0 meanwhile
+
+    assert time.monotonic() - began >= 0.3
+    driver.clear_api_faults()
+    with pytest.raises(DriverError):
+        driver.create(make_spec())
+
+
+@pytest.mark.parametrize(
+    "faults", [{"create_failure_rate": 1.5}, {"delete_failure_rate": -0.1}, {"create_delay_seconds": -1}]
+)
+def test_injected_api_faults_out_of_range_are_refused_and_change_nothing(state_dir: str, faults: dict) -> None:
+    driver = SimulatorDriver(state_dir=state_dir)
+
+    with pytest.raises(ValueError, match=next(iter(faults))):
+        driver.inject_api_faults(**faults)
+
+    assert driver.api_faults() == {"create_failure_rate": 0.0, "delete_failure_rate": 0.0, "create_delay_seconds": 0.0}
