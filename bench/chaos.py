@@ -1,39 +1,44 @@
-"""``make chaos``: real processes, injected faults, then checks that nothing was lost, leaked or stuck.
+"""``make chaos``: a class launching and stopping labs over HTTP while faults hit the portal's processes.
 
-    .venv/bin/python -m bench.chaos [--sessions 200] [--duration 120] [--agent-down 60] [--nodes 1]
+    .venv/bin/python -m bench.chaos                       # every fault (about 5 minutes on 2 cores)
+    .venv/bin/python -m bench.chaos --only redis,postgres # the set-up, the class start and these faults
+    .venv/bin/python -m bench.chaos --quick               # shorter outages, for development
 
-Builds its own world and throws it away afterwards: a PostgreSQL database (unique name, dropped
-at the end even on failure; credentials from ``TEST_DATABASE_URL`` like ``tests/settings.py``),
-its own ``redis-server`` on a free port (so it can be killed with -9 and restarted), a temporary
-``PORTAL_VAR_DIR`` (the simulator's state directory, beat's schedule file, every process's log).
-It migrates, creates 1 or 2 nodes of 8 x 910B 64 GiB, a course whose quota fits them, the
-students and a small template (5 %, 4 GiB), and starts a simulated node agent per node, two
-Celery workers (prefork, concurrency 4, as deploy/ runs them) and Celery beat, all with the simulator driver.
+Builds its own world and throws it away afterwards: its own PostgreSQL server (``initdb`` into a
+temporary directory with the server binaries of this machine, on a free port; run as the
+``postgres`` user when the harness runs as root), its own ``redis-server`` on a free port, a
+temporary ``PORTAL_VAR_DIR``. So it can restart either server without touching anyone else's.
+On them run two Daphne processes (one listening socket), two Celery workers (prefork x 4, as
+``deploy/`` runs them), Celery beat and one simulated node agent per node, all with the
+simulator driver (2 s starts, 1 s controller period, 5 s reconciler period).
 
-The workload: ``--sessions`` launches (``session_launch`` from this process) spread over the
-first ``--launch-window`` seconds, a third of them stopped (``session_stop``) at random times
-over ``--duration`` seconds. Meanwhile these faults, one after another, each logged with its
-time; after each the harness waits (bounded) until the sessions that were in progress when it
-cleared have settled, and measures how long that took:
+The class: two nodes of 8 x 910B 64 GiB, one course, 160 students, four templates that each
+reach one of FlexNPU's per-card caps: ``core`` (25 %, 8 GiB: four fill a card's AI Core),
+``memory`` (5 %, 16 GiB: four fill its memory), ``small`` (5 %, 2 GiB: sixteen reach the
+development instance cap) and ``inference`` (10 %, 4 GiB, inference: eight reach the inference
+cap). The class start fills the first node template by template, so every cap is reached; the
+faults then run on both nodes. Students log in once (a session cookie each) and do everything
+else over HTTP through Daphne: ``POST /sessions/launch/`` and ``POST /sessions/<id>/stop/`` with
+JSON answers, pressing again a second later after a 5xx or no answer, as a student would.
 
-1. a driver fault window: the workers are restarted (one at a time) with 30 % create and delete
-   failures and slow creates, then restarted again without (settings are read at process start);
-2. ``kill -9`` of one worker (its whole process group), restarted after a few seconds;
-3. ``kill -9`` of beat, restarted;
-4. ``kill -9`` of the Redis server, restarted on the same port after a few seconds;
-5. every backend of the database terminated (``pg_terminate_backend``);
-6. ``inject_failure`` into a few running instances (the only failures the checks accept, with
-   creates that failed ``LAB_CREATE_ATTEMPTS`` times in a row);
-7. one node's agent killed for ``--agent-down`` seconds and started again on the same port
-   (``--agent-fault pause`` stops it with SIGSTOP instead and continues it, keeping its state).
+Each fault (``FAULTS``, in that order; ``--only`` picks some) starts a class burst — launches by
+idle students and stops of running labs, all pressed at once from many threads — and lands a
+second later, while at least 50 of them are starting or stopping (counted at that moment from
+the presses and the ledger's timestamps; fewer fails the run). While it lasts and until its
+sessions settle, the run records every press's HTTP status, whether a launch or stop answered
+5xx was committed anyway, each launch's time to running and each stop's time to ended, and the
+time from the fault clearing to the last of its sessions settling. A thread checks the ledger's
+invariants every 0.5 s all along (per card: AI Core floors <= 100 %, memory <= the card's,
+instances <= 16, or 8 with an inference instance; per node <= 128, or 64; an allocation exactly
+for the sessions that hold one, released once, with one usage record; at most one open session
+per student). After each fault it looks for leaks: simulator instances without a live session,
+agent registrations without a live allocation, twice 1.5 s apart.
 
-Then it waits for the system to settle (bounded) and checks, printing PASS/FAIL with numbers:
-no session lost or stuck, no allocation leaked or doubled, no card over its limits, no instance
-without a session (and none missing), no session failed whose instance was healthy, transient
-create errors retried; and, as targets, each fault's settle time against two controller periods.
-The exit code is 0 only if every check passes. A settle time is a speed figure, printed as
-MET or MISSED against its target; it fails the run only with ``--strict-timing`` (a loaded
-machine stretches it without anything being wrong).
+Printed: a table with one row per fault (in flight when it landed, sessions, failed, stuck,
+lost, leaked, 5xx, 5xx answers to committed requests, start and stop p99 during it, settle time
+after it, each against ``bench.chaos_report.TARGETS``), every failed check, and PASS or FAIL.
+The exit code is 0 on PASS, 1 on FAIL (any target missed, timing ones included), 2 when the run
+itself broke.
 """
 
 from __future__ import annotations
@@ -41,184 +46,247 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import glob
 import os
 import random
 import secrets
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/portal"
+from bench.chaos_report import (
+    MIN_IN_FLIGHT,
+    TARGETS,
+    Check,
+    FaultFigures,
+    Item,
+    Press,
+    Target,
+    fault_checks,
+    fault_figures,
+    fault_table,
+    verdict,
+)
+from bench.harness import ROOT, free_port, http_request
+
 CARD_MIB = 64 * 1024
 CARDS_PER_NODE = 8
-TEMPLATE_CORE, TEMPLATE_MIB = 5, 4096
-MAX_PER_CARD, MAX_PER_NODE = 16, 128
+NODES = ("n1", "n2")
+DEV_CARD_CAP, INFERENCE_CARD_CAP = 16, 8
+DEV_NODE_CAP, INFERENCE_NODE_CAP = 128, 64
+HOLDS = ("admitted", "starting", "running", "stopping")
+IN_PROGRESS = ("admitted", "starting", "stopping")
+TERMINAL = ("stopped", "failed")
 INJECTED_MESSAGE = "chaos: injected instance failure"
-# Environment a child must not inherit from the caller's shell: the harness sets each itself.
-FAULT_VARS = (
-    "LAB_SIMULATOR_CREATE_FAILURE_RATE",
-    "LAB_SIMULATOR_DELETE_FAILURE_RATE",
-    "LAB_SIMULATOR_CREATE_DELAY_SECONDS",
-    "LAB_DRIVER_OPTIONS",
-    "CELERY_TASK_ALWAYS_EAGER",
+DATABASE = "chaos"
+# A student presses again this long after a 5xx or no answer, for at most RETRY_FOR seconds.
+RETRY_AFTER, RETRY_FOR = 1.0, 20.0
+# Sessions in flight beyond --min-in-flight before a fault lands: some settle while it is injected.
+IN_FLIGHT_MARGIN = 10
+
+
+@dataclass(frozen=True)
+class TemplatePlan:
+    slug: str
+    scenario: str
+    core_percent: int
+    memory_mib: int
+    students: int  # students who use it
+    first_fill: int  # of them, launched in the class start (on the first node)
+    cap: str  # the per-card cap it reaches
+
+
+TEMPLATES = (
+    TemplatePlan("core", "development", 25, 8 * 1024, 25, 8, "AI Core 100 %"),
+    TemplatePlan("memory", "development", 5, 16 * 1024, 25, 8, "memory 64 GiB"),
+    TemplatePlan("small", "development", 5, 2 * 1024, 100, 32, "16 development instances"),
+    TemplatePlan("inference", "inference", 10, 4 * 1024, 50, 16, "8 inference instances"),
 )
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    name: str
+    launches: int  # idle students who press Launch in the burst it lands on
+    stops: int  # running labs stopped in that burst (-1: every running lab)
+    mid: tuple[int, int] | None  # launches and stops pressed half-way through it, while it holds
+    summary: str
+
+
+FAULTS = (
+    FaultPlan("control", 40, 40, None, "no fault: the burst alone, the floor of every target"),
+    FaultPlan("driver", 40, 40, (15, 15), "the cluster API fails 30 % of creates and deletes and creates take 0.5 s, for 8 s"),
+    FaultPlan("worker", 40, 40, (15, 15), "kill -9 of one Celery worker's process group, restarted after --down s"),
+    FaultPlan("beat", 40, 40, (15, 15), "kill -9 of Celery beat, restarted after --down s"),
+    FaultPlan("redis", 40, 40, (15, 15), "kill -9 of the Redis server, restarted empty on its port after --down s"),
+    FaultPlan("postgres", 40, 40, (15, 15), "PostgreSQL stopped (fast shutdown), started again after --down s"),
+    FaultPlan("backends", 40, 40, (15, 15), "pg_terminate_backend of every portal connection, every 0.2 s for 3 s"),
+    FaultPlan("inject", 40, 40, None, "three running instances fail (inject_failure) as the burst lands"),
+    FaultPlan("agent-pause", 35, 35, (15, 15), "node n1's agent stopped (SIGSTOP) for --agent-down s, then continued"),
+    FaultPlan("agent-kill", 35, 35, (15, 15), "node n1's agent killed for --agent-down s, started again (it forgets)"),
+    FaultPlan("storm", 0, -1, None, "every running lab stopped at once"),
+)
+FAULT_NAMES = tuple(f.name for f in FAULTS)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.chaos", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sessions", type=int, default=200, help="sessions launched (default 200)")
-    parser.add_argument("--students", type=int, default=None, help="students enrolled (default: --sessions)")
-    parser.add_argument("--nodes", type=int, choices=[1, 2], default=1, help="nodes of 8 x 910B 64 GiB (default 1)")
-    parser.add_argument("--duration", type=float, default=120.0, help="stops are spread over this many seconds (default 120)")
-    parser.add_argument("--launch-window", type=float, default=20.0, help="launches are spread over this many seconds (20)")
-    parser.add_argument("--stop-share", type=float, default=1 / 3, help="share of sessions stopped (default 1/3)")
-    parser.add_argument("--agent-down", type=float, default=60.0, help="seconds one node agent stays down (default 60)")
     parser.add_argument(
-        "--agent-fault",
-        choices=["kill", "pause"],
-        default="kill",
-        help="kill: kill -9 the agent and start a new one on the same port (a simulated agent forgets its "
-        "registrations); pause: SIGSTOP it and SIGCONT it after --agent-down (it keeps them). Default kill",
+        "--only", default="", metavar="FAULT[,FAULT]", help=f"run only these faults, in the usual order: {', '.join(FAULT_NAMES)}"
     )
-    parser.add_argument("--fault-window", type=float, default=20.0, help="seconds of the driver fault window (default 20)")
-    parser.add_argument("--failure-rate", type=float, default=0.3, help="create/delete failure rate in the window (0.3)")
-    parser.add_argument("--create-delay", type=float, default=1.5, help="simulated create delay in the window, s (1.5)")
-    parser.add_argument("--down", type=float, default=3.0, help="seconds a killed worker, beat or Redis stays down (3)")
-    parser.add_argument("--burst", type=int, default=4, help="planned stops issued at once right before a fault (4)")
-    parser.add_argument("--inject", type=int, default=3, help="running instances failed on purpose (default 3)")
-    parser.add_argument("--controller-seconds", type=float, default=1.0, help="LAB_CONTROLLER_SECONDS (default 1)")
-    parser.add_argument("--reconcile-seconds", type=float, default=5.0, help="RECONCILE_SECONDS (default 5)")
-    parser.add_argument("--start-delay", type=float, default=1.0, help="LAB_SIMULATOR_DELAY_SECONDS (default 1)")
-    parser.add_argument("--settle-bound", type=float, default=30.0, help="longest wait for stragglers after a fault, s (30)")
+    parser.add_argument("--quick", action="store_true", help="shorter outages (--down 2, --agent-down 6) for development")
     parser.add_argument(
-        "--strict-timing",
-        action="store_true",
-        help="fail the run when a fault settles later than two controller periods (default: report it as MISSED)",
+        "--down", type=float, default=3.0, help="seconds a killed worker, beat, Redis or PostgreSQL stays down (3)"
+    )
+    parser.add_argument("--agent-down", type=float, default=12.0, help="seconds the node agent stays paused or dead (12)")
+    parser.add_argument(
+        "--lead",
+        type=float,
+        default=0.5,
+        help="earliest a fault lands after its burst's first press, s (0.5); it lands once --min-in-flight + "
+        f"{IN_FLIGHT_MARGIN} sessions are in flight, or as soon as fewer are than a moment before, or at 3 s",
+    )
+    parser.add_argument("--settle-bound", type=float, default=30.0, help="longest wait for a fault's sessions to settle (30)")
+    parser.add_argument("--start-delay", type=float, default=2.0, help="LAB_SIMULATOR_DELAY_SECONDS (2)")
+    parser.add_argument("--controller-seconds", type=float, default=1.0, help="LAB_CONTROLLER_SECONDS (1)")
+    parser.add_argument("--reconcile-seconds", type=float, default=5.0, help="RECONCILE_SECONDS (5)")
+    parser.add_argument("--threads", type=int, default=96, help="client threads pressing launch and stop (96)")
+    parser.add_argument(
+        "--min-in-flight",
+        type=int,
+        default=MIN_IN_FLIGHT,
+        help=f"sessions starting or stopping a fault must meet ({MIN_IN_FLIGHT}; lower only while developing)",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
-    parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs) even when every check passes")
+    parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs) even when it passes")
     args = parser.parse_args(argv)
-    if args.sessions < 1:
-        parser.error("--sessions must be at least 1")
-    args.students = args.students or args.sessions
-    if args.students < args.sessions:
-        parser.error("--students must be at least --sessions (one open session per student)")
-    if args.agent_down <= 0 or args.duration <= 0:
-        parser.error("--agent-down and --duration must be positive")
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in FAULT_NAMES]
+    if unknown:
+        parser.error(f"--only: unknown fault(s) {', '.join(unknown)}; choose from {', '.join(FAULT_NAMES)}")
+    args.faults = [f for f in FAULTS if not chosen or f.name in chosen]
+    if args.quick:
+        if args.down == parser.get_default("down"):
+            args.down = 2.0
+        if args.agent_down == parser.get_default("agent_down"):
+            args.agent_down = 6.0
+    if args.down <= 0 or args.agent_down <= 0 or args.lead < 0 or args.threads < 1:
+        parser.error("--down and --agent-down must be positive, --lead >= 0, --threads >= 1")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 30)
     return args
 
 
-# -- output ----------------------------------------------------------------------------------------
-
 T0 = time.monotonic()
 
 
 def say(message: str) -> None:
-    print(f"[{time.monotonic() - T0:7.1f} s] {message}", flush=True)
+    print(f"[{time.monotonic() - T0:6.1f} s] {message}", flush=True)
 
 
-# -- infrastructure: ports, database, processes -----------------------------------------------------
+def wait_until(predicate: Callable[[], object], timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if predicate():
+                return True
+        time.sleep(interval)
+    return False
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# -- servers and processes ----------------------------------------------------------------------------
 
 
-@dataclass
-class Database:
-    """A PostgreSQL database of this run's own, reached with the credentials of ``TEST_DATABASE_URL``."""
+def postgres_bindir() -> Path:
+    """Where ``initdb`` and ``pg_ctl`` are: on PATH, else Debian's newest ``/usr/lib/postgresql/*/bin``."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(found).resolve().parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: [int(x) for x in Path(p).parent.name.split(".")])
+    for candidate in reversed(candidates):
+        if Path(candidate, "initdb").exists():
+            return Path(candidate)
+    raise SystemExit("chaos needs PostgreSQL's server binaries (initdb, pg_ctl): apt-get install postgresql")
 
-    host: str
-    port: int
-    user: str
-    password: str
-    name: str
 
-    @classmethod
-    def from_url(cls, url: str, name: str) -> Database:
-        parts = urlsplit(url)
-        if parts.scheme not in ("postgres", "postgresql", "pgsql"):
-            raise SystemExit(f"chaos needs PostgreSQL; TEST_DATABASE_URL is {parts.scheme}://...")
-        return cls(
-            host=parts.hostname or "127.0.0.1",
-            port=parts.port or 5432,
-            user=unquote(parts.username or "postgres"),
-            password=unquote(parts.password or ""),
-            name=name,
+class PostgresServer:
+    """A PostgreSQL server of the run's own in a temporary directory: the harness may stop it.
+
+    As root, the server runs as the ``postgres`` user (PostgreSQL refuses root); otherwise as
+    the current user. Durability is off (``fsync``): the data is thrown away after the run.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.bindir = postgres_bindir()
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            import pwd
+
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                raise SystemExit("chaos runs as root but there is no postgres user to run its PostgreSQL server") from None
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.dir = Path(tempfile.mkdtemp(prefix="npu-lab-chaos-pg-"))
+        if self.as_user:
+            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
+        self.data = self.dir / "data"
+        self.log = self.dir / "server.log"
+
+    def _run(self, *argv: str, timeout: float = 60) -> None:
+        done = subprocess.run(
+            [*self.as_user, *argv], capture_output=True, text=True, timeout=timeout, cwd=self.dir, stdin=subprocess.DEVNULL
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{Path(argv[0]).name} failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-500:]}")
+
+    def init(self) -> None:
+        initdb = str(self.bindir / "initdb")
+        self._run(initdb, "-D", str(self.data), "--auth=trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "--locale=C")
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} -c max_connections=200 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
+        )
+        self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "30", "-o", options, "start"
         )
 
-    @property
-    def url(self) -> str:
-        from urllib.parse import quote
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop")
 
-        credentials = quote(self.user, safe="") + (":" + quote(self.password, safe="") if self.password else "")
-        return f"postgres://{credentials}@{self.host}:{self.port}/{self.name}"
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
 
-    def admin(self, *, attempts: int = 60):
-        """An autocommit connection to the ``postgres`` database (retried: the server may be full)."""
-        import psycopg
-
-        for attempt in range(attempts):
-            try:
-                return psycopg.connect(
-                    host=self.host,
-                    port=self.port,
-                    user=self.user,
-                    password=self.password or None,
-                    dbname="postgres",
-                    autocommit=True,
-                    connect_timeout=5,
-                )
-            except psycopg.OperationalError as exc:
-                if attempt == attempts - 1:
-                    raise
-                if attempt % 10 == 0:
-                    say(f"PostgreSQL refused a connection ({str(exc).strip().splitlines()[-1]}); retrying")
-                time.sleep(1)
-        raise AssertionError("unreachable")
-
-    def create(self) -> None:
-        with self.admin() as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
-
-    def terminate_backends(self, conn=None) -> int:
-        sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
-        if conn is not None:
-            return conn.execute(sql, [self.name]).fetchone()[0]
-        with self.admin() as admin:
-            return admin.execute(sql, [self.name]).fetchone()[0]
-
-    def drop(self) -> None:
-        with self.admin(attempts=30) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+    def remove(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Proc:
     """A child process in its own process group, its output appended to a log across restarts."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path, pass_fds: tuple[int, ...] = ()) -> None:
         self.name = name
         self.argv = argv
         self.env = env
+        self.pass_fds = pass_fds
         self.log_path = log_dir / f"{name}.log"
         self.process: subprocess.Popen | None = None
         self.offset = 0
@@ -226,26 +294,23 @@ class Proc:
         self.expected_down = True
         self.lock = threading.RLock()
 
-    def start(self, **extra_env: str) -> None:
+    def start(self) -> None:
         with self.lock:
-            self._start(extra_env)
+            self.offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n===== chaos: start {self.name}\n".encode())
+                log.flush()
+                self.process = subprocess.Popen(
+                    self.argv,
+                    cwd=ROOT,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    pass_fds=self.pass_fds,
+                )
             self.expected_down = False
-            self.extra_env = extra_env
-
-    def _start(self, extra_env: dict[str, str]) -> None:
-        self.offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== chaos: start {self.name} {' '.join(f'{k}={v}' for k, v in extra_env.items())}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                self.argv,
-                cwd=ROOT,
-                env={**self.env, **extra_env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
 
     @property
     def pid(self) -> int:
@@ -269,38 +334,33 @@ class Proc:
             time.sleep(0.1)
         return False
 
-    def kill9(self) -> None:
-        self.expected_down = True
+    def signal_group(self, signum: int) -> None:
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.killpg(self.process.pid, signum)
+
+    def kill9(self) -> None:
+        self.expected_down = True
+        self.signal_group(signal.SIGKILL)
+        if self.process is not None:
             self.process.wait()
 
     def stop(self, timeout: float = 15.0) -> None:
         self.expected_down = True
         if self.alive():
-            # SIGTERM to the main process only: a Celery worker then shuts down warmly (its pool
-            # children finish their task); the group gets SIGKILL below.
+            self.signal_group(signal.SIGCONT)  # a paused agent must hear the SIGTERM
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                self.kill9()
+                pass
         if self.process is not None:
             # Prefork children of a worker stopped by SIGTERM leave with it; anything left goes now.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if predicate():
-                return True
-        time.sleep(interval)
-    return False
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
 
 
 def redis_up(port: int) -> bool:
@@ -310,905 +370,985 @@ def redis_up(port: int) -> bool:
 
 
 def agent_up(url: str) -> bool:
+    import urllib.request
+
     with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
         return response.status == 200
 
 
-# -- the run ---------------------------------------------------------------------------------------
+# -- the ledger, read by the harness ------------------------------------------------------------------
+
+
+class Ledger:
+    """The harness's reads of the portal's database (its own connection, reconnected after a
+    restart or a terminated backend; named so the backend fault spares it)."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.url = url
+        self.name = name
+        self.conn = None
+
+    def _connect(self):
+        import psycopg
+
+        if self.conn is None or self.conn.closed:
+            self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=3, application_name=self.name)
+        return self.conn
+
+    def rows(self, sql: str, params: object = None, *, attempts: int = 120) -> list[tuple]:
+        """The rows of one statement (none for a command), trying again for a minute while the database is away."""
+        import psycopg
+
+        for attempt in range(attempts):
+            try:
+                cursor = self._connect().execute(sql, params)
+                return cursor.fetchall() if cursor.description else []
+            except psycopg.OperationalError:
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                self.conn = None
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
+
+    def snapshot(self, queries: dict[str, str]) -> dict[str, list[tuple]]:
+        """Several queries in one repeatable-read transaction: they see one moment of the ledger."""
+        conn = self._connect()
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return {name: conn.execute(sql).fetchall() for name, sql in queries.items()}
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.conn is not None:
+                self.conn.close()
 
 
 @dataclass
-class Fault:
-    name: str
-    started: float  # wall-clock (time.time()), comparable with the database's timestamps
-    cleared: float = 0.0
-    stragglers: list[str] = field(default_factory=list)
-    effects: list[str] = field(default_factory=list)
-    slowest: str = ""
-    settle_seconds: float | None = None  # None: not settled within the bound
-    note: str = ""
+class Violation:
+    at: float
+    kind: str
+    detail: str
+
+
+INVARIANT_QUERIES = {
+    "cards": """
+        SELECT c.id, n.name, c.memory_mib, SUM(a.core_percent), SUM(a.memory_mib), COUNT(*),
+               BOOL_OR(a.scenario = 'inference')
+          FROM labs_allocation a JOIN labs_card c ON c.id = a.card_id JOIN labs_node n ON n.id = c.node_id
+         WHERE a.released_at IS NULL GROUP BY c.id, n.name, c.memory_mib""",
+    "holds": f"""
+        SELECT s.id, s.state, a.id IS NOT NULL, a.released_at IS NULL
+          FROM labs_labsession s LEFT JOIN labs_allocation a ON a.session_id = s.id
+         WHERE (s.state IN {HOLDS!r} AND (a.id IS NULL OR a.released_at IS NOT NULL))
+            OR (s.state NOT IN {HOLDS!r} AND a.id IS NOT NULL AND a.released_at IS NULL)""",
+    "usage": """
+        SELECT a.id, a.released_at IS NULL, COUNT(u.id)
+          FROM labs_allocation a LEFT JOIN labs_usagerecord u ON u.allocation_id = a.id
+         GROUP BY a.id
+        HAVING (a.released_at IS NULL AND COUNT(u.id) > 0) OR (a.released_at IS NOT NULL AND COUNT(u.id) <> 1)""",
+    "released": "SELECT id, released_at FROM labs_allocation WHERE released_at IS NOT NULL",
+    "students": f"""
+        SELECT student_id, COUNT(*) FROM labs_labsession WHERE state NOT IN {TERMINAL!r}
+         GROUP BY student_id HAVING COUNT(*) > 1""",
+    "states": "SELECT state, COUNT(*) FROM labs_labsession GROUP BY state",
+}
+
+
+class InvariantMonitor(threading.Thread):
+    """Checks the ledger's invariants every ``interval`` seconds until stopped, in one snapshot each.
+
+    Per card: Σ AI Core floors <= 100, Σ memory <= the card's, instances <= 16 (8 once an
+    inference instance is there); per node <= 128 (64). The sessions in admitted, starting,
+    running or stopping hold exactly one unreleased allocation and no other session holds one;
+    a released allocation keeps its ``released_at`` and has exactly one usage record (a live one
+    none); no student has two open sessions (the course allows one). Also remembers how close
+    the cards came to each cap: the checks above can only fail where the class reaches them.
+    """
+
+    def __init__(self, url: str, interval: float = 0.5) -> None:
+        super().__init__(name="invariants", daemon=True)
+        self.ledger = Ledger(url, "chaos-monitor")
+        self.interval = interval
+        self.stopping = threading.Event()
+        self.violations: list[Violation] = []
+        self.samples = 0
+        self.unavailable = 0
+        self.released: dict[int, object] = {}
+        self.max_core = 0
+        self.max_memory_share = 0.0  # of the card's memory
+        self.max_dev_instances = 0  # on a card without an inference instance
+        self.max_inference_instances = 0  # on a card with one
+        self.states: dict[str, int] = {}
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                self.check_once()
+            except Exception:  # the database is restarting or the backend was terminated
+                self.unavailable += 1
+                self.ledger.close()
+                self.ledger.conn = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=10)
+        self.ledger.close()
+
+    def flag(self, kind: str, detail: str) -> None:
+        self.violations.append(Violation(time.time(), kind, detail))
+
+    def check_once(self) -> None:
+        seen = self.ledger.snapshot(INVARIANT_QUERIES)
+        now_states = dict(seen["states"])
+        per_node: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+        for card_id, node, card_mib, core, mib, count, inference in seen["cards"]:
+            cap = INFERENCE_CARD_CAP if inference else DEV_CARD_CAP
+            if core > 100 or mib > card_mib or count > cap:
+                self.flag(
+                    "card over its limits", f"card {card_id} on {node}: {core} %, {mib} MiB of {card_mib}, {count} of {cap}"
+                )
+            per_node[node][0] += count
+            per_node[node][1] |= bool(inference)
+            self.max_core = max(self.max_core, core)
+            self.max_memory_share = max(self.max_memory_share, mib / card_mib)
+            if inference:
+                self.max_inference_instances = max(self.max_inference_instances, count)
+            else:
+                self.max_dev_instances = max(self.max_dev_instances, count)
+        for node, (count, inference) in per_node.items():
+            cap = INFERENCE_NODE_CAP if inference else DEV_NODE_CAP
+            if count > cap:
+                self.flag("node over its limit", f"{node}: {count} instances of {cap}")
+        for session_id, state, has, _live in seen["holds"]:
+            what = "without an unreleased allocation" if state in HOLDS else "holding an unreleased allocation"
+            self.flag("allocation out of step", f"{state} session {session_id} {what} (allocation {'yes' if has else 'none'})")
+        for allocation_id, live, records in seen["usage"]:
+            state = "live" if live else "released"
+            self.flag("release not exactly once", f"{state} allocation {allocation_id} with {records} usage record(s)")
+        for allocation_id, released_at in seen["released"]:
+            before = self.released.setdefault(allocation_id, released_at)
+            if before != released_at:
+                self.flag("released twice", f"allocation {allocation_id} released at {before} and again at {released_at}")
+                self.released[allocation_id] = released_at
+        for student_id, count in seen["students"]:
+            self.flag("two open sessions", f"student {student_id} has {count} open sessions (the course allows 1)")
+        self.states = now_states
+        self.samples += 1
+
+    def between(self, start: float, end: float) -> list[Violation]:
+        return [v for v in list(self.violations) if start <= v.at <= end]
+
+
+# -- the class ------------------------------------------------------------------------------------------
 
 
 @dataclass
-class Workload:
-    launched: dict[int, str] = field(default_factory=dict)  # student index -> session id
-    stop_requested: dict[str, float] = field(default_factory=dict)  # session id -> when
-    launch_errors: list[str] = field(default_factory=list)
-    stop_errors: list[str] = field(default_factory=list)
-    db_retries: int = 0
+class Student:
+    index: int
+    user_id: int
+    template_id: int
+    template: str
+    cookie: str
+    csrf: str
+
+
+@dataclass
+class Burst:
+    """One class burst: who presses Launch and which labs are stopped, then the futures of their presses."""
+
+    launchers: list[Student]
+    stoppers: list[tuple[Student, str]]
+    # Judged wherever its labs run (pressed half-way through a node's outage: placement must avoid the node).
+    anywhere: bool = False
+    futures: list[Future] = field(default_factory=list)
+    began: float = 0.0
+    pressed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def press(self) -> None:
+        with self.lock:
+            self.pressed += 1
+
+    def items(self, timeout: float) -> list[Item]:
+        deadline = time.monotonic() + timeout
+        return [f.result(timeout=max(0.1, deadline - time.monotonic())) for f in self.futures]
 
 
 class Chaos:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
-        self.run_id = uuid.uuid4().hex[:10]
+        self.run_id = uuid.uuid4().hex[:8]
         self.dir = Path(tempfile.mkdtemp(prefix=f"npu-lab-chaos-{self.run_id}-"))
         self.logs = self.dir / "logs"
         self.logs.mkdir()
-        base_url = os.environ.get("TEST_DATABASE_URL", DEFAULT_DATABASE_URL)
-        self.db = Database.from_url(base_url, f"chaos_{self.run_id}")
-        self.db_created = False
+        self.postgres: PostgresServer | None = None
         self.redis_port = free_port()
         self.token = secrets.token_urlsafe(24)
         self.redis: Proc | None = None
+        self.webs: list[Proc] = []
         self.workers: list[Proc] = []
         self.beat: Proc | None = None
         self.agents: dict[str, Proc] = {}
         self.agent_urls: dict[str, str] = {}
-        self.faults: list[Fault] = []
-        self.workload = Workload()
-        self.injected: set[str] = set()
-        # Planned stops the main thread took over (a burst right before a fault); the workload skips them.
-        self.claimed: set[int] = set()
-        self.claim_lock = threading.Lock()
-        self.pending_stops: list[int] = []
-        self.results: list[tuple[str, bool, str]] = []
-        self.timing: set[str] = set()
-        self.infos: list[str] = []
+        self.listener: socket.socket | None = None
+        self.monitor: InvariantMonitor | None = None
+        self.ledger: Ledger | None = None
+        self.pool = ThreadPoolExecutor(max_workers=args.threads, thread_name_prefix="student")
+        self.students: list[Student] = []
+        self.stop_requested: set[str] = set()
+        self.injected: set[str] = set()  # labs failed on purpose
+        self.doomed: set[str] = set()  # those of the fault under way
         self.crashes: list[str] = []
+        self.rows: list[tuple[FaultFigures, Target, list[Check]]] = []
+        self.checks: list[Check] = []
 
-    # -- environment ------------------------------------------------------------------------------
+    # -- environment and set-up ------------------------------------------------------------------
 
     def base_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in FAULT_VARS}
-        env.update(
-            DJANGO_SETTINGS_MODULE="portal.settings",
-            SECRET_KEY=f"chaos-{self.run_id}-" + secrets.token_urlsafe(40),
-            DATABASE_URL=self.db.url,
-            REDIS_URL=f"redis://127.0.0.1:{self.redis_port}/0",
-            CELERY_BROKER_URL=f"redis://127.0.0.1:{self.redis_port}/0",
-            CHANNELS_PREFIX=f"chaos-{self.run_id}",
-            PORTAL_VAR_DIR=str(self.dir / "var"),
-            LAB_DRIVER="labs.drivers.simulator.SimulatorDriver",
-            LAB_SIMULATOR_DELAY_SECONDS=str(self.args.start_delay),
-            LAB_CONTROLLER_SECONDS=str(self.args.controller_seconds),
-            RECONCILE_SECONDS=str(self.args.reconcile_seconds),
-            LAB_AGENT_TOKEN=self.token,
-            LAB_AGENT_TIMEOUT_SECONDS="2",
-            PYTHONPATH=str(ROOT),
-            PYTHONUNBUFFERED="1",
-            LOG_LEVEL="INFO",
-        )
-        for name in ("LAB_AGENT_TOKEN_FILE", "SECRET_KEY_FILE", "DATABASE_URL_FILE"):
-            env.pop(name, None)
-        return env
-
-    def fault_env(self) -> dict[str, str]:
-        rate = str(self.args.failure_rate)
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "LAB_", "CELERY_", "DATABASE_", "REDIS_"))}
         return {
-            "LAB_SIMULATOR_CREATE_FAILURE_RATE": rate,
-            "LAB_SIMULATOR_DELETE_FAILURE_RATE": rate,
-            "LAB_SIMULATOR_CREATE_DELAY_SECONDS": str(self.args.create_delay),
+            **keep,
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "DEBUG": "0",
+            "SECRET_KEY": f"chaos-{self.run_id}-" + secrets.token_urlsafe(40),
+            "DATABASE_URL": self.postgres.url(DATABASE),
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "CHANNELS_PREFIX": f"chaos-{self.run_id}",
+            "PORTAL_VAR_DIR": str(self.dir / "var"),
+            "LAB_DRIVER": "labs.drivers.simulator.SimulatorDriver",
+            "LAB_SIMULATOR_DELAY_SECONDS": str(self.args.start_delay),
+            "LAB_CONTROLLER_SECONDS": str(self.args.controller_seconds),
+            "RECONCILE_SECONDS": str(self.args.reconcile_seconds),
+            "LAB_AGENT_TOKEN": self.token,
+            "LAB_AGENT_TIMEOUT_SECONDS": "2",
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+            "LOG_LEVEL": "INFO",
         }
-
-    # -- setup ------------------------------------------------------------------------------------
 
     def setup(self) -> None:
         args = self.args
-        say(f"run {self.run_id}: dir {self.dir}, database {self.db.name}, redis port {self.redis_port}, seed {args.seed}")
-        self.redis_argv = [
-            shutil.which("redis-server") or "redis-server",
-            "--port",
-            str(self.redis_port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--dir",
-            str(self.dir),
-        ]
+        say(f"run {self.run_id}: dir {self.dir}, seed {args.seed}, faults {', '.join(f.name for f in args.faults)}")
         if not shutil.which("redis-server"):
             raise SystemExit("chaos needs redis-server on PATH (apt-get install redis-server)")
+        self.postgres = PostgresServer(free_port())
+        self.postgres.init()
+        self.postgres.start()
+        admin = Ledger(self.postgres.url("postgres"), "chaos-harness")
+        admin.rows(f'CREATE DATABASE "{DATABASE}"')
+        admin.close()
+        say(f"PostgreSQL {self.postgres.bindir.parent.name} on port {self.postgres.port} ({self.postgres.dir})")
         env = self.base_env()
-        # This process logs errors only (during the Redis outage every wake and page update warns); children log INFO.
-        os.environ.update(env, LOG_LEVEL="ERROR")
-        for name in FAULT_VARS:
-            os.environ.pop(name, None)
-        self.redis = Proc("redis", self.redis_argv, env, self.logs)
+        redis_argv = [shutil.which("redis-server"), "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", ""]
+        redis_argv += ["--appendonly", "no", "--daemonize", "no", "--dir", str(self.dir)]
+        self.redis = Proc("redis", redis_argv, env, self.logs)
         self.redis.start()
         if not wait_until(lambda: redis_up(self.redis_port), 10):
             raise SystemExit(f"redis-server did not answer on port {self.redis_port}; see {self.redis.log_path}")
-        self.db.create()
-        self.db_created = True
 
+        # This process: the schema, the class and the students' logins; no pool of its own, and
+        # only errors in its log (during the Redis outage every page update would warn).
+        os.environ.update(env, LOG_LEVEL="ERROR", DATABASE_POOL_SIZE="0")
         import django
 
         django.setup()
         from django.core.management import call_command
+        from django.db import connections
 
         started = time.monotonic()
         call_command("migrate", verbosity=0)
         say(f"migrated in {time.monotonic() - started:.1f} s")
-        self.build_data()
+        self.build_class()
+        connections.close_all()
+        self.ledger = Ledger(self.postgres.url(DATABASE), "chaos-harness")
 
-        for index in range(args.nodes):
-            name = f"n{index + 1}"
+        for name in NODES:
             port = free_port()
             self.agent_urls[name] = f"http://127.0.0.1:{port}"
-            agent_argv = [sys.executable, "-m", "labs.agent", "--driver", "simulated", "--node", name, "--host", "127.0.0.1"]
-            agent_argv += ["--port", str(port)]
-            self.agents[name] = Proc(f"agent-{name}", agent_argv, {**env, "AGENT_TOKEN": self.token}, self.logs)
+            argv = [sys.executable, "-m", "labs.agent", "--driver", "simulated", "--node", name, "--host", "127.0.0.1"]
+            self.agents[name] = Proc(f"agent-{name}", [*argv, "--port", str(port)], {**env, "AGENT_TOKEN": self.token}, self.logs)
             self.agents[name].start()
-        from labs.models import Node
-
         for name, url in self.agent_urls.items():
-            Node.objects.filter(name=name).update(agent_url=url)
+            self.ledger.rows("UPDATE labs_node SET agent_url = %s WHERE name = %s", [url, name])
             if not wait_until(lambda url=url: agent_up(url), 20):
                 raise SystemExit(f"agent {name} did not answer at {url}")
 
+        # Two Daphne processes on one listening socket, bound here and inherited (as bench.load runs them).
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1024)
+        fd = self.listener.fileno()
+        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        web_env = {**env, "LOG_LEVEL": "WARNING"}
+        for number in (1, 2):
+            argv = [sys.executable, "-m", "daphne", "--fd", str(fd), "portal.asgi:application"]
+            self.webs.append(Proc(f"daphne{number}", argv, web_env, self.logs, pass_fds=(fd,)))
         worker_argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO", "--pool", "prefork"]
         worker_argv += ["--concurrency", "4", "--without-gossip", "--without-mingle", "--without-heartbeat"]
         for number in (1, 2):
-            argv = worker_argv + ["--hostname", f"chaos-w{number}-{self.run_id}@%h"]
-            self.workers.append(Proc(f"worker{number}", argv, env, self.logs))
+            self.workers.append(
+                Proc(f"worker{number}", [*worker_argv, "--hostname", f"chaos-w{number}-{self.run_id}@%h"], env, self.logs)
+            )
         beat_argv = [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel", "INFO"]
-        beat_argv += ["--schedule", str(self.dir / "celerybeat-schedule")]
-        self.beat = Proc("beat", beat_argv, env, self.logs)
+        self.beat = Proc("beat", [*beat_argv, "--schedule", str(self.dir / "celerybeat-schedule")], env, self.logs)
+        for proc in [*self.webs, *self.workers, self.beat]:
+            proc.start()
         for worker in self.workers:
-            worker.start()
-        self.beat.start()
-        for worker in self.workers:
-            if not worker.wait_for_log(" ready.", 60):
+            if not worker.wait_for_log(" ready.", 90):
                 raise SystemExit(f"{worker.name} did not start; see {worker.log_path}")
-        if not self.beat.wait_for_log("beat: Starting", 30):
+        if not self.beat.wait_for_log("beat: Starting", 60):
             raise SystemExit(f"beat did not start; see {self.beat.log_path}")
-        say(f"started redis, {len(self.agents)} agent(s), 2 workers (prefork x 4), beat")
+        if not wait_until(lambda: http_request("GET", f"{self.base_url}/accounts/login/", timeout=5).status == 200, 60):
+            raise SystemExit(f"Daphne did not answer at {self.base_url}; see {self.webs[0].log_path}")
+        home = http_request("GET", f"{self.base_url}/", headers={"Cookie": self.students[0].cookie})
+        if home.status != 200:
+            raise SystemExit(f"a logged-in student gets HTTP {home.status} for / (expected 200)")
+        say(f"started Redis, 2 agents, 2 Daphne at {self.base_url}, 2 workers (prefork x 4), beat")
 
-    def build_data(self) -> None:
+    def build_class(self) -> None:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.hashers import make_password
 
+        from bench.classstart import login_cookies_direct
         from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
 
-        args = self.args
-        for index in range(args.nodes):
-            node = Node.objects.create(name=f"n{index + 1}")
+        for name in NODES:
+            node = Node.objects.create(name=name)
             Card.objects.bulk_create(
-                Card(node=node, index=i, die_id=f"{node.name}-die-{i}", chip_type="Ascend910B", memory_mib=CARD_MIB)
+                Card(node=node, index=i, die_id=f"{name}-die-{i}", chip_type="Ascend910B", memory_mib=CARD_MIB)
                 for i in range(CARDS_PER_NODE)
             )
         institution = Institution.objects.create(name="Chaos University", slug="chaos")
         course = Course.objects.create(institution=institution, code="CHAOS", title="Faults", term="2026")
-        cards = args.nodes * CARDS_PER_NODE
+        cards = len(NODES) * CARDS_PER_NODE
         CourseQuota.objects.create(
             course=course,
             core_percent=100 * cards,
             memory_mib=CARD_MIB * cards,
-            instance_count=MAX_PER_NODE * args.nodes,
+            instance_count=DEV_NODE_CAP * len(NODES),
             sessions_per_student=1,
-            max_session_minutes=180,
+            max_session_minutes=600,
         )
-        template = LabTemplate.objects.create(
-            institution=institution,
-            name="small",
-            slug="small",
-            image="jupyter/base:latest",
-            core_percent=TEMPLATE_CORE,
-            memory_mib=TEMPLATE_MIB,
-        )
-        course.templates.add(template)
         User = get_user_model()
         password = make_password(None)
-        users = User.objects.bulk_create(User(username=f"chaos{i:04d}", password=password) for i in range(args.students))
-        Enrollment.objects.bulk_create(Enrollment(user=u, course=course, role=Enrollment.Role.STUDENT) for u in users)
-        self.course_id, self.template_id = course.pk, template.pk
-        self.student_ids = [u.pk for u in users]
+        users = []
+        for plan in TEMPLATES:
+            template = LabTemplate.objects.create(
+                institution=institution,
+                name=plan.slug,
+                slug=plan.slug,
+                image="jupyter/base:latest",
+                core_percent=plan.core_percent,
+                memory_mib=plan.memory_mib,
+                scenario=plan.scenario,
+                idle_timeout_minutes=600,
+                max_lifetime_minutes=600,
+            )
+            course.templates.add(template)
+            made = User.objects.bulk_create(
+                User(username=f"chaos-{plan.slug}-{i:03d}", password=password) for i in range(plan.students)
+            )
+            users += [(user, template, plan) for user in made]
+        Enrollment.objects.bulk_create(Enrollment(user=u, course=course, role=Enrollment.Role.STUDENT) for u, _, _ in users)
+        cookies = login_cookies_direct([u for u, _, _ in users])
+        self.course_id = course.pk
+        self.students = [
+            Student(i, user.pk, template.pk, plan.slug, *cookies[user.pk]) for i, (user, template, plan) in enumerate(users)
+        ]
         say(
-            f"data: {args.nodes} node(s) x {CARDS_PER_NODE} x 910B 64 GiB ({MAX_PER_NODE * args.nodes} small slots), "
-            f"course quota {100 * cards} % / {cards * 64} GiB / {MAX_PER_NODE * args.nodes} instances, "
-            f"{args.students} students, template {TEMPLATE_CORE} % / {TEMPLATE_MIB // 1024} GiB"
+            f"class: {len(self.students)} students on {len(NODES)} nodes x {CARDS_PER_NODE} x 910B 64 GiB; templates "
+            + ", ".join(f"{p.slug} {p.core_percent} %/{p.memory_mib // 1024} GiB {p.scenario} x {p.students}" for p in TEMPLATES)
         )
 
-    # -- workload ---------------------------------------------------------------------------------
+    # -- students over HTTP ------------------------------------------------------------------------
 
-    def plan(self) -> list[tuple[float, str, int]]:
-        args = self.args
-        events = []
-        launch_at = {}
-        for i in range(args.sessions):
-            launch_at[i] = args.launch_window * i / max(1, args.sessions - 1)
-            events.append((launch_at[i], "launch", i))
-        stopped = self.rng.sample(range(args.sessions), round(args.sessions * args.stop_share))
-        for i in stopped:
-            earliest = launch_at[i] + 2.0
-            events.append((self.rng.uniform(earliest, max(earliest, args.duration)), "stop", i))
-        return sorted(events)
+    def _headers(self, student: Student) -> dict[str, str]:
+        return {
+            "Cookie": student.cookie,
+            "X-CSRFToken": student.csrf,
+            "Accept": "application/json",
+            "Content-Type": "application/x-www-form-urlencoded",
+        }
 
-    def run_workload(self, events: list[tuple[float, str, int]], started: float, done: threading.Event) -> None:
-        from django.contrib.auth import get_user_model
-        from django.db import connection
+    def _press_until_answered(self, send: Callable[[], object], burst: Burst) -> tuple[list[Press], object]:
+        """Press, and again ``RETRY_AFTER`` s after a 5xx or no answer, for up to ``RETRY_FOR`` s."""
+        presses: list[Press] = []
+        began = time.time()
+        burst.press()
+        while True:
+            sent = time.time()
+            response = send()
+            presses.append(Press(sent, time.time(), response.status))
+            if response.status and response.status < 500 or time.time() - began > RETRY_FOR:
+                return presses, response
+            time.sleep(RETRY_AFTER)
 
-        from labs.models import Course, LabSession, LabTemplate
-        from labs.services.sessions import LaunchRefused, session_launch
-
-        User = get_user_model()
-        course = self.retry(lambda: Course.objects.get(pk=self.course_id))
-        template = self.retry(lambda: LabTemplate.objects.get(pk=self.template_id))
-        try:
-            for at, kind, i in events:
-                delay = started + at - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                if kind == "launch":
-                    student = self.retry(lambda i=i: User.objects.get(pk=self.student_ids[i]))
-
-                    def launch(student=student):
-                        try:
-                            return str(session_launch(student=student, course=course, template=template).pk)
-                        except LaunchRefused:
-                            # A launch whose commit was cut off by a terminated backend and retried.
-                            existing = LabSession.objects.filter(student=student).order_by("-created_at").first()
-                            if existing is None:
-                                raise
-                            return str(existing.pk)
-
-                    try:
-                        self.workload.launched[i] = self.retry(launch)
-                    except Exception as exc:
-                        self.workload.launch_errors.append(f"student {i}: {exc!r}")
-                else:
-                    with self.claim_lock:
-                        if i in self.claimed:
-                            continue
-                        self.claimed.add(i)
-                    self.stop(i)
-        finally:
-            with contextlib.suppress(Exception):
-                connection.close()
-            done.set()
-
-    def stop(self, i: int) -> None:
-        from labs.domain.reasons import Reason
-        from labs.services.sessions import session_stop
-
-        session_id = self.workload.launched.get(i)
-        if session_id is None or session_id in self.injected:
-            return
-        self.workload.stop_requested[session_id] = time.time()
-        try:
-            self.retry(lambda: session_stop(session_id=session_id, reason=Reason.of("session.stopped_by", who="chaos")))
-        except Exception as exc:
-            self.workload.stop_errors.append(f"{session_id}: {exc!r}")
-
-    def burst(self) -> None:
-        """Stop a few sessions the plan would stop later, at once, so the next fault meets work in flight."""
-        with self.claim_lock:
-            candidates = [i for i in self.pending_stops if i not in self.claimed and i in self.workload.launched]
-            taken = self.rng.sample(candidates, min(self.args.burst, len(candidates)))
-            self.claimed.update(taken)
-        for i in taken:
-            self.stop(i)
-        if taken:
-            say(f"  burst: stopped {len(taken)} sessions just before the fault")
-
-    def retry(self, fn, attempts: int = 30):
-        """Run ``fn``; on a lost database connection (a terminated backend) reconnect and run it again."""
-        from django.db import InterfaceError, OperationalError, connection
-
-        for attempt in range(attempts):
-            try:
-                return fn()
-            except (OperationalError, InterfaceError):
-                if attempt == attempts - 1:
-                    raise
-                self.workload.db_retries += 1
-                with contextlib.suppress(Exception):
-                    connection.close()
-                time.sleep(0.2)
-        raise AssertionError("unreachable")
-
-    # -- faults -----------------------------------------------------------------------------------
-
-    def in_progress(self) -> list[str]:
-        from labs.domain.states import SessionState
-        from labs.models import LabSession
-
-        states = [SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING]
-        return self.retry(lambda: [str(pk) for pk in LabSession.objects.filter(state__in=states).values_list("pk", flat=True)])
-
-    def queued_fitting(self) -> list[str]:
-        """The queued sessions the allocation pass could place now (oldest first, as it goes)."""
-        from labs.domain.states import SessionState
-        from labs.models import LabSession
-
-        fitting, _ = self.retry(self.queued_with_room)
-        queued = LabSession.objects.filter(state=SessionState.QUEUED).order_by("created_at", "id")
-        return self.retry(lambda: [str(pk) for pk in queued.values_list("pk", flat=True)[:fitting]]) if fitting else []
-
-    def begin(self, name: str) -> Fault:
-        fault = Fault(name, time.time())
-        self.faults.append(fault)
-        say(f"FAULT {len(self.faults)}: {name}")
-        return fault
-
-    def cleared(self, fault: Fault, note: str = "") -> None:
-        fault.cleared = time.time()
-        fault.note = note
-        fault.stragglers = self.in_progress() + self.queued_fitting()
-        say(
-            f"  cleared after {fault.cleared - fault.started:.1f} s{' (' + note + ')' if note else ''}; "
-            f"{len(fault.stragglers)} session(s) in progress or queued with room"
+    def launch(self, student: Student, burst: Burst) -> Item:
+        body = urlencode({"course": self.course_id, "template": student.template_id})
+        presses, last = self._press_until_answered(
+            lambda: http_request(
+                "POST", f"{self.base_url}/sessions/launch/", headers=self._headers(student), body=body, timeout=30
+            ),
+            burst,
         )
-        self.wait_settled(fault)
+        item = Item("launch", student.index, presses)
+        if last.status == 201:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                item.session_id = last.json()["session"]["id"]  # else found in the ledger, like a 5xx's
+        elif 400 <= last.status < 500:
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                item.refused = str(last.json()["error"])
+            item.refused = item.refused or f"HTTP {last.status}"
+        return item
 
-    def wait_settled(self, fault: Fault) -> None:
-        """Wait (bounded) until the fault's stragglers have settled, watching at least one reconciler period.
-
-        Stragglers are the sessions in progress (admitted, starting, stopping) when the fault
-        cleared, the queued ones that would have fitted then, and the fault's after-effects:
-        sessions that begin to stop after it cleared without the workload asking (failed by the
-        controller or the reconciler).
-        """
-        from django.db.models import Q
-
-        from labs.domain.states import SessionState
-        from labs.models import LabSession
-
-        states = [SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.STOPPING]
-        cleared = datetime.fromtimestamp(fault.cleared, tz=UTC)
-        tracked = set(fault.stragglers)
-        watch_until = time.monotonic() + self.args.reconcile_seconds + 1
-        deadline = time.monotonic() + self.args.settle_bound
-        pending = tracked
-        while time.monotonic() < deadline:
-            effects = self.retry(
-                lambda: {
-                    str(pk)
-                    for pk in LabSession.objects.filter(Q(stopping_at__gte=cleared) | Q(ended_at__gte=cleared))
-                    .exclude(state=SessionState.QUEUED)
-                    .values_list("pk", flat=True)
-                }
-            )
-            tracked |= effects - set(self.workload.stop_requested)
-            pending = self.retry(
-                lambda tracked=tracked: {
-                    str(pk) for pk in LabSession.objects.filter(pk__in=tracked, state__in=states).values_list("pk", flat=True)
-                }
-            )
-            if not pending and time.monotonic() >= watch_until:
-                break
-            time.sleep(0.25)
-        fault.effects = sorted(tracked - set(fault.stragglers))
-        fault.settle_seconds = None if pending else self.settle_time(fault, tracked)
-        if pending:
-            say(f"  NOT settled within {self.args.settle_bound:.0f} s: {len(pending)} still queued or in progress")
-        else:
-            say(
-                f"  settled {fault.settle_seconds:.2f} s after it cleared ({len(fault.stragglers)} in progress or fitting, "
-                f"{len(fault.effects)} after-effects)"
-            )
-        time.sleep(1.0)
-
-    def settle_time(self, fault: Fault, tracked: set[str]) -> float:
-        """When the last tracked session reached running or ended, after the fault cleared (database timestamps)."""
-        from labs.models import LabSession
-
-        latest = 0.0
-        rows = self.retry(
-            lambda: list(
-                LabSession.objects.filter(pk__in=tracked).values_list(
-                    "pk", "running_at", "ended_at", "state", "reason_code", "create_attempts"
-                )
-            )
+    def stop(self, student: Student, session_id: str, burst: Burst) -> Item:
+        self.stop_requested.add(session_id)
+        presses, last = self._press_until_answered(
+            lambda: http_request(
+                "POST", f"{self.base_url}/sessions/{session_id}/stop/", headers=self._headers(student), body="", timeout=30
+            ),
+            burst,
         )
-        for pk, running_at, ended_at, state, code, attempts in rows:
-            times = [t.timestamp() for t in (running_at, ended_at) if t is not None and t.timestamp() >= fault.cleared]
-            if times and min(times) - fault.cleared >= latest:
-                latest = min(times) - fault.cleared
-                fault.slowest = f"{pk}: {state}, reason {code or '-'}, {attempts} failed creates"
-        return latest
+        item = Item("stop", student.index, presses, session_id=session_id)
+        if last.status == 409:
+            item.refused = ""  # already ending: what the student wanted is under way
+        elif 400 <= last.status < 500:
+            item.refused = f"HTTP {last.status}"
+        return item
 
-    def restart_workers(self, note: str, **extra_env: str) -> None:
-        """Restart the workers one at a time (warm shutdown), so one keeps serving."""
-        for worker in self.workers:
-            started = time.monotonic()
-            worker.stop(timeout=60)
-            stopped = time.monotonic()
-            worker.start(**extra_env)
-            if not worker.wait_for_log(" ready.", 60):
-                say(f"  {worker.name} did not come back; see {worker.log_path}")
-            say(f"  {worker.name}: warm shutdown {stopped - started:.1f} s, start {time.monotonic() - stopped:.1f} s")
-        say(f"  workers restarted {note}")
-
-    def fault_driver_window(self) -> None:
-        args = self.args
-        fault = self.begin(
-            f"driver faults: {args.failure_rate:.0%} of creates and deletes fail, creates take {args.create_delay:g} s, "
-            f"for {args.fault_window:g} s"
+    def who_is(self) -> tuple[list[Student], dict[int, str], dict[str, int]]:
+        """Idle students (no open session), the running labs (student index -> session id), running labs per node."""
+        by_user = {s.user_id: s for s in self.students}
+        rows = self.ledger.rows(
+            """SELECT s.student_id, s.id::text, s.state, COALESCE(n.name, '')
+                 FROM labs_labsession s LEFT JOIN labs_allocation a ON a.session_id = s.id AND a.released_at IS NULL
+                 LEFT JOIN labs_card c ON c.id = a.card_id LEFT JOIN labs_node n ON n.id = c.node_id
+                WHERE s.state NOT IN ('stopped', 'failed')"""
         )
-        self.restart_workers("with the faulty driver", **self.fault_env())
-        time.sleep(max(0.0, fault.started + args.fault_window - time.time()))
-        self.restart_workers("without faults")
-        self.cleared(fault, "both workers back on a healthy driver")
+        busy = {user_id for user_id, *_ in rows}
+        running = {by_user[user_id].index: sid for user_id, sid, state, _ in rows if state == "running"}
+        per_node = collections.Counter(node for _, _, state, node in rows if state == "running")
+        return [s for s in self.students if s.user_id not in busy], running, dict(sorted(per_node.items()))
 
-    def fault_kill_worker(self) -> None:
-        worker = self.workers[0]
-        self.burst()
-        fault = self.begin(f"kill -9 {worker.name} (process group {worker.pid})")
-        worker.kill9()
-        time.sleep(self.args.down)
-        worker.start()
-        ok = worker.wait_for_log(" ready.", 60)
-        self.cleared(fault, f"{worker.name} restarted, ready" if ok else f"{worker.name} did NOT report ready")
+    def plan_bursts(self, plan: FaultPlan) -> tuple[list[Burst], set[str]]:
+        """The fault's bursts (the one it lands on, and the one pressed half-way through it) and the
+        labs it fails on purpose, chosen now: during the fault the ledger may be out of reach."""
+        idle, running, per_node = self.who_is()
+        say(f"  running before it: {per_node}; {len(idle)} students idle")
+        self.rng.shuffle(idle)
+        candidates = sorted((i, sid) for i, sid in running.items() if sid not in self.injected)
+        self.rng.shuffle(candidates)
+        doomed = {sid for _, sid in candidates[:3]} if plan.name == "inject" else set()
+        candidates = [(i, sid) for i, sid in candidates if sid not in doomed]
+        shapes = [(plan.launches, plan.stops, False)] + ([(*plan.mid, True)] if plan.mid else [])
+        bursts = []
+        for launches, stops, anywhere in shapes:
+            stops = len(candidates) if stops < 0 else stops
+            launchers, idle = idle[:launches], idle[launches:]
+            stopped, candidates = candidates[:stops], candidates[stops:]
+            if len(launchers) < launches or len(stopped) < stops:
+                say(f"  only {len(launchers)} idle students and {len(stopped)} labs to stop (wanted {launches} and {stops})")
+            bursts.append(Burst(launchers, [(self.students[i], sid) for i, sid in stopped], anywhere=anywhere))
+        return bursts, doomed
 
-    def fault_kill_beat(self) -> None:
-        self.burst()
-        fault = self.begin(f"kill -9 beat (pid {self.beat.pid})")
-        self.beat.kill9()
-        time.sleep(self.args.down)
-        self.beat.start()
-        ok = self.beat.wait_for_log("beat: Starting", 30)
-        self.cleared(fault, "beat restarted" if ok else "beat did NOT start")
+    def fire(self, burst: Burst) -> None:
+        """Every press of the burst at once, each student on a thread of the pool."""
+        work = [(self.launch, (s, burst)) for s in burst.launchers]
+        work += [(self.stop, (student, sid, burst)) for student, sid in burst.stoppers]
+        self.rng.shuffle(work)
+        burst.began = time.time()
+        burst.futures = [self.pool.submit(fn, *fn_args) for fn, fn_args in work]
 
-    def fault_kill_redis(self) -> None:
-        self.burst()
-        fault = self.begin(f"kill -9 redis-server (pid {self.redis.pid}, port {self.redis_port})")
-        self.redis.kill9()
-        time.sleep(max(self.args.down, 3.0))
-        self.redis.start()
-        ok = wait_until(lambda: redis_up(self.redis_port), 15)
-        self.cleared(fault, "redis answers again on the same port (empty)" if ok else "redis did NOT come back")
+    def live_in_flight(self, burst: Burst) -> int:
+        """Pressed and not yet running (a launch) or ended (a stop), as the ledger says now."""
+        settled = self.ledger.rows(
+            """SELECT count(*) FROM labs_labsession
+                WHERE (student_id = ANY(%s) AND created_at >= to_timestamp(%s)
+                       AND (running_at IS NOT NULL OR ended_at IS NOT NULL))
+                   OR (id::text = ANY(%s) AND ended_at IS NOT NULL)""",
+            [[s.user_id for s in burst.launchers], burst.began - 0.5, [sid for _, sid in burst.stoppers]],
+        )[0][0]
+        return burst.pressed - settled
 
-    def fault_terminate_backends(self) -> None:
-        self.burst()
-        fault = self.begin(f"pg_terminate_backend of every connection to {self.db.name}")
-        count = self.db.terminate_backends()
-        self.cleared(fault, f"{count} backends terminated")
+    def wait_to_land(self, burst: Burst) -> int:
+        """Wait until the burst has ``--min-in-flight`` and a margin in flight (at least ``--lead``
+        s after its first press, at most 3 s); land at once when it is past its peak."""
+        want = self.args.min_in_flight + IN_FLIGHT_MARGIN
+        earliest, latest = burst.began + self.args.lead, burst.began + 3.0
+        last = 0
+        while True:
+            live = self.live_in_flight(burst)
+            now = time.time()
+            if now >= latest or now >= earliest and (live >= want or live < last):
+                return live
+            last = live
+            time.sleep(0.05)
 
-    def fault_inject(self) -> None:
+    def resolve(self, items: list[Item], *, driver_fault: bool = False) -> None:
+        """Fill in what the ledger says became of each launch and stop."""
+        launches = [item for item in items if item.kind == "launch"]
+        by_user = {s.index: s.user_id for s in self.students}
+        rows = self.ledger.rows(
+            """SELECT s.id::text, s.student_id, extract(epoch FROM s.created_at), extract(epoch FROM s.stopping_at),
+                      extract(epoch FROM s.running_at), extract(epoch FROM s.ended_at), s.state, s.reason_code,
+                      s.create_attempts, COALESCE(n.name, '')
+                 FROM labs_labsession s LEFT JOIN labs_allocation a ON a.session_id = s.id
+                 LEFT JOIN labs_card c ON c.id = a.card_id LEFT JOIN labs_node n ON n.id = c.node_id
+                WHERE s.student_id = ANY(%s) OR s.id::text = ANY(%s)""",
+            [[by_user[i.student] for i in launches], [i.session_id for i in items if i.kind == "stop"]],
+        )
         from django.conf import settings
 
-        from labs.domain.states import SessionState
-        from labs.drivers.simulator import SimulatorDriver
-        from labs.models import LabSession
+        attempts = settings.LAB_CREATE_ATTEMPTS
+        by_id = {row[0]: row for row in rows}
+        by_student = collections.defaultdict(list)
+        for row in rows:
+            by_student[row[1]].append(row)
+        for item in items:
+            row = None
+            if item.kind == "launch":
+                if item.session_id is None:
+                    # Answered 5xx or refused: the student's session created after the first press, if any.
+                    later = [r for r in by_student[by_user[item.student]] if float(r[2]) >= item.first_sent - 0.5]
+                    row = min(later, key=lambda r: r[2]) if later else None
+                    if row is not None:
+                        item.session_id, item.refused = row[0], ""
+                else:
+                    row = by_id.get(item.session_id)
+            else:
+                row = by_id.get(item.session_id)
+            if row is None:
+                continue
+            _, _, created, stopping, running, ended, state, reason, create_attempts, node = row
+            item.node = node or item.node
+            item.ended = ended is not None
+            if item.kind == "launch":
+                item.committed_at = float(created)
+                item.running = running is not None
+                item.done_at = float(running) if running is not None else (float(ended) if ended is not None else None)
+                exhausted = reason == "session.create_failed" and create_attempts >= attempts - 1
+                item.expected_failure = driver_fault and state == "failed" and exhausted
+            else:
+                item.committed_at = float(stopping) if stopping is not None else (float(ended) if ended is not None else None)
+                item.done_at = float(ended) if ended is not None else None
 
-        running = self.retry(
-            lambda: [str(pk) for pk in LabSession.objects.filter(state=SessionState.RUNNING).values_list("pk", flat=True)]
+    # -- the faults ------------------------------------------------------------------------------------
+
+    def run_fault(self, plan: FaultPlan) -> None:
+        """Land ``plan``'s fault on a class burst, hold it (pressing the mid-fault burst half-way),
+        clear it, wait for its sessions to settle, and judge it."""
+        args = self.args
+        say(f"FAULT {plan.name}: {plan.summary}")
+        bursts, self.doomed = self.plan_bursts(plan)
+        self.fire(bursts[0])
+        live = self.wait_to_land(bursts[0])
+        injected = time.time()
+        hold, clear = getattr(self, f"fault_{plan.name.replace('-', '_')}")()
+        marked = ""
+        if len(bursts) > 1 and plan.name.startswith("agent"):
+            # Once the portal knows the node is out (or 70 % into the outage): placement must go elsewhere.
+            known = wait_until(lambda: not self.node_available("n1"), 0.7 * hold, interval=0.1)
+            marked = f"n1 marked unavailable {time.time() - injected:.1f} s in" if known else "n1 NOT marked unavailable"
+            self.fire(bursts[1])
+        elif len(bursts) > 1:
+            time.sleep(hold / 2)
+            self.fire(bursts[1])
+        time.sleep(max(0.0, injected + hold - time.time()))
+        outcome = clear()
+        cleared = time.time()
+        say(
+            f"  landed {injected - bursts[0].began:.1f} s after the first press with {live} in flight; "
+            f"cleared {cleared - injected:.1f} s later: {outcome}"
         )
-        # Never a session the workload stops (or will stop): its end would be a stop, not the failure.
-        planned = self.planned_stops | set(self.workload.stop_requested)
-        candidates = sorted(sid for sid in running if sid not in planned)
-        chosen = self.rng.sample(candidates, min(self.args.inject, len(candidates)))
-        fault = self.begin(f"inject_failure into {len(chosen)} running instance(s)")
-        driver = SimulatorDriver(state_dir=settings.LAB_DRIVER["OPTIONS"]["state_dir"])
-        for session_id in chosen:
-            self.injected.add(session_id)
-            driver.inject_failure(session_id, INJECTED_MESSAGE)
-        self.cleared(fault, "the instances report FAILED")
+        items: list[Item] = []
+        anywhere: set[int] = set()
+        for burst in bursts:
+            for item in burst.items(timeout=RETRY_FOR + 60):
+                items.append(item)
+                if burst.anywhere:
+                    anywhere.add(id(item))
+        deadline = cleared + args.settle_bound
+        while True:
+            self.resolve(items, driver_fault=plan.name == "driver")
+            if all(item.settled_at() is not None for item in items) or time.time() > deadline:
+                break
+            time.sleep(0.25)
+        settled = time.time()
+        leaked, leak_notes = self.leaks(after_outage=plan.name.startswith("agent"))
+        lost, lost_notes = self.lost(since=injected)
+        stuck_elsewhere = self.stuck_elsewhere(before=bursts[0].began, items=items)
+        faulted = "n1" if plan.name.startswith("agent") else ""
 
-    def fault_agent_down(self) -> None:
-        name = next(iter(self.agents))
-        agent = self.agents[name]
-        self.burst()
-        if self.args.agent_fault == "pause":
-            fault = self.begin(f"SIGSTOP agent of {name} (pid {agent.pid}) for {self.args.agent_down:g} s, then SIGCONT")
-            os.killpg(agent.pid, signal.SIGSTOP)
-            time.sleep(self.args.agent_down)
-            os.killpg(agent.pid, signal.SIGCONT)
-        else:
-            fault = self.begin(f"kill -9 agent of {name} (pid {agent.pid}) for {self.args.agent_down:g} s")
-            agent.kill9()
-            time.sleep(self.args.agent_down)
+        def measured(item: Item) -> bool:
+            return not faulted or item.node != faulted or id(item) in anywhere
+
+        if plan.name == "inject":
+            self.check_injected()
+        notes = leak_notes + lost_notes
+        for item in items:
+            if item.refused:
+                notes.append(f"{item.kind} of student {item.student} refused: {item.refused}")
+            elif item.settled_at() is None:
+                notes.append(f"{item.kind} of student {item.student} never settled (session {item.session_id})")
+        if faulted:
+            where = collections.Counter(
+                item.node or "nowhere" for item in items if id(item) in anywhere and item.kind == "launch"
+            )
+            notes.append(f"{marked}; the launches pressed then went to {dict(where)}")
+        figures = fault_figures(
+            plan.name,
+            plan.summary,
+            items,
+            injected=injected,
+            cleared=cleared,
+            measured=measured,
+            lost=lost,
+            leaked=leaked,
+            stuck_elsewhere=stuck_elsewhere,
+            violations=len(self.monitor.between(bursts[0].began, settled)),
+            notes=notes,
+        )
+        checks = fault_checks(figures, TARGETS[plan.name], min_in_flight=args.min_in_flight)
+        self.rows.append((figures, TARGETS[plan.name], checks))
+        missed = [c for c in checks if not c.passed]
+        say(
+            f"  {figures.in_flight} in flight when it landed; {figures.server_errors} 5xx, "
+            f"{figures.committed_behind_500} behind a 500; start p99 {_s(figures.start_p99)}, stop p99 {_s(figures.stop_p99)}, "
+            f"settle {_s(figures.settle)} ({figures.caught_at_clear} in flight at the clear); "
+            + ("all targets met" if not missed else "MISSED: " + "; ".join(f"{c.what} ({c.detail})" for c in missed))
+        )
+        time.sleep(1.0)
+
+    def check_injected(self) -> None:
+        """The labs failed on purpose must end as failed: else the harness could not see a failure."""
+        rows = self.ledger.rows("SELECT id::text, state FROM labs_labsession WHERE id::text = ANY(%s)", [sorted(self.doomed)])
+        failed = sum(1 for _, state in rows if state == "failed")
+        self.checks.append(
+            Check("injected failures noticed", failed == len(self.doomed) > 0, f"{failed} of {len(self.doomed)} ended failed")
+        )
+
+    # Each fault: inject it now; return how long it holds and what clears it (returning what happened).
+
+    def fault_control(self) -> tuple[float, Callable[[], str]]:
+        return 0.0, lambda: "nothing to clear"
+
+    def fault_driver(self) -> tuple[float, Callable[[], str]]:
+        driver = self.simulator()
+        driver.inject_api_faults(create_failure_rate=0.3, delete_failure_rate=0.3, create_delay_seconds=0.5)
+
+        def clear() -> str:
+            driver.clear_api_faults()
+            return "the cluster API answers every call again"
+
+        return 8.0, clear
+
+    def fault_worker(self) -> tuple[float, Callable[[], str]]:
+        worker = self.workers[0]
+        worker.kill9()
+
+        def clear() -> str:
+            worker.start()
+            return f"{worker.name} restarted, " + ("ready" if worker.wait_for_log(" ready.", 60) else "NOT ready")
+
+        return self.args.down, clear
+
+    def fault_beat(self) -> tuple[float, Callable[[], str]]:
+        self.beat.kill9()
+
+        def clear() -> str:
+            self.beat.start()
+            return "beat restarted, " + ("started" if self.beat.wait_for_log("beat: Starting", 30) else "NOT started")
+
+        return self.args.down, clear
+
+    def fault_redis(self) -> tuple[float, Callable[[], str]]:
+        self.redis.kill9()
+
+        def clear() -> str:
+            self.redis.start()
+            return "Redis answers again (empty)" if wait_until(lambda: redis_up(self.redis_port), 15) else "Redis NOT back"
+
+        return self.args.down, clear
+
+    def fault_postgres(self) -> tuple[float, Callable[[], str]]:
+        self.postgres.stop("fast")
+
+        def clear() -> str:
+            self.postgres.start()
+            return "PostgreSQL accepts connections again"
+
+        return self.args.down, clear
+
+    def fault_backends(self) -> tuple[float, Callable[[], str]]:
+        admin = Ledger(self.postgres.url("postgres"), "chaos-harness")
+        stopping = threading.Event()
+        terminated = [0]
+
+        def terminate() -> None:
+            while not stopping.is_set():
+                with contextlib.suppress(Exception):
+                    terminated[0] += admin.rows(
+                        """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                            WHERE datname = %s AND pid <> pg_backend_pid() AND application_name NOT LIKE 'chaos-%%'""",
+                        [DATABASE],
+                        attempts=1,
+                    )[0][0]
+                stopping.wait(0.2)
+
+        thread = threading.Thread(target=terminate, name="terminate", daemon=True)
+        thread.start()
+
+        def clear() -> str:
+            stopping.set()
+            thread.join()
+            admin.close()
+            return f"{terminated[0]} backends terminated"
+
+        return 3.0, clear
+
+    def fault_inject(self) -> tuple[float, Callable[[], str]]:
+        from labs.drivers import DriverError
+
+        driver = self.simulator()
+        for session_id in sorted(self.doomed):
+            with contextlib.suppress(DriverError):
+                driver.inject_failure(session_id, INJECTED_MESSAGE)
+        self.injected |= self.doomed
+        return 0.0, lambda: f"{len(self.doomed)} instances report FAILED"
+
+    def fault_agent_pause(self) -> tuple[float, Callable[[], str]]:
+        agent = self.agents["n1"]
+        agent.signal_group(signal.SIGSTOP)
+
+        def clear() -> str:
+            agent.signal_group(signal.SIGCONT)
+            return "agent continued, " + (
+                "answering" if wait_until(lambda: agent_up(self.agent_urls["n1"]), 20) else "NOT answering"
+            )
+
+        return self.args.agent_down, clear
+
+    def fault_agent_kill(self) -> tuple[float, Callable[[], str]]:
+        agent = self.agents["n1"]
+        agent.kill9()
+
+        def clear() -> str:
             agent.start()
-        ok = wait_until(lambda: agent_up(self.agent_urls[name]), 20)
-        self.cleared(fault, f"agent answers again at {self.agent_urls[name]}" if ok else "agent did NOT come back")
+            ok = wait_until(lambda: agent_up(self.agent_urls["n1"]), 20)
+            return "agent started again (no registrations), " + ("answering" if ok else "NOT answering")
 
-    # -- the whole run ----------------------------------------------------------------------------
+        return self.args.agent_down, clear
+
+    def fault_storm(self) -> tuple[float, Callable[[], str]]:
+        return 0.0, lambda: "the stops are pressed"
+
+    def node_available(self, name: str) -> bool:
+        return bool(self.ledger.rows("SELECT available FROM labs_node WHERE name = %s", [name])[0][0])
+
+    def simulator(self):
+        from labs.drivers.simulator import SimulatorDriver
+
+        return SimulatorDriver(state_dir=str(self.dir / "var" / "driver"))
+
+    # -- leaks, losses, stuck sessions ---------------------------------------------------------------
+
+    def leaks(self, *, after_outage: bool) -> tuple[int, list[str]]:
+        """Instances and registrations without a live session, allocations held by ended sessions;
+        only what is there in two looks 1.5 s apart (an instance being made is not a leak), or a
+        reconciler period and 2 s apart after a node's outage (its agent is told on the next sync)."""
+        first = self._leak_look()
+        time.sleep(self.args.reconcile_seconds + 2 if after_outage else 1.5)
+        second = self._leak_look()
+        persistent = {kind: first[kind] & second[kind] for kind in first}
+        notes = [f"leaked {kind}: {sorted(found)[:3]}" for kind, found in persistent.items() if found]
+        return sum(len(found) for found in persistent.values()), notes
+
+    def _leak_look(self) -> dict[str, set[str]]:
+        from labs.agent.client import AgentClient, AgentError
+
+        registered: dict[str, set[str]] = {}
+        for node, url in self.agent_urls.items():
+            try:
+                registered[node] = {i.entity_id for i in AgentClient(url, self.token, timeout=3).instances()}
+            except AgentError:
+                registered[node] = set()
+        instances = set(self.simulator().observe())
+        rows = self.ledger.rows(
+            f"""SELECT s.id::text, s.state, n.name, COALESCE(NULLIF(a.entity_id, ''), s.driver_ref), a.released_at IS NULL
+                 FROM labs_labsession s JOIN labs_allocation a ON a.session_id = s.id
+                 JOIN labs_card c ON c.id = a.card_id JOIN labs_node n ON n.id = c.node_id
+                WHERE a.released_at IS NULL OR s.state IN {HOLDS!r}"""
+        )
+        live = {sid for sid, state, _, _, unreleased in rows if state in HOLDS}
+        expected = collections.defaultdict(set)
+        for _, state, node, ref, unreleased in rows:
+            if unreleased and state in HOLDS and ref:
+                expected[node].add(ref)
+        return {
+            "instances": instances - live,
+            "registrations": {f"{node}:{ref}" for node, refs in registered.items() for ref in refs - expected[node]},
+            "allocations": {sid for sid, state, _, _, unreleased in rows if unreleased and state not in HOLDS},
+        }
+
+    def lost(self, *, since: float) -> tuple[int, list[str]]:
+        """Running labs that ended since ``since`` without their student asking (injected ones aside)."""
+        rows = self.ledger.rows(
+            """SELECT id::text, state, reason_code FROM labs_labsession
+                WHERE running_at IS NOT NULL AND ended_at >= to_timestamp(%s)""",
+            [since],
+        )
+        lost = [(sid, state, code) for sid, state, code in rows if sid not in self.stop_requested and sid not in self.injected]
+        codes = collections.Counter(f"{state} ({code})" for _, state, code in lost)
+        return len(lost), [f"lost: {dict(codes)}"] if lost else []
+
+    def stuck_elsewhere(self, *, before: float, items: list[Item]) -> int:
+        """Sessions of earlier faults still admitted, starting or stopping now: they had their time."""
+        mine = {item.session_id for item in items}
+        rows = self.ledger.rows(
+            f"SELECT id::text FROM labs_labsession WHERE state IN {IN_PROGRESS!r} AND created_at < to_timestamp(%s)",
+            [before],
+        )
+        return sum(1 for (sid,) in rows if sid not in mine)
+
+    # -- the class start and the whole run --------------------------------------------------------------
+
+    def class_start(self) -> None:
+        """Fill the first node template by template, so each card reaches its template's cap."""
+        by_template = collections.defaultdict(list)
+        for student in self.students:
+            by_template[student.template].append(student)
+        everyone_running = True
+        for plan in TEMPLATES:
+            began = time.time()
+            burst = Burst(by_template[plan.slug][: plan.first_fill], [])
+            self.fire(burst)
+            items = burst.items(timeout=120)
+            ok = wait_until(lambda items=items: (self.resolve(items), all(i.running for i in items))[1], 60, interval=0.25)
+            everyone_running &= ok
+            say(
+                f"class start: {plan.first_fill} x {plan.slug} running after {time.time() - began:.1f} s"
+                if ok
+                else f"class start: NOT all {plan.first_fill} x {plan.slug} running"
+            )
+        self.checks.append(
+            Check(
+                "class start: every lab of the class start running",
+                everyone_running,
+                f"{sum(p.first_fill for p in TEMPLATES)} launched",
+            )
+        )
 
     def supervise(self, done: threading.Event) -> None:
-        """Restart a worker or beat that exited by itself, as systemd or Kubernetes would; each one is a failed check."""
+        """Restart a web process, worker or beat that exited by itself, as systemd would; each is a failed check."""
         while not done.wait(0.5):
-            for proc in [*self.workers, self.beat]:
+            for proc in [*self.webs, *self.workers, self.beat]:
                 with proc.lock:
                     if proc.expected_down or proc.alive():
                         continue
                     code = proc.process.returncode
-                    last = [line for line in proc.log_since_start().splitlines() if "CRITICAL" in line or "Unrecoverable" in line]
-                    why = last[-1].strip()[:200] if last else "no CRITICAL line in its log"
+                    last = [line for line in proc.log_since_start().splitlines() if "CRITICAL" in line or "Error" in line]
+                    why = last[-1].strip()[:200] if last else "nothing in its log"
                     self.crashes.append(f"{proc.name} exited by itself (code {code}): {why}")
                     say(f"SUPERVISOR: {proc.name} exited by itself (code {code}): {why}; restarting it")
-                    proc.start(**getattr(proc, "extra_env", {}))
+                    proc.start()
 
     def run(self) -> int:
         self.setup()
-        supervisor_done = threading.Event()
-        threading.Thread(target=self.supervise, args=(supervisor_done,), name="supervisor", daemon=True).start()
-        try:
-            return self._run()
-        finally:
-            supervisor_done.set()
-
-    def _run(self) -> int:
-        events = self.plan()
-        self.planned_stops: set[str] = set()
-        stop_students = {i for _, kind, i in events if kind == "stop"}
-        # Bursts take planned stops not yet made, at random, so stops go on between the faults.
-        self.pending_stops = [i for _, kind, i in events if kind == "stop"]
+        self.monitor = InvariantMonitor(self.postgres.url(DATABASE))
+        self.monitor.start()
         done = threading.Event()
+        threading.Thread(target=self.supervise, args=(done,), name="supervisor", daemon=True).start()
         started = time.monotonic()
-        say(
-            f"workload: {self.args.sessions} launches over {self.args.launch_window:g} s, "
-            f"{len(stop_students)} stops over {self.args.duration:g} s"
-        )
-        thread = threading.Thread(target=self.run_workload, args=(events, started, done), name="workload", daemon=True)
-        thread.start()
-        time.sleep(2.0)
-        self.fault_driver_window()
-        self.fault_kill_worker()
-        self.fault_kill_beat()
-        self.fault_kill_redis()
-        self.fault_terminate_backends()
-        self.planned_stops = {self.workload.launched[i] for i in stop_students if i in self.workload.launched}
-        self.fault_inject()
-        self.fault_agent_down()
-        remaining = started + self.args.duration - time.monotonic()
-        if not done.is_set():
-            say(f"waiting up to {max(0.0, remaining) + 30:.0f} s for the workload's last stops")
-        done.wait(max(0.0, remaining) + 30)
-        last_cleared = max(f.cleared for f in self.faults)
-        self.final_settle(last_cleared)
-        self.check()
+        try:
+            self.class_start()
+            for plan in self.args.faults:
+                self.run_fault(plan)
+            self.final()
+        finally:
+            done.set()
+            self.monitor.stop()
+        say(f"faults took {time.monotonic() - started:.0f} s")
         return self.report()
 
-    def final_settle(self, since: float) -> None:
-        args = self.args
-        bound = 3 * args.controller_seconds + args.start_delay + args.reconcile_seconds + 10
-        say(f"waiting for the system to settle (bound {bound:g} s: 3 x controller period + start delay + reconcile period + 10)")
-        started = time.monotonic()
-        settled = wait_until(lambda: not self.in_progress() and not self.queued_with_room()[0], bound, interval=0.25)
-        elapsed = time.monotonic() - started
-        self.settled_after = time.time() - since
-        self.result(
-            "system settled after the last fault",
-            settled,
-            f"{elapsed:.1f} s of waiting, {self.settled_after:.1f} s after the last fault cleared (bound {bound:g} s)"
-            if settled
-            else f"still {len(self.in_progress())} in progress / {self.queued_with_room()[0]} queued with room after {bound:g} s",
-        )
-
-    def queued_with_room(self) -> tuple[int, int]:
-        """(queued sessions that would fit, free small slots on healthy cards) — queued with room is a stuck queue.
-
-        Every node counts, available or not: once the faults have cleared every node is back, and a
-        queue that waits for the reconciler to notice that is waiting on a fault.
-        """
-        from labs.domain.states import SessionState
-        from labs.models import Allocation, Card, LabSession
-
-        queued = LabSession.objects.filter(state=SessionState.QUEUED).count()
-        if not queued:
-            return 0, 0
-        use = collections.defaultdict(lambda: [0, 0, 0])
-        for card_id, core, mib in Allocation.objects.filter(released_at__isnull=True).values_list(
-            "card_id", "core_percent", "memory_mib"
-        ):
-            use[card_id][0] += core
-            use[card_id][1] += mib
-            use[card_id][2] += 1
-        room = 0
-        per_node = collections.Counter()
-        cards = list(Card.objects.filter(healthy=True).values_list("pk", "node_id", "memory_mib"))
-        for card_id, node_id, _ in cards:
-            per_node[node_id] += use[card_id][2]
-        for card_id, node_id, mib in cards:
-            core, used, count = use[card_id]
-            fit = min((100 - core) // TEMPLATE_CORE, (mib - used) // TEMPLATE_MIB, MAX_PER_CARD - count)
-            room += max(0, min(fit, MAX_PER_NODE - per_node[node_id]))
-        return min(queued, room), room
-
-    # -- checks -----------------------------------------------------------------------------------
-
-    def result(self, name: str, passed: bool, detail: str, *, timing: bool = False) -> None:
-        """One check; ``timing``: a speed target (reported, gating only with ``--strict-timing``)."""
-        self.results.append((name, passed, detail))
-        if timing:
-            self.timing.add(name)
-
-    def check(self) -> None:
-        from django.conf import settings
-        from django.db.models import Count
-
-        from labs.domain.states import SessionState
-        from labs.drivers.simulator import SimulatorDriver
-        from labs.models import Allocation, Card, LabSession
-
-        S = SessionState
-        sessions = self.retry(
-            lambda: {
-                str(row["pk"]): row
-                for row in LabSession.objects.values(
-                    "pk",
-                    "state",
-                    "reason_code",
-                    "reason_params",
-                    "ended_at",
-                    "running_at",
-                    "create_attempts",
-                    "driver_ref",
-                    "end_state",
-                )
-            }
-        )
-        by_state = collections.Counter(row["state"] for row in sessions.values())
-        say("final states: " + ", ".join(f"{state} {by_state[state]}" for state in S if by_state[state]))
-
-        # 1. no session lost or stuck
-        launched = set(self.workload.launched.values())
-        missing = launched - set(sessions)
-        stuck = [sid for sid, r in sessions.items() if r["state"] in (S.ADMITTED, S.STARTING, S.STOPPING)]
-        queued_silent = [sid for sid, r in sessions.items() if r["state"] == S.QUEUED and not r["reason_code"]]
-        queued_room, room = self.queued_with_room()
-        closed_no_end = [sid for sid, r in sessions.items() if r["state"] in (S.STOPPED, S.FAILED) and r["ended_at"] is None]
-        stop_ignored = [
-            sid for sid in self.workload.stop_requested if sessions.get(sid, {}).get("state") not in (S.STOPPED, S.FAILED)
-        ]
-        self.result(
-            "no session lost or stuck",
-            not (
-                missing or stuck or queued_silent or queued_room or closed_no_end or stop_ignored or self.workload.launch_errors
-            ),
-            f"{len(launched)}/{self.args.sessions} launched ({len(self.workload.launch_errors)} launch errors), "
-            f"{len(missing)} missing, {len(stuck)} in admitted/starting/stopping, {by_state[S.QUEUED]} queued "
-            f"({len(queued_silent)} without a reason, {queued_room} although {room} slot(s) are free), "
-            f"{len(closed_no_end)} closed without ended_at, {len(stop_ignored)} of {len(self.workload.stop_requested)} "
-            f"stops not honoured",
-        )
-
-        self.latency_info(sessions)
-
-        # 2. no allocation leaked or doubled
-        unreleased = collections.Counter(
-            str(sid) for sid in Allocation.objects.filter(released_at__isnull=True).values_list("session_id", flat=True)
-        )
-        leaked = [sid for sid, r in sessions.items() if r["state"] in (S.STOPPED, S.FAILED, S.QUEUED) and unreleased[sid]]
-        running = [sid for sid, r in sessions.items() if r["state"] == S.RUNNING]
-        not_one = [sid for sid in running if unreleased[sid] != 1]
-        doubled = [sid for sid, n in unreleased.items() if n > 1]
-        doubled += [
-            str(row["session_id"])
-            for row in Allocation.objects.filter(released_at__isnull=True)
-            .values("session_id")
-            .annotate(n=Count("id"))
-            .filter(n__gt=1)
-        ]
-        self.result(
-            "no allocation leaked or doubled",
-            not (leaked or not_one or doubled),
-            f"{sum(unreleased.values())} unreleased allocations; {len(leaked)} held by ended/queued sessions, "
-            f"{len(not_one)} of {len(running)} running sessions without exactly one, {len(set(doubled))} sessions with two",
-        )
-
-        # 3. no card over its limits
-        cards = {pk: (node_id, mib) for pk, node_id, mib in Card.objects.values_list("pk", "node_id", "memory_mib")}
-        use = collections.defaultdict(lambda: [0, 0, 0])
-        for card_id, core, mib in Allocation.objects.filter(released_at__isnull=True).values_list(
-            "card_id", "core_percent", "memory_mib"
-        ):
-            use[card_id][0] += core
-            use[card_id][1] += mib
-            use[card_id][2] += 1
-        over = [pk for pk, (core, mib, n) in use.items() if core > 100 or mib > cards[pk][1] or n > MAX_PER_CARD]
-        per_node = collections.Counter()
-        for pk, (_, _, n) in use.items():
-            per_node[cards[pk][0]] += n
-        nodes_over = [node for node, n in per_node.items() if n > MAX_PER_NODE]
-        worst = max(use.values(), default=[0, 0, 0], key=lambda u: u[0])
-        self.result(
-            "no card over its limits",
-            not (over or nodes_over),
-            f"{len(over)} cards over (max core {worst[0]} %, max memory "
-            f"{max((u[1] for u in use.values()), default=0) // 1024} GiB of 64, max instances "
-            f"{max((u[2] for u in use.values()), default=0)} of {MAX_PER_CARD}), {len(nodes_over)} nodes over "
-            f"(max {max(per_node.values(), default=0)} of {MAX_PER_NODE})",
-        )
-
-        # 4. no instance without a session, no running session without an instance
-        driver = SimulatorDriver(state_dir=settings.LAB_DRIVER["OPTIONS"]["state_dir"])
-        instances = driver.observe()
-        running_set = set(running)
-        orphans = sorted(set(instances) - running_set)
-        without = sorted(running_set - set(instances))
-        wrong_ref = [sid for sid in running_set & set(instances) if instances[sid].ref != sessions[sid]["driver_ref"]]
-        orphan_states = collections.Counter(sessions.get(sid, {}).get("state", "unknown") for sid in orphans)
-        self.result(
-            "no instance without a session",
-            not (orphans or without or wrong_ref),
-            f"{len(instances)} simulator instances for {len(running_set)} running sessions: {len(orphans)} without a running "
-            f"session {dict(orphan_states) or ''}, {len(without)} running sessions without one, "
-            f"{len(wrong_ref)} with another ref",
-        )
-        self.agent_info(sessions, running_set)
-
-        # 5. no session failed whose instance was healthy
-        attempts = settings.LAB_CREATE_ATTEMPTS
-        failed = {sid: r for sid, r in sessions.items() if r["state"] == S.FAILED}
-        injected_failed = [sid for sid in self.injected if sid in failed]
-        exhausted = [
-            sid
-            for sid, r in failed.items()
-            if sid not in self.injected and r["reason_code"] == "session.create_failed" and r["create_attempts"] >= attempts - 1
-        ]
-        healthy = {sid: r for sid, r in failed.items() if sid not in self.injected and sid not in exhausted}
-        codes = collections.Counter(r["reason_code"] for r in healthy.values())
-        self.result(
-            "no session failed whose instance was healthy",
-            not healthy,
-            f"{len(failed)} failed: {len(injected_failed)} injected (inject_failure), {len(exhausted)} after {attempts} failed "
-            f"creates in a row, {len(healthy)} with a healthy instance {dict(codes) or ''}",
-        )
-        not_failed = [sid for sid in self.injected if sid not in failed]
-        self.result(
-            "injected failures detected",
-            not not_failed,
-            f"{len(injected_failed)} of {len(self.injected)} injected instances ended their session as failed",
-        )
-        if exhausted:
-            self.infos.append(
-                f"{len(exhausted)} session(s) failed after {attempts} creates in a row failed (a {self.args.failure_rate:.0%} "
-                f"failure rate gives {self.args.failure_rate**attempts:.2%} per session; deliberate)"
+    def final(self) -> None:
+        m = self.monitor
+        caps = {
+            "AI Core 100 %": m.max_core >= 100,
+            "memory 64 GiB": m.max_memory_share >= 1.0,
+            "16 development instances": m.max_dev_instances >= DEV_CARD_CAP,
+            "8 inference instances": m.max_inference_instances >= INFERENCE_CARD_CAP,
+        }
+        self.checks.append(
+            Check(
+                "every per-card cap reached (so its check could fail)",
+                all(caps.values()),
+                f"most seen on a card: {m.max_core} % AI Core, {m.max_memory_share:.0%} of its memory, "
+                f"{m.max_dev_instances} development instances, {m.max_inference_instances} with inference",
             )
-
-        # 6. transient create errors retried
-        retried = [r for r in sessions.values() if r["create_attempts"] > 0]
-        recovered = [r for r in retried if r["running_at"] is not None]
-        unresolved = [
-            r
-            for r in retried
-            if r["running_at"] is None and str(r["pk"]) not in self.workload.stop_requested and str(r["pk"]) not in exhausted
-        ]
-        self.result(
-            "transient create errors retried",
-            bool(recovered) and not unresolved,
-            f"{len(retried)} sessions saw a failed create; {len(recovered)} reached running after "
-            f"{statistics.mean([r['create_attempts'] for r in recovered]) if recovered else 0:.1f} failed tries on average, "
-            f"{len(retried) - len(recovered) - len(unresolved)} stopped or failed for good, {len(unresolved)} unresolved",
         )
-
-        # 7. processes that died without being killed (restarted by the harness's supervisor)
-        self.result(
-            "no worker or beat died by itself",
-            not self.crashes,
-            "none" if not self.crashes else f"{len(self.crashes)}: " + "; ".join(self.crashes),
+        self.checks.append(
+            Check(
+                "ledger invariants checked all along",
+                not m.violations and m.samples >= 10,
+                f"{m.samples} checks every 0.5 s ({m.unavailable} while the database was away), {len(m.violations)} violations"
+                + "".join(f"; {v.kind}: {v.detail}" for v in m.violations[:5]),
+            )
         )
-
-        # 8. settle time per fault: a target (see the module docstring); never settling is a failure
-        target = 2 * self.args.controller_seconds
-        for number, fault in enumerate(self.faults, 1):
-            settled = fault.settle_seconds
-            self.result(
-                f"fault {number} settled within 2 controller periods ({target:g} s): {fault.name}",
-                settled is not None and settled <= target,
-                (f"{settled:.2f} s" if settled is not None else f"not settled within {self.args.settle_bound:g} s")
-                + f" for {len(fault.stragglers)} in progress/fitting + {len(fault.effects)} after-effects; "
-                f"fault lasted {fault.cleared - fault.started:.1f} s",
-                timing=settled is not None,
-            )
-
-    def latency_info(self, sessions: dict) -> None:
-        """How long stops took (request -> stopped), overall and while the driver fault window was open."""
-        window = self.faults[0] if self.faults else None
-        overall, in_window = [], []
-        for session_id, requested in self.workload.stop_requested.items():
-            ended = sessions.get(session_id, {}).get("ended_at")
-            if ended is None:
-                continue
-            overall.append(ended.timestamp() - requested)
-            if window and window.started <= requested <= window.cleared:
-                in_window.append(ended.timestamp() - requested)
-        for label, values in (("all stops", overall), ("stops during the driver fault window", in_window)):
-            if values:
-                self.infos.append(
-                    f"stop -> stopped, {label}: median {statistics.median(values):.2f} s, max {max(values):.2f} s "
-                    f"({len(values)} stops)"
-                )
-
-    def agent_info(self, sessions: dict, running: set[str]) -> None:
-        from labs.agent.client import AgentClient
-        from labs.models import Allocation
-
-        refs_by_node = collections.defaultdict(set)
-        for sid, node in Allocation.objects.filter(released_at__isnull=True).values_list("session_id", "card__node__name"):
-            if str(sid) in running:
-                refs_by_node[node].add(sessions[str(sid)]["driver_ref"])
-        for node, url in self.agent_urls.items():
-            try:
-                registered = {i.entity_id for i in AgentClient(url, self.token, timeout=5).instances()}
-            except Exception as exc:
-                self.infos.append(f"agent {node}: unreachable ({exc})")
-                continue
-            expected = refs_by_node[node]
-            residual = registered - expected
-            if residual:
-                # Whose instances are they? The allocation keeps the entity id even where the session has no driver_ref.
-                owners = collections.Counter()
-                for state, ref in Allocation.objects.filter(entity_id__in=residual).values_list(
-                    "session__state", "session__driver_ref"
-                ):
-                    owners[f"{state} session, driver_ref {'recorded' if ref else 'EMPTY'}"] += 1
-                unknown = len(residual) - sum(owners.values())
-                self.infos.append(
-                    f"agent {node}: residual registrations belong to {dict(owners)}"
-                    + (f", {unknown} to no allocation" if unknown else "")
-                )
-            self.infos.append(
-                f"agent {node}: {len(registered)} registered instances for {len(expected)} running sessions; "
-                f"{len(expected - registered)} running sessions not registered, {len(registered - expected)} residual "
-                "(the reconciler unregisters residuals after LAB_RESIDUAL_GRACE_SECONDS)"
-            )
+        self.checks.append(Check("no process died by itself", not self.crashes, "; ".join(self.crashes) or "none"))
 
     def report(self) -> int:
-        w = self.workload
         print(flush=True)
-        print("faults:")
-        for number, fault in enumerate(self.faults, 1):
-            start = fault.started - self.faults[0].started
-            settled = f"{fault.settle_seconds:.2f} s" if fault.settle_seconds is not None else "NOT settled"
-            print(
-                f"  {number}. +{start:6.1f} s  {fault.name}: lasted {fault.cleared - fault.started:.1f} s, "
-                f"{len(fault.stragglers)} in progress/fitting + {len(fault.effects)} after-effects, settle {settled}"
-            )
-            if fault.slowest:
-                print(f"       slowest: {fault.slowest}")
-        print(f"workload: {len(w.launched)} launched, {len(w.stop_requested)} stops, {w.db_retries} database retries")
-        for line in self.infos:
-            print(f"  info: {line}")
-        print("checks:")
-        strict = self.args.strict_timing
-        for name, passed, detail in self.results:
-            word = ("MET   " if passed else "MISSED") if name in self.timing and not strict else ("PASS" if passed else "FAIL")
-            print(f"  {word}  {name}: {detail}")
-        failed = sum(1 for name, passed, _ in self.results if not passed and (strict or name not in self.timing))
-        missed = sum(1 for name, passed, _ in self.results if not passed and name in self.timing and not strict)
-        passed = len(self.results) - failed - missed
-        print(f"chaos: {passed} passed, {failed} failed, {missed} timing target(s) missed", flush=True)
-        return 0 if failed == 0 else 1
+        print("faults (latencies in seconds, value/target; ! a missed target; - nothing to measure):")
+        for line in fault_table(self.rows):
+            print(f"  {line}")
+        print("per fault, targets missed and what was seen:")
+        for figures, _, checks in self.rows:
+            for check in checks:
+                if not check.passed:
+                    print(f"  FAIL  {figures.name}: {check.what}: {check.detail}")
+            for note in figures.notes:
+                print(f"        {figures.name}: {note}")
+        print("the whole run:")
+        for check in self.checks:
+            print(f"  {'PASS' if check.passed else 'FAIL'}  {check.what}: {check.detail}")
+        everything = [c for _, _, checks in self.rows for c in checks] + self.checks
+        ok = verdict(everything)
+        print(f"chaos: {'PASS' if ok else 'FAIL'} ({sum(not c.passed for c in everything)} of {len(everything)} checks failed)")
+        return 0 if ok else 1
 
-    # -- teardown ---------------------------------------------------------------------------------
+    # -- teardown --------------------------------------------------------------------------------------
 
     def teardown(self, keep: bool) -> None:
-        for proc in [*self.workers, self.beat, *self.agents.values(), self.redis]:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in [*self.webs, *self.workers, self.beat, *self.agents.values(), self.redis]:
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.stop(timeout=10)
+        if self.ledger is not None:
+            self.ledger.close()
         with contextlib.suppress(Exception):
             from django.db import connections
 
             connections.close_all()
-        if self.db_created:
-            try:
-                self.db.drop()
-                say(f"dropped database {self.db.name}")
-            except Exception as exc:
-                say(f"could NOT drop database {self.db.name}: {exc}")
+        if self.listener is not None:
+            self.listener.close()
+        if self.postgres is not None:
+            if keep:
+                with contextlib.suppress(Exception):
+                    shutil.copy(self.postgres.log, self.logs / "postgres.log")
+            self.postgres.remove()
         if keep:
             say(f"logs kept in {self.logs}")
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1220,16 +1360,18 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, interrupted)
     code = 2
+    began = time.monotonic()
     try:
         code = chaos.run()
     except KeyboardInterrupt:
         say("interrupted")
         code = 130
     except SystemExit as exc:
-        say(f"chaos: setup failed: {exc}")
+        say(f"chaos: set-up failed: {exc}")
         code = 2
     finally:
         chaos.teardown(keep=args.keep or code != 0)
+    say(f"make chaos took {time.monotonic() - began:.0f} s")
     return code
 
 
