@@ -123,9 +123,11 @@ bench-requests: $(VENV)/.installed-dev $(MO_FILES)
 load: $(VENV)/.installed-dev $(MO_FILES)
 	$(PY) -m bench.load $(LOAD_ARGS)
 
-## chaos: real workers, beat, Redis and agents under injected faults, then invariant checks (about 3 minutes)
+## chaos: a class launching and stopping over HTTP (Daphne, workers, beat, two agents, its own PostgreSQL and
+## Redis servers) while faults land on it; per-fault table, PASS/FAIL on every target (~3-4 min;
+## CHAOS_ARGS="--only redis,postgres" or "--quick" while developing)
 chaos: $(VENV)/.installed-dev
-	$(PY) -m bench.chaos
+	$(PY) -m bench.chaos $(CHAOS_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
