@@ -999,6 +999,10 @@ class Chaos:
                 item.node or "nowhere" for item in items if id(item) in anywhere and item.kind == "launch"
             )
             notes.append(f"{marked}; the launches pressed then went to {dict(where)}")
+            elsewhere = marked.startswith("n1 marked") and set(where) <= {"n2"}
+            self.checks.append(
+                Check(f"{plan.name}: launches once n1 was out placed on n2", elsewhere, f"{marked}: {dict(where)}")
+            )
         figures = fault_figures(
             plan.name,
             plan.summary,
