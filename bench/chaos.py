@@ -122,6 +122,7 @@ class FaultPlan:
     stops: int  # running labs stopped in that burst (-1: every running lab)
     mid: tuple[int, int] | None  # launches and stops pressed half-way through it, while it holds
     summary: str
+    lead: float | None = None  # earliest it lands after the burst's first press (None: --lead)
 
 
 FAULTS = (
@@ -135,7 +136,8 @@ FAULTS = (
     FaultPlan("inject", 40, 40, None, "three running instances fail (inject_failure) as the burst lands"),
     FaultPlan("agent-pause", 35, 35, (15, 15), "node n1's agent stopped (SIGSTOP) for --agent-down s, then continued"),
     FaultPlan("agent-kill", 35, 35, (15, 15), "node n1's agent killed for --agent-down s, started again (it forgets)"),
-    FaultPlan("storm", 0, -1, None, "every running lab stopped at once"),
+    # The storm is the fault: it lands as its last stop is pressed.
+    FaultPlan("storm", 0, -1, None, "every running lab stopped at once", lead=0.0),
 )
 FAULT_NAMES = tuple(f.name for f in FAULTS)
 
@@ -874,16 +876,18 @@ class Chaos:
         )[0][0]
         return burst.pressed - settled
 
-    def wait_to_land(self, burst: Burst) -> int:
-        """Wait until the burst has ``--min-in-flight`` and a margin in flight (at least ``--lead``
-        s after its first press, at most 3 s); land at once when it is past its peak."""
+    def wait_to_land(self, burst: Burst, lead: float) -> int:
+        """Wait until every press of the burst is out and ``--min-in-flight`` and a margin are in
+        flight, at least ``lead`` s after its first press (at most 3 s); land at once when it is
+        past its peak."""
         want = self.args.min_in_flight + IN_FLIGHT_MARGIN
-        earliest, latest = burst.began + self.args.lead, burst.began + 3.0
+        earliest, latest = burst.began + lead, burst.began + 3.0
         last = 0
         while True:
             live = self.live_in_flight(burst)
             now = time.time()
-            if now >= latest or now >= earliest and (live >= want or live < last):
+            ready = now >= earliest and burst.pressed >= len(burst.futures)
+            if now >= latest or ready and (live >= want or live < last):
                 return live
             last = live
             time.sleep(0.05)
@@ -945,7 +949,7 @@ class Chaos:
         say(f"FAULT {plan.name}: {plan.summary}")
         bursts, self.doomed = self.plan_bursts(plan)
         self.fire(bursts[0])
-        live = self.wait_to_land(bursts[0])
+        live = self.wait_to_land(bursts[0], self.args.lead if plan.lead is None else plan.lead)
         injected = time.time()
         hold, clear = getattr(self, f"fault_{plan.name.replace('-', '_')}")()
         marked = ""
