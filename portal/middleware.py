@@ -39,11 +39,11 @@ class LostConnectionRetry:
     A PostgreSQL restart, failover or ``pg_terminate_backend`` ends the connections in use, and
     the request on each answered 500 although nothing of it had happened (pooled connections
     are checked as they are handed out, ``portal.postgresql``; this is the one cut mid-request).
-    The view is called once more on a new connection when the error is an ``OperationalError`` or
+    The view is called again on a new connection when the error is an ``OperationalError`` or
     ``InterfaceError`` (the connection lost or ended by the server; also a deadlock or a cancelled
     statement, as safe to run again) and the request had written nothing: no data-changing statement outside a
     transaction and no transaction with one that committed (a transaction the cut interrupted
-    was rolled back by the server). A second failure is the 500 it was.
+    was rolled back by the server). Up to ``RETRIES`` times; then the 500 it was.
     """
 
     sync_capable = True
@@ -60,17 +60,27 @@ class LostConnectionRetry:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         writes = getattr(request, "_database_writes", None)
-        if writes is None or writes.done or writes.retried or not isinstance(exception, (OperationalError, InterfaceError)):
+        if writes is None or writes.done or writes.retries >= RETRIES:
+            return None
+        if not isinstance(exception, (OperationalError, InterfaceError)):
             return None
         # OperationalError: the connection lost, the server shutting down, a deadlock or a
         # serialization failure, a cancelled statement; nothing the request did can be half-done.
-        writes.retried = True
+        writes.retries += 1
         logger.warning("database connection lost in %s %s before anything was written: run again", request.method, request.path)
         connection.close()
         match = request.resolver_match
-        return match.func(request, *match.args, **match.kwargs)
+        try:
+            return match.func(request, *match.args, **match.kwargs)
+        except Exception as again:  # noqa: BLE001 (the same rule for the next try, else the 500 it is)
+            response = self.process_exception(request, again)
+            if response is None:
+                raise
+            return response
 
 
+# A server ending every connection again and again (a failover that flaps) gets this many runs more.
+RETRIES = 3
 # Statements that change nothing a retry could repeat.
 _READS = ("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK", "SHOW", "SET ", "BEGIN")
 
@@ -80,7 +90,7 @@ class _Writes:
 
     def __init__(self) -> None:
         self.done = False
-        self.retried = False
+        self.retries = 0
 
     def __call__(self, execute, sql, params, many, context):
         if not sql.lstrip()[:10].upper().startswith(_READS):
