@@ -19,6 +19,9 @@ from __future__ import annotations
 import socket
 import threading
 
+import pytest
+from django.conf import settings
+
 
 class CommitCuttingProxy:
     def __init__(self, upstream: tuple[str, int]) -> None:
@@ -126,3 +129,19 @@ def database_url_through(proxy: CommitCuttingProxy) -> str:
     netloc = url.netloc.rsplit("@", 1)
     credentials = netloc[0] + "@" if len(netloc) == 2 else ""
     return urlunsplit(url._replace(netloc=f"{credentials}127.0.0.1:{proxy.port}", query="sslmode=disable"))
+
+
+@pytest.fixture(name="proxy")
+def proxy_fixture():
+    """A ``CommitCuttingProxy`` in front of this test's PostgreSQL server."""
+    db = settings.DATABASES["default"]
+    proxy = CommitCuttingProxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture(name="portal_server_env")
+def portal_server_env_through_proxy(proxy) -> dict[str, str]:
+    """``portal_server``'s Daphne connects to the database through ``proxy`` (a module that
+    imports this fixture overrides the default one of tests/conftest.py)."""
+    return {"DATABASE_URL": database_url_through(proxy), "PGGSSENCMODE": "disable"}

@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from django.conf import settings
 
 from api.scopes import SCOPES
 from api.services import token_create
 from labs.models import LabSession
-from tests.pgproxy import CommitCuttingProxy, database_url_through
+from tests.pgproxy import portal_server_env_through_proxy, proxy_fixture  # noqa: F401 (fixtures: Daphne through the proxy)
 from tests.served import POSTGRESQL_ONLY
 
 pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
-
-
-@pytest.fixture
-def proxy():
-    db = settings.DATABASES["default"]
-    proxy = CommitCuttingProxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
-    yield proxy
-    proxy.close()
-
-
-@pytest.fixture
-def portal_server_env(proxy) -> dict[str, str]:
-    return {"DATABASE_URL": database_url_through(proxy), "PGGSSENCMODE": "disable"}
 
 
 @pytest.fixture

@@ -5,26 +5,12 @@ one that had committed a change is not run twice."""
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 
 from labs.models import LabSession
-from tests.pgproxy import CommitCuttingProxy, database_url_through
+from tests.pgproxy import portal_server_env_through_proxy, proxy_fixture  # noqa: F401 (fixtures: Daphne through the proxy)
 from tests.served import POSTGRESQL_ONLY, signed_in
 
 pytestmark = [pytest.mark.slow, POSTGRESQL_ONLY]
-
-
-@pytest.fixture
-def proxy():
-    db = settings.DATABASES["default"]
-    proxy = CommitCuttingProxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
-    yield proxy
-    proxy.close()
-
-
-@pytest.fixture
-def portal_server_env(proxy) -> dict[str, str]:
-    return {"DATABASE_URL": database_url_through(proxy), "PGGSSENCMODE": "disable"}
 
 
 def test_a_page_and_a_launch_cut_before_they_wrote_are_answered_as_if_nothing_happened(world, proxy, portal_server):
