@@ -132,14 +132,12 @@ def _new_usernames(institution: Institution, wanted: list[str]) -> list[str]:
     taken = set(User.objects.filter(username__in={*first.values(), *map(scope, wanted)}).values_list("username", flat=True))
     chosen: list[str] = []
     for name in wanted:
-        candidate, number = first[name], 1
-        if candidate in taken:
-            candidate = scope(name)
-        while candidate in taken:
+        number = 1
+        candidate = first[name] if first[name] not in taken else scope(name)
+        # Numbered names were not read above: they are looked up one by one (rare).
+        while candidate in taken or (number > 1 and User.objects.filter(username=candidate).exists()):
             number += 1
             candidate = scope(name, number)
-            if User.objects.filter(username=candidate).exists():
-                taken.add(candidate)
         taken.add(candidate)
         chosen.append(candidate)
     return chosen

@@ -218,3 +218,13 @@ def test_an_enrolment_made_in_the_admin_makes_the_account_one_of_the_institution
         f"/courses/{course.pk}/roster/import/", {"file": SimpleUploadedFile("r.csv", b"username\nby-hand\n")}
     )
     assert [r.action for r in again.context["plan"].rows] == ["unchanged"]
+
+
+def test_a_scoped_name_held_by_an_account_made_by_hand_gets_a_number(world, rival):
+    course = world["course"]
+    UserFactory(username="rival@uni-test")  # named so by hand, of no institution
+    UserFactory(username="rival-2@uni-test")
+    instructor_client(world).post(f"/courses/{course.pk}/roster/import/", {"step": "confirm", "csv": "username\nrival\n"})
+    made = Enrollment.objects.get(course=course, user__affiliations__source="roster", user__username__startswith="rival")
+    assert made.user.username == "rival-3@uni-test"
+    not_enrolled(world, rival)
