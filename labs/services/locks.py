@@ -2,9 +2,12 @@
 the controller and the node recheck to one run at a time."""
 
 import contextlib
+import logging
 from collections.abc import Iterator
 
-from django.db import connection
+from django.db import DatabaseError, connection
+
+logger = logging.getLogger(__name__)
 
 # An arbitrary constant: the advisory-lock key of the allocation pass ("NPU-ALOC" in ASCII hex).
 ALLOCATION_LOCK_KEY = 0x4E50_552D_414C_4F43
@@ -21,6 +24,9 @@ def try_lock(key: int) -> Iterator[bool]:
     another process has it.
 
     PostgreSQL: released at the end of the block, or with the connection of a worker that dies.
+    When the release itself fails (the server ended the connection after the block's last
+    statement: a restart or failover), the lock went with that connection; the connection is
+    closed, so a pool never hands out a session that might still hold it.
     SQLite (the embedded demo): its write lock already serialises the writes, and what these
     locks guard is idempotent, so nothing more is taken.
     """
@@ -34,8 +40,22 @@ def try_lock(key: int) -> Iterator[bool]:
         yield held
     finally:
         if held:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+            except DatabaseError:
+                logger.warning("the database connection holding lock %#x was lost; closing it", key)
+                _close_for_good()
+
+
+def _close_for_good() -> None:
+    """Close this thread's connection so that it is not reused: a pool discards a closed one."""
+    raw = connection.connection
+    if raw is not None:
+        with contextlib.suppress(Exception):
+            raw.close()
+    with contextlib.suppress(DatabaseError):
+        connection.close()
 
 
 def allocation_lock() -> None:

@@ -7,6 +7,7 @@ pool, as the web server does, and is the one tested here."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -25,11 +26,21 @@ def state_of(session) -> str:
     return LabSession.objects.values_list("state", flat=True).get(pk=session.pk)
 
 
+def idle(worker) -> bool:
+    """Every task the worker received has ended (a task in flight would meet the cut mid-way,
+    which is a different test: tests/reconcile)."""
+    log = worker.output()
+    received = set(re.findall(r"Task \S+\[([0-9a-f-]+)\] received", log))
+    ended = set(re.findall(r"Task \S+\[([0-9a-f-]+)\] (?:succeeded|raised|failed)", log))
+    return received <= ended
+
+
 def test_a_launch_starts_after_the_database_ended_every_connection_of_the_worker(world, start_worker):
     worker = start_worker(pool="solo", concurrency=1, PGAPPNAME=APPLICATION, LAB_SIMULATOR_DELAY_SECONDS="0.2")
     first = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
     wait_for(lambda: state_of(first) == "running", timeout=60, message=lambda: f"running; log:\n{worker.output()[-3000:]}")
     wait_for(lambda: connections_of(APPLICATION) >= 1, timeout=10, message="the worker's pools hold connections")
+    wait_for(lambda: idle(worker), timeout=10, message=lambda: f"the worker is idle; log:\n{worker.output()[-3000:]}")
 
     assert terminate_connections(APPLICATION) >= 1
 
