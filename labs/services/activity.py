@@ -6,6 +6,11 @@ not); vLLM's ``/metrics`` (requests running, requests finished since the last lo
 from the node agent's last reading (AI Core in use). A lab that does not answer reports no
 activity, so a broken lab is stopped like an idle one, after the same warning.
 
+A look is never its own activity. Jupyter Server counts every authenticated API request as
+activity except those that carry ``no_track_activity`` (``/api/status`` never counts), so each
+request the check makes carries it; vLLM counts only inference requests, not ``/metrics``; the
+NPU reading is the agent's, taken whether anyone looks or not.
+
 ``activity_check`` runs on beat every ``LAB_IDLE_CHECK_SECONDS``; the look at each lab is an HTTP
 request from the portal with the session's own token, never logged.
 """
@@ -66,10 +71,14 @@ def lab_base_url(access_url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
+# Jupyter Server's query parameter for "this request is not the user's activity".
+UNTRACKED = "?no_track_activity=1"
+
+
 def jupyter_activity(base_url: str, token: str, timeout: float) -> Activity:
     headers = {"Authorization": f"token {token}"}
-    status = json.loads(_get(base_url + "api/status", headers, timeout))
-    kernels = json.loads(_get(base_url + "api/kernels", headers, timeout))
+    status = json.loads(_get(base_url + "api/status" + UNTRACKED, headers, timeout))
+    kernels = json.loads(_get(base_url + "api/kernels" + UNTRACKED, headers, timeout))
     last = parse_datetime(status.get("last_activity") or "")
     busy = any(k.get("execution_state") == "busy" for k in kernels if isinstance(k, dict))
     return Activity(busy_now=busy, last_seen=last.timestamp() if last else None)

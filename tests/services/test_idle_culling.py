@@ -25,7 +25,8 @@ TOKEN = "lab-token-123"
 
 
 class FakeLab:
-    """What the portal's look at a lab reads: JupyterLab's /api/status and /api/kernels, vLLM's /metrics."""
+    """What the portal's look at a lab reads: JupyterLab's /api/status and /api/kernels, vLLM's
+    /metrics (a real JupyterLab is looked at in tests/services/test_idle_real_jupyterlab.py)."""
 
     def __init__(self) -> None:
         self.last_activity = datetime.now(UTC) - timedelta(hours=2)
@@ -41,11 +42,16 @@ class FakeLab:
                     self.send_response(403)
                     self.end_headers()
                     return
-                if self.path == "/api/status":
+                path, _, query = self.path.partition("?")
+                # Jupyter Server's rule: an API request is activity unless it carries
+                # no_track_activity; /api/status never is.
+                if path.startswith("/api/") and path != "/api/status" and "no_track_activity" not in query:
+                    lab.last_activity = datetime.now(UTC)
+                if path == "/api/status":
                     body = json.dumps({"last_activity": lab.last_activity.isoformat(), "kernels": len(lab.kernels)})
-                elif self.path == "/api/kernels":
+                elif path == "/api/kernels":
                     body = json.dumps(lab.kernels)
-                elif self.path == "/metrics":
+                elif path == "/metrics":
                     body = lab.metrics
                 else:
                     self.send_response(404)
