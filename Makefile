@@ -90,8 +90,8 @@ test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on
 ## PostgreSQL; the LMS roster sync of 5,000 members, twice; a class of 128 starting on the portal
-## beside JupyterHub; a simulated week of one class with the time and fairness policies and without
-## (PostgreSQL, Redis, npm; ~15 min, most of it the week)
+## beside JupyterHub; a simulated week of one class with the time and fairness policies and without;
+## a class of 30 taking back the labs another course borrowed (PostgreSQL, Redis, npm; ~15 min, most of it the week)
 bench: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench || status=1; \
@@ -99,6 +99,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.roster_sync || status=1; \
 	$(PY) -m bench.side_by_side --launches 128 --repeats 3 || status=1; \
 	$(PY) -m bench.week || status=1; \
+	$(PY) -m bench.reclaim || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status
 
 ## bench-classstart: the class start at 512 (4 servers) and 1,024 launches (8 servers) beside JupyterHub (~4 min)

@@ -7,7 +7,9 @@ the time, and returns one decision per request:
 - ``Placed`` — admitted on these card(s); ``borrowed`` when it rides on the cohort's idle quota;
 - ``Waiting`` — not now, with the ``Reason`` (a code and its numbers), and a ``ReclaimPlan``
   when the course is within its guarantee and only other courses' borrowed sessions stand in
-  the way;
+  the way. The plans of one batch are made together: each victim is named once, and each plan
+  is made on the cluster as the earlier plans leave it (their victims gone, their requests
+  placed), so a class waiting for N borrowed labs gets N victims warned at once;
 - ``Refused`` — can never be admitted as configured (larger than any card, than the course's
   ceiling, a template the course does not allow, a memory size off every node's step, ...),
   with the ``Reason``.
@@ -21,11 +23,12 @@ charged by ``instance_charge``; a release gives back that charge and the student
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from labs.domain.placement import (
     DEFAULT_CONFIG,
+    Choice,
     Cluster,
     LaunchRequest,
     NodeCapacity,
@@ -84,19 +87,33 @@ def allocate(
     *,
     now: float,
     config: PlacementConfig = DEFAULT_CONFIG,
+    warned: Collection[str] = (),
 ) -> list[Decision]:
-    """Decide every request of the batch; see the module docstring. ``now`` is in seconds."""
+    """Decide every request of the batch; see the module docstring. ``now`` is in seconds;
+    ``warned``: instances already warned of a reclaim, named again before any other."""
     cluster = Cluster(nodes, config)
-    return Allocator(cluster, quotas, student_active, now=now).decide(requests)
+    return Allocator(cluster, quotas, student_active, now=now, warned=warned).decide(requests)
 
 
 class Allocator:
     """One pass's admission state over a ``Cluster``; ``decide`` may be called repeatedly."""
 
     def __init__(
-        self, cluster: Cluster, quotas: Mapping[int, CourseQuota], student_active: Mapping[tuple[int, int], int], *, now: float
+        self,
+        cluster: Cluster,
+        quotas: Mapping[int, CourseQuota],
+        student_active: Mapping[tuple[int, int], int],
+        *,
+        now: float,
+        warned: Collection[str] = (),
     ) -> None:
         self.cluster = cluster
+        self.warned = frozenset(warned)
+        # Reclaim plans made so far in this pass: the victims they name, the requests waiting
+        # for their room (with the card(s) they will take), and what those requests will charge.
+        self._promised: set[str] = set()
+        self._planned: list[tuple[LaunchRequest, Choice]] = []
+        self._planned_use: dict[int, Resources] = {}
         self.quotas = quotas
         usage = {course: Resources(*amounts) for course, amounts in cluster.usage_by_course().items()}
         self.ledger = QuotaLedger(quotas, usage)
@@ -120,6 +137,9 @@ class Allocator:
             if request.key in self.cluster:
                 raise ValueError(f"request key {request.key!r} is already placed; a key names one instance")
             seen.add(request.key)
+        self._promised.clear()
+        self._planned.clear()
+        self._planned_use.clear()
         decisions: list[Decision | None] = [None] * len(requests)
         borrowers: list[tuple[int, LaunchRequest, Resources]] = []
         check = self.ledger.check
@@ -203,7 +223,7 @@ class Allocator:
         host_wait = self._host_quota_wait(request)
         if host_wait is not None:
             return Waiting(request.key, host_wait)
-        choice = self.cluster.choose(request)
+        choice = self._choose(request)
         if choice is not None and request.cards > 1:
             # The charge was worked out on the smallest cards that fit; cards chosen larger
             # charge more, and the quota has to allow that too.
@@ -215,7 +235,7 @@ class Allocator:
                 need, borrowed = charge, admission.borrowing
         if choice is None:
             reason = self.cluster.explain(request)
-            plan = None if borrowed else self.cluster.reclaim_plan(request, self._reclaimable(request.course_id))
+            plan = None if borrowed else self._plan_reclaim(request, need)
             if plan is not None:
                 reason = Reason.of("reclaim.possible", reason=reason, victims=len(plan.victims))
             return Waiting(request.key, reason, plan)
@@ -231,6 +251,59 @@ class Allocator:
             card = cards[0]
             return Placed(request.key, choice.node.name, (card.card_id,), (card.index,), borrowed)
         return Placed(request.key, choice.node.name, tuple(c.card_id for c in cards), tuple(c.index for c in cards), borrowed)
+
+    def _choose(self, request: LaunchRequest) -> Choice | None:
+        """Where ``request`` goes now. Once this pass has planned reclaims, the room they promise
+        is taken: the planned requests are counted as placed on top of their victims, which
+        still run, so a request later in the queue neither takes that room now nor finds it
+        gone when its victims stop."""
+        if not self._planned:
+            return self.cluster.choose(request)
+        for planned, choice in self._planned:
+            self.cluster.commit(planned, choice, started_at=self.now)
+        try:
+            return self.cluster.choose(request)
+        finally:
+            for planned, _ in self._planned:
+                self.cluster.release(planned.key)
+
+    def _plan_reclaim(self, request: LaunchRequest, need: Resources) -> ReclaimPlan | None:
+        """The victims whose stop seats ``request`` (a guaranteed request that fits nowhere now),
+        on the cluster as this pass's earlier plans leave it, or ``None``.
+
+        A request is planned for only while its course's guarantee covers it together with the
+        requests already planned for: the guarantee is what reclaim gives back, not more.
+        """
+        course_id = request.course_id
+        promised = self.ledger.usage[course_id] + self._planned_use.get(course_id, Resources()) + need
+        if not promised.fits_in(self.quotas[course_id].guarantee):
+            return None
+        candidates = [key for key in self._reclaimable(course_id) if key not in self._promised]
+        if not candidates:
+            return None
+        cluster = self.cluster
+        aside = [placement for key in self._promised if (placement := cluster.set_aside(key)) is not None]
+        for planned, choice in self._planned:
+            cluster.commit(planned, choice, started_at=self.now)
+        try:
+            plan = cluster.reclaim_plan(request, candidates, self.warned)
+            choice = None
+            if plan is not None:
+                victims = [placement for key in plan.victims if (placement := cluster.set_aside(key)) is not None]
+                choice = cluster.choose(request)
+                for placement in victims:
+                    cluster.put_back(placement)
+        finally:
+            for planned, _ in self._planned:
+                cluster.release(planned.key)
+            for placement in aside:
+                cluster.put_back(placement)
+        if plan is None or choice is None:
+            return None
+        self._promised.update(plan.victims)
+        self._planned.append((request, choice))
+        self._planned_use[course_id] = self._planned_use.get(course_id, Resources()) + need
+        return plan
 
     def _never_fits(self, request: LaunchRequest, need: Resources) -> Reason | None:
         """Why ``request`` (charging ``need``) can never be placed as asked (a refusal), or ``None``."""

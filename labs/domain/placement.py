@@ -36,7 +36,7 @@ the field; the engine trusts them afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -435,7 +435,8 @@ class _Node:
     def summarise(self) -> None:
         summary = {}
         for cap in (_DEV_CARD_CAP, _INF_CARD_CAP):
-            most_core = most_mib = -1
+            # A card may be over full while a pass counts planned reclaims on top of their victims.
+            most_core = most_mib = -(2**62)
             core_card = mib_card = None
             for card in self.cards:
                 if not card.healthy or card.count >= (_INF_CARD_CAP if card.inference else cap):
@@ -836,18 +837,33 @@ class Cluster:
         Returns what it held (course, student, charge by ``instance_charge``), or ``None`` if
         there is no instance by that key.
         """
+        placement = self.set_aside(key)
+        if placement is None:
+            return None
+        return Holding(placement.course_id, placement.student_id, placement.started_at, placement.charge())
+
+    def set_aside(self, key: str) -> _Placement | None:
+        """Remove the instance placed under ``key`` and return it as it was, for ``put_back``
+        (planning what the cluster will be once it has gone); ``None`` if there is none."""
         placement = self._placements.pop(key, None)
         if placement is None:
             return None
-        self._version += 1
         if placement.course_id is not None:
             self._by_course.get(placement.course_id, set()).discard(key)
         self._apply(placement, -1)
-        node = placement.cards[0].node
+        self._changed(placement.cards[0].node)
+        return placement
+
+    def put_back(self, placement: _Placement) -> None:
+        """Place again an instance ``set_aside`` removed, where it was."""
+        self._add(placement, "put back")
+        self._changed(placement.cards[0].node)
+
+    def _changed(self, node: _Node) -> None:
+        self._version += 1
         node.summary = None
         self._explain_refresh(node)
         self._refresh(node)
-        return Holding(placement.course_id, placement.student_id, placement.started_at, placement.charge())
 
     def _apply(self, placement: _Placement, sign: int) -> None:
         inference = placement.scenario == Scenario.INFERENCE
@@ -1173,18 +1189,22 @@ class Cluster:
 
     # --- reclaiming ---------------------------------------------------------------------------
 
-    def reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
+    def reclaim_plan(
+        self, request: LaunchRequest, candidates: Iterable[str], preferred: Collection[str] = ()
+    ) -> ReclaimPlan | None:
         """The fewest ``candidates`` whose removal lets ``request`` fit, or ``None`` if none can.
 
-        ``candidates`` are the keys that may be taken (borrowed, old enough). For a request on
-        part of a card, victims are taken newest first on each card; among cards the one needing
-        the fewest wins, ties by node order then card index. For a whole-card request, see
-        ``_whole_card_reclaim_plan``. The plan never counts on capacity the request could not use
-        (unhealthy cards, unavailable or unmatched nodes, node instance caps).
+        ``candidates`` are the keys that may be taken (borrowed, old enough); ``preferred`` ones
+        (already warned) are taken before the others, so a plan made again names the same
+        victims. For a request on part of a card, victims are taken preferred, then newest,
+        first on each card; among cards the one needing the fewest wins, then the one needing
+        the fewest not preferred, ties by node order then card index. For a whole-card request,
+        see ``_whole_card_reclaim_plan``. The plan never counts on capacity the request could
+        not use (unhealthy cards, unavailable or unmatched nodes, node instance caps).
         """
         core, memory, inference, cards, cpu, host_mib = _shape(request)
         if cards > 1:
-            return self._whole_card_reclaim_plan(request, candidates)
+            return self._whole_card_reclaim_plan(request, candidates, preferred)
         by_card: dict[int, list[tuple[float, str, _Placement]]] = {}
         cards_with_victims: dict[int, _Card] = {}
         for key in candidates:
@@ -1194,7 +1214,7 @@ class Cluster:
             card = placement.cards[0]
             by_card.setdefault(id(card), []).append((placement.started_at, key, placement))
             cards_with_victims[id(card)] = card
-        best: tuple[int, int, int] | None = None
+        best: tuple[int, int, int, int] | None = None
         plan: ReclaimPlan | None = None
         for card in sorted(cards_with_victims.values(), key=lambda c: (c.node.order, c.index)):
             node = card.node
@@ -1204,7 +1224,7 @@ class Cluster:
                 continue
             if not card.healthy or (request.die_id and card.die_id != request.die_id):
                 continue
-            victims = sorted(by_card[id(card)], key=lambda v: (-v[0], v[1]))
+            victims = sorted(by_card[id(card)], key=lambda v: (v[1] not in preferred, -v[0], v[1]))
             core_used, memory_used, count, inf = card.core_used, card.memory_used, card.count, card.inference
             node_count, node_inf = node.count, node.inference
             cpu_used, host_used = node.cpu_used, node.host_mib_used
@@ -1231,19 +1251,21 @@ class Cluster:
                     and (node.cpu_total is None or cpu_used + cpu <= node.cpu_total)
                     and (node.host_mib_total is None or host_used + host_mib <= node.host_mib_total)
                 ):
-                    rank = (len(chosen), node.order, card.index)
+                    rank = (len(chosen), sum(key not in preferred for key in chosen), node.order, card.index)
                     if chosen and (best is None or rank < best):
                         best, plan = rank, ReclaimPlan(tuple(chosen), node.name, card.index, (card.index,))
                     break
         return plan
 
-    def _whole_card_reclaim_plan(self, request: LaunchRequest, candidates: Iterable[str]) -> ReclaimPlan | None:
+    def _whole_card_reclaim_plan(
+        self, request: LaunchRequest, candidates: Iterable[str], preferred: Collection[str]
+    ) -> ReclaimPlan | None:
         """Victims whose removal leaves ``request.cards`` whole, empty cards on one node.
 
         A card can be emptied when every instance on it is a candidate (a whole-card victim
         empties all of its cards). On each node the cards needing the fewest further victims are
         taken first (ties by card index); among nodes the one needing the fewest victims wins,
-        ties by node order. Victims are listed newest first.
+        then the fewest not ``preferred``, ties by node order. Victims are listed newest first.
         """
         _, memory, inference, cards, cpu, host_mib = _shape(request)
         eligible: dict[str, _Placement] = {}
@@ -1255,7 +1277,7 @@ class Cluster:
             eligible[key] = placement
             for card in placement.cards:
                 on_card.setdefault(id(card), set()).add(key)
-        best: tuple[int, int] | None = None
+        best: tuple[int, int, int] | None = None
         plan: ReclaimPlan | None = None
         for node in self.nodes:
             if not node.available or memory % node.granule:
@@ -1287,7 +1309,7 @@ class Cluster:
             freed_mib = sum(eligible[key].host_memory_mib for key in chosen)
             if not node.host_fits(cpu - freed_cpu, host_mib - freed_mib):
                 continue
-            rank = (len(chosen), node.order)
+            rank = (len(chosen), len(chosen - set(preferred)), node.order)
             if best is None or rank < best:
                 victims = tuple(sorted(chosen, key=lambda key: (-eligible[key].started_at, key)))
                 indices = tuple(sorted(card.index for card in taken))

@@ -158,6 +158,8 @@ MESSAGES: dict[str, str] = {
     "reclaim.possible": gettext_noop(
         "%(reason)s; %(victims)s borrowed session(s) of other courses can be reclaimed to make room"
     ),
+    # what the waiting student reads once the victims are warned: when the room comes back
+    "reclaim.returning": gettext_noop("capacity is being returned from another course: about %(minutes)s min"),
     # fragmentation: why free capacity on a card is usable by nobody
     "stranded.card_full": gettext_noop("holds its maximum of %(cap)s instances"),
     "stranded.memory_step": gettext_noop("has %(free_mib)s MiB free, less than one %(step_mib)s MiB step"),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -112,6 +113,8 @@ class ReclaimReport:
     warned: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    # When each session a plan names stops (now, for one stopped or already stopping).
+    stops_at: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def changed(self) -> list[str]:
@@ -263,6 +266,7 @@ def _reclaim_follow(needed: dict[str, str]) -> ReclaimReport:
     stop_at = now + timedelta(seconds=settings.LAB_RECLAIM_WARNING_SECONDS)
     for key, course in sorted(needed.items()):
         at = warned.get(key)
+        report.stops_at[key] = now if at is None or at <= now else at
         if at is None:
             reason = Reason.of("session.reclaim_warned", course=course)
             if LabSession.objects.filter(pk=key, state__in=RECLAIMABLE).update(
@@ -274,11 +278,19 @@ def _reclaim_follow(needed: dict[str, str]) -> ReclaimReport:
                     message=f"{course} waits inside its guarantee; stops at {stop_at.isoformat(timespec='seconds')}",
                 )
                 report.warned.append(key)
+                report.stops_at[key] = stop_at
         elif at <= now and session_stop(session_id=key, reason=Reason.of("session.reclaimed", course=course)):
             LabSession.objects.filter(pk=key).update(reclaim_at=None)  # the stop told the student; its version moved
             RepairEvent.objects.create(kind=RepairEvent.Kind.RECLAIMED, session_id=key, message=f"stopped for {course}")
             report.stopped.append(key)
     return report
+
+
+def _returning(plan_victims: tuple[str, ...], stops_at: dict[str, datetime], now: datetime) -> Reason:
+    """What a student waiting for reclaimed room reads: about how long until the last of its
+    victims stops (its instance then goes, and the next pass places the lab)."""
+    last = max((stops_at.get(key, now) for key in plan_victims), default=now)
+    return Reason.of("reclaim.returning", minutes=max(1, math.ceil((last - now).total_seconds() / 60)))
 
 
 def course_rules(course_ids: set[int] | None = None) -> dict[int, QuotaRule]:
@@ -361,6 +373,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             for s in queued
         ]
         by_key = {str(s.pk): s for s in queued}
+        warned = {str(pk) for pk in LabSession.objects.filter(reclaim_at__isnull=False).values_list("pk", flat=True)}
         decisions = allocate(
             capacity_snapshot(),
             requests,
@@ -368,6 +381,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             student_active,
             now=timezone.now().timestamp(),
             config=placement_config(),
+            warned=warned,
         )
 
         placed = [d for d in decisions if isinstance(d, Placed)]
@@ -390,11 +404,8 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             LabSession.objects.filter(pk__in=result.admitted, state=SessionState.QUEUED).update(
                 state=SessionState.ADMITTED, admitted_at=timezone.now(), version=F("version") + 1, **reason_fields(None)
             )
-        waiting_by_reason: dict[Reason, list[str]] = defaultdict(list)
         for d in decisions:
-            if isinstance(d, Waiting):
-                waiting_by_reason[d.reason].append(d.key)
-            elif isinstance(d, Refused):
+            if isinstance(d, Refused):
                 session_transition(d.key, to=SessionState.FAILED, reason=d.reason)
                 result.refused.append(d.key)
         changed = list(result.admitted)
@@ -406,6 +417,12 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         }
         result.reclaim = _reclaim_follow(needed)
         changed.extend(result.reclaim.changed)
+        waiting_by_reason: dict[Reason, list[str]] = defaultdict(list)
+        now = timezone.now()
+        for d in decisions:
+            if isinstance(d, Waiting):
+                reason = d.reason if d.reclaim is None else _returning(d.reclaim.victims, result.reclaim.stops_at, now)
+                waiting_by_reason[reason].append(d.key)
         for reason, keys in waiting_by_reason.items():
             result.waiting += len(keys)
             stored = reason_fields(reason)

@@ -499,6 +499,50 @@ def test_a_course_within_its_guarantee_is_admitted_after_its_reclaim_plan_runs(s
         cluster.check_invariants()
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_class_s_reclaim_plans_name_each_victim_once_and_seat_the_whole_class(seed):
+    """A batch of one template for a course within its guarantee: the plans of the batch never
+    name a victim twice, and once every named victim has stopped, every planned request fits."""
+    rng = random.Random(seed)
+    quotas = {
+        1: cohort_quota(rng.randint(50, 800), rng.randint(5, 60), per_student=99),
+        2: cohort_quota(rng.randint(0, 200), rng.randint(0, 20), per_student=99),
+    }
+    cluster = Cluster([node(f"n{i}", cards=rng.randint(1, 3)) for i in range(rng.randint(1, 2))])
+    allocator = Allocator(cluster, quotas, {}, now=0)
+    for step in range(300):
+        allocator.now = float(step)
+        allocator.decide([random_request(rng, f"o{step}", 2, step)])
+    allocator.now = 10_000.0
+    core, memory, scenario = rng.choice(TEMPLATES)
+    batch = [LaunchRequest(f"m{i}", 1, i, core, memory, scenario) for i in range(rng.randint(2, 40))]
+    decisions = allocator.decide(batch)
+    plans = [d for d in decisions if isinstance(d, Waiting) and d.reclaim]
+    victims = [victim for d in plans for victim in d.reclaim.victims]
+    assert len(victims) == len(set(victims)), "a victim named by two plans"
+    planned = {d.key for d in plans}
+    for victim in victims:
+        assert allocator.release(victim)
+    again = allocator.decide([dataclasses.replace(r, key=f"{r.key}-again") for r in batch if r.key in planned])
+    assert all(isinstance(d, Placed) for d in again), again
+    cluster.check_invariants()
+
+
+def test_a_request_behind_a_planned_one_does_not_take_the_room_it_waits_for():
+    """A card with 10 % free and a borrowed 30 % lab: the first request (30 %) waits for the
+    reclaim, which with the free 10 % seats it; a 10 % request behind it in the queue does not
+    take that 10 % now (the first would find its room short when its victim stops)."""
+    quotas = {1: cohort_quota(100, 10), 2: cohort_quota(60, 2)}
+    cluster = Cluster([node("a", cards=1)])
+    allocator = Allocator(cluster, quotas, {}, now=0)
+    assert all(isinstance(d, Placed) for d in allocator.decide([req(f"o{i}", core=30, course=2) for i in range(3)]))
+    allocator.now = 10_000.0
+    first, behind = allocator.decide([req("m0", core=40, course=1), req("m1", core=10, course=1, student=2)])
+    assert isinstance(first, Waiting) and first.reclaim.victims == ("o2",)
+    assert isinstance(behind, Waiting) and not behind.reclaim
+
+
 def test_explanations_never_claim_a_full_cluster_that_is_not():
     with pytest.raises(AssertionError):
         cluster = Cluster([node("a")])

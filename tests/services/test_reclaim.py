@@ -134,3 +134,83 @@ def test_pending_reclaims_are_a_gauge_and_reclaims_count_by_kind(crowded):
     samples = scrape()
     assert values(samples, "npu_lab_reclaims_pending") == {(): 1}
     assert values(samples, "npu_lab_repair_events_total", "kind")[("reclaim_warned",)] == 1
+
+
+@pytest.fixture
+def class_on_loan(settings):
+    """One card full of NINE borrowed labs of BORROW (its guarantee: one), and LEND, whose idle
+    guarantee they ride on, with a class of nine who want it back."""
+    settings.LAB_PLACEMENT = {**settings.LAB_PLACEMENT, "min_runtime_seconds": 0}
+    settings.LAB_RECLAIM_WARNING_SECONDS = 300
+    node_with_cards(cards=1)
+    borrower, _, students, _ = course_with_students(
+        10, quota={"instance_count": 1, "core_percent": 10, "memory_mib": CARD_MIB, "cohort": "dept"}, code="BORROW"
+    )
+    tenth = TemplateFactory(institution=borrower.institution, name="tenth", slug="tenth", core_percent=10, memory_mib=4096)
+    borrower.templates.add(tenth)
+    lender, _, class_, _ = course_with_students(
+        9,
+        quota={"instance_count": 9, "core_percent": 90, "memory_mib": CARD_MIB, "cohort": "dept"},
+        code="LEND",
+        templates=[tenth],
+    )
+    on_loan = []
+    for student in students:
+        on_loan.append(session_launch(student=student, course=borrower, template=tenth))
+        allocation_pass()
+    assert sorted(Allocation.objects.values_list("borrowed", flat=True)) == [False] + [True] * 9
+    return {"lender": lender, "tenth": tenth, "class": class_, "on_loan": on_loan}
+
+
+def test_a_class_waiting_for_borrowed_labs_has_them_all_warned_at_once_and_seated_together(class_on_loan):
+    waiting = [
+        session_launch(student=student, course=class_on_loan["lender"], template=class_on_loan["tenth"])
+        for student in class_on_loan["class"]
+    ]
+
+    result = allocation_pass()
+
+    borrowed = {str(s.pk) for s in class_on_loan["on_loan"][1:]}
+    assert set(result.reclaim.warned) == borrowed, "each waiting lab names a victim of its own"
+    assert RepairEvent.objects.filter(kind="reclaim_warned").count() == 9
+    for session in waiting:
+        told = reload(session)
+        assert told.state == "queued" and told.reason_code == "reclaim.returning"
+        assert told.reason_params == {"minutes": 5} and "about 5 min" in told.reason
+
+    again = allocation_pass()  # the plans stand: nothing withdrawn, nothing warned twice
+    assert again.reclaim.withdrawn == [] and again.reclaim.warned == []
+    assert RepairEvent.objects.filter(kind="reclaim_warned").count() == 9
+
+    LabSession.objects.filter(pk__in=borrowed).update(reclaim_at=timezone.now() - timedelta(seconds=1))
+    assert set(allocation_pass().reclaim.stopped) == borrowed
+    for _ in range(3):
+        controller_run()
+    assert {reload(s).state for s in waiting} <= {"admitted", "starting", "running"}
+    assert reload(class_on_loan["on_loan"][0]).state != "stopped"  # inside BORROW's own guarantee
+
+
+def test_the_warned_victims_are_named_again_before_newer_ones(class_on_loan):
+    """A plan made again (a new waiting lab, another pass) keeps the victims already warned: a
+    warning is never withdrawn while a lab still waits for that room."""
+    first, *others = class_on_loan["class"]
+    session_launch(student=first, course=class_on_loan["lender"], template=class_on_loan["tenth"])
+    warned = allocation_pass().reclaim.warned
+    assert warned == [str(class_on_loan["on_loan"][-1].pk)]
+    for student in others[:3]:
+        session_launch(student=student, course=class_on_loan["lender"], template=class_on_loan["tenth"])
+    result = allocation_pass()
+    assert result.reclaim.withdrawn == [] and len(result.reclaim.warned) == 3
+    assert LabSession.objects.filter(reclaim_at__isnull=False).count() == 4
+
+
+def test_a_lab_beyond_the_guarantee_does_not_reclaim(class_on_loan):
+    """Reclaim gives back the guarantee, not more: with a guarantee of three, five waiting labs
+    of LEND warn three borrowed ones."""
+    lender = class_on_loan["lender"]
+    lender.quota.instance_count, lender.quota.core_percent = 3, 30
+    lender.quota.save()
+    for student in class_on_loan["class"][:5]:
+        session_launch(student=student, course=lender, template=class_on_loan["tenth"])
+    result = allocation_pass()
+    assert len(result.reclaim.warned) == 3
