@@ -9,7 +9,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from api.models import ApiToken, OAuthClient
@@ -17,6 +18,7 @@ from labs.exports import csv_document
 from labs.models import Course, CourseQuota, Enrollment, Institution, LabSession, LabTemplate
 from labs.selectors.console import term_start
 from labs.selectors.operations import OperatorScope
+from labs.selectors.usage import usage_spans
 
 MAX_ID = 2**63 - 1
 
@@ -121,42 +123,37 @@ class Usage:
     rows: list[UsageRow]
 
 
-def _overlap_hours(start: datetime, end: datetime, lo: datetime, hi: datetime) -> float:
-    return max(0.0, (min(end, hi) - max(start, lo)).total_seconds()) / 3600
-
-
 def course_usage_between(
     *, course: Course, since: datetime | None = None, until: datetime | None = None, student: str = ""
 ) -> Usage:
-    """Per student of ``course``: sessions launched in [since, until) and the NPU time their
-    allocations held in it (as in the console: AI-Core-% x hours, GiB x hours). ``since`` defaults
-    to the start of the term, ``until`` to now; ``student`` narrows to one username."""
+    """Per student of ``course``: sessions launched in [since, until) and the NPU time held for
+    them in it, read from the usage ledger as the console reads it (AI-Core-% x hours, GiB x
+    hours; a lab pre-started for a class is its student's from the claim, and the course's, under
+    the reservation's holder, before it). ``since`` defaults to the start of the term, ``until``
+    to now; ``student`` narrows to one username."""
     until = until or timezone.now()
     since = since or term_start(course)
     rows: dict[int, UsageRow] = {}
     members = Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT).select_related("user")
-    sessions = (
-        LabSession.objects.filter(course=course, created_at__lt=until)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=since))
-        .select_related("allocation", "student")
-    )
+    sessions = LabSession.objects.filter(course=course, created_at__gte=since, created_at__lt=until)
+    students = None
     if student:
         members = members.filter(user__username=student)
         sessions = sessions.filter(student__username=student)
+        students = list(get_user_model().objects.filter(username=student).values_list("pk", flat=True))
     for e in members:
         rows[e.user_id] = UsageRow(e.user.get_username(), e.user.get_full_name())
-    for s in sessions:
-        row = rows.get(s.student_id)
-        if row is None:  # a former student: still counted
-            row = rows[s.student_id] = UsageRow(s.student.get_username(), s.student.get_full_name())
-        if s.created_at >= since:
-            row.sessions += 1
-        allocation = getattr(s, "allocation", None)
-        if allocation is None:
-            continue
-        hours = _overlap_hours(allocation.created_at, allocation.released_at or until, since, until)
-        row.core_percent_hours += allocation.core_percent * hours
-        row.gib_hours += allocation.memory_mib / 1024 * hours
+    launched = list(sessions.values_list("student_id", flat=True))
+    spans = list(usage_spans(since=since, until=until, courses=[course.pk], students=students))
+    others = {s.student_id for s in spans}.union(launched).difference(rows)
+    for user in get_user_model().objects.filter(pk__in=others):  # former students, and the course's own part
+        rows[user.pk] = UsageRow(user.get_username(), user.get_full_name())
+    for student_id in launched:
+        rows[student_id].sessions += 1
+    for span in spans:
+        hours = span.seconds_within(since, until) / 3600
+        rows[span.student_id].core_percent_hours += span.core_percent * hours
+        rows[span.student_id].gib_hours += span.memory_mib / 1024 * hours
     return Usage(since, until, sorted(rows.values(), key=lambda r: r.username))
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from django.db import connection
+from django.db.models import F
 
 from labs.models import Course, LabSession, UsageRecord
 from labs.selectors.rows import column, marks, table
@@ -46,7 +47,9 @@ def session_events(events: Sequence[SessionEvent]) -> list[Delivery]:
         str(s.pk): s for s in LabSession.objects.filter(pk__in=session_ids).select_related("course", "student", "template")
     }
     usage_ids = {e.session_id for e in events if e.kind == "usage.recorded"}
-    usage = {str(u.session_id): u for u in UsageRecord.objects.filter(session_id__in=usage_ids)} if usage_ids else {}
+    # The student's record: a lab pre-started for a class has the course's too, to the claim.
+    records = UsageRecord.objects.filter(session_id__in=usage_ids, student_id=F("session__student_id")) if usage_ids else ()
+    usage = {str(u.session_id): u for u in records}
     courses_of = {s.pk: {c.pk for c in s.courses.all()} for s in subscriptions}
     deliveries = []
     for event in events:

@@ -4,15 +4,18 @@ from django.db.models import Q
 
 
 class UsageRecord(models.Model):
-    """One allocation's whole life, written in the transaction that releases it (exactly once:
-    the release is a conditional UPDATE and ``allocation`` is unique).
+    """What one allocation held for one person, written in the transaction that releases it
+    (exactly once: the release is a conditional UPDATE, and an allocation has one record per
+    ``student``).
 
     What the session held, from admission to release: AI-Core-% x seconds and MiB x seconds, with
-    who and what it was for as they were then. Open allocations are not here yet; readers add
-    them up to now (``labs.selectors.usage``).
+    who and what it was for as they were then. A lab pre-started for a class has two: until the
+    claim it was held for the course, by its reservation's holder (``started_at`` the admission,
+    ``ended_at`` the claim), and from the claim for the student who was handed it. Open
+    allocations are not here yet; readers add them up to now (``labs.selectors.usage``).
     """
 
-    allocation = models.OneToOneField("labs.Allocation", on_delete=models.PROTECT, related_name="usage")
+    allocation = models.ForeignKey("labs.Allocation", on_delete=models.PROTECT, related_name="usage_records")
     session = models.ForeignKey("labs.LabSession", on_delete=models.PROTECT, related_name="+")
     student = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     course = models.ForeignKey("labs.Course", on_delete=models.PROTECT, related_name="usage_records")
@@ -32,6 +35,7 @@ class UsageRecord(models.Model):
             models.Index(fields=["student", "ended_at"], name="usage_student_ended"),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["allocation", "student"], name="usage_one_per_allocation_and_student"),
             models.CheckConstraint(condition=Q(ended_at__gte=models.F("started_at")), name="usage_ends_after_start"),
             models.CheckConstraint(
                 condition=Q(core_percent_seconds__gte=0, memory_mib_seconds__gte=0), name="usage_totals_not_negative"

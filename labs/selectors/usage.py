@@ -20,7 +20,7 @@ from django.utils.translation import gettext
 
 from labs.domain.fairness import decayed
 from labs.exports import csv_document
-from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, UsageRecord
+from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, Reservation, ReservationSlot, UsageRecord
 from labs.selectors.rows import Conversion, column, conversion, converted, marks, table
 
 
@@ -51,8 +51,12 @@ def usage_spans(
 ) -> Iterator[Span]:
     """The spans that overlap ``[since, until)``, released ones and open ones; filters narrow them.
 
-    One statement written out (``_usage_spans_sql``, names from the models), not two composed by
-    the ORM: a launch and the dashboard read a student's spans every time, and composing the two
+    A lab pre-started for a class and claimed after its admission is two spans, as its records
+    will be: the course's (its reservation's holder's) from the admission to the claim, the
+    student's from the claim.
+
+    One statement written out (``_usage_spans_sql``, names from the models), not three composed by
+    the ORM: a launch and the dashboard read a student's spans every time, and composing the
     selects over their joins cost about 3 ms of CPU, several times running them.
     """
     now = now or timezone.now()
@@ -60,12 +64,10 @@ def usage_spans(
     if any(ids is not None and not ids for ids in filters):
         return  # an empty filter matches nothing
     prep = UsageRecord._meta.get_field("started_at").get_db_prep_value
-    params: list[object] = [prep(until, connection), prep(since, connection)]
-    for ids in filters:
-        params.extend(ids or ())
-    params.append(prep(min(until, now), connection))
-    for ids in filters:
-        params.extend(ids or ())
+    filter_ids = [i for ids in filters for i in ids or ()]
+    before = prep(min(until, now), connection)
+    params: list[object] = [prep(until, connection), prep(since, connection), *filter_ids, before, *filter_ids]
+    params += [before, prep(since, connection), *filter_ids]
     with connection.cursor() as cursor:
         cursor.execute(_usage_spans_sql(*(None if ids is None else len(ids) for ids in filters)), params)
         rows = cursor.fetchall()
@@ -84,9 +86,11 @@ def _usage_span_conversion() -> Conversion:
 
 @lru_cache(maxsize=64)  # one statement per shape of filters (how many courses, students, institutions)
 def _usage_spans_sql(courses: int | None, students: int | None, institutions: int | None) -> str:
-    """Usage records overlapping ``[since, until)`` then open allocations made before ``until``
-    (their end is NULL: now), each narrowed by the filters given, as one ``UNION ALL``.
-    Parameters: until, since, the record filters' ids, min(until, now), the allocations' ids."""
+    """Usage records overlapping ``[since, until)``, then open allocations as their student's from
+    the later of the admission and the claim (their end is NULL: now), then the course's part of
+    open allocations claimed after their admission (to the claim, under the reservation's holder),
+    each narrowed by the filters given, as one ``UNION ALL``. Parameters: until, since, the
+    filters' ids; min(until, now), the ids; min(until, now), since, the ids."""
 
     def narrowed(course: str, student: str, institution: str) -> str:
         """``AND column IN (...)`` for each filter given, in the parameters' order."""
@@ -97,6 +101,8 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
     a = lambda name: column(Allocation, name, "a")  # noqa: E731
     s = lambda name: column(LabSession, name, "s")  # noqa: E731
     c = lambda name: column(Course, name, "c")  # noqa: E731
+    t = lambda name: column(ReservationSlot, name, "t")  # noqa: E731
+    v = lambda name: column(Reservation, name, "v")  # noqa: E731
     records = (
         f"SELECT {r('session')}, {r('student')}, {r('course')}, {r('institution')}, {r('template')},"
         f" {r('started_at')}, {r('ended_at')}, {r('core_percent')}, {r('memory_mib')}"
@@ -104,14 +110,26 @@ def _usage_spans_sql(courses: int | None, students: int | None, institutions: in
         + narrowed(r("course"), r("student"), r("institution"))
     )
     live = (
-        f"SELECT {a('session')}, {s('student')}, {a('course')}, {c('institution')}, {s('template')},"
-        f" {a('created_at')}, NULL, {a('core_percent')}, {a('memory_mib')}"
         f" FROM {table(Allocation, 'a')}"
         f" INNER JOIN {table(LabSession, 's')} ON {s('id')} = {a('session')}"
         f" INNER JOIN {table(Course, 'c')} ON {c('id')} = {a('course')}"
-        f" WHERE {a('released_at')} IS NULL AND {a('created_at')} < %s" + narrowed(a("course"), s("student"), c("institution"))
     )
-    return f"{records} UNION ALL {live}"
+    claimed_later = f"{s('claimed_at')} > {a('created_at')}"
+    since_claim = f"CASE WHEN {claimed_later} THEN {s('claimed_at')} ELSE {a('created_at')} END"
+    students_part = (
+        f"SELECT {a('session')}, {s('student')}, {a('course')}, {c('institution')}, {s('template')},"
+        f" {since_claim}, NULL, {a('core_percent')}, {a('memory_mib')}{live}"
+        f" WHERE {a('released_at')} IS NULL AND {since_claim} < %s" + narrowed(a("course"), s("student"), c("institution"))
+    )
+    courses_part = (
+        f"SELECT {a('session')}, {v('holder')}, {a('course')}, {c('institution')}, {s('template')},"
+        f" {a('created_at')}, {s('claimed_at')}, {a('core_percent')}, {a('memory_mib')}{live}"
+        f" INNER JOIN {table(ReservationSlot, 't')} ON {t('id')} = {s('reservation_slot')}"
+        f" INNER JOIN {table(Reservation, 'v')} ON {v('id')} = {t('reservation')}"
+        f" WHERE {a('released_at')} IS NULL AND {claimed_later} AND {a('created_at')} < %s AND {s('claimed_at')} > %s"
+        + narrowed(a("course"), v("holder"), c("institution"))
+    )
+    return f"{records} UNION ALL {students_part} UNION ALL {courses_part}"
 
 
 def seconds_by_day(span: Span, days: list[date], now: datetime) -> Iterator[tuple[int, float]]:
@@ -205,10 +223,14 @@ def usage_report(*, institutions: Iterable[int] | None, days: int, now: datetime
         for c in courses.order_by("institution__name", "code", "term")
     }
     students: dict[int, set[int]] = defaultdict(set)
+    # What labs pre-started for a class held before a student claimed them is the course's, under
+    # the reservation's holder: counted in the course's totals, not as one more student.
+    holders = set(Reservation.objects.filter(course_id__in=list(rows)).values_list("holder_id", flat=True))
     for span in usage_spans(since=since, until=now, courses=list(rows), now=now):
         row = rows[span.course_id]
         row.totals.add(span, span.seconds_within(since, now))
-        students[span.course_id].add(span.student_id)
+        if span.student_id not in holders:
+            students[span.course_id].add(span.student_id)
         for i, seconds in seconds_by_day(span, day_list, now):
             core_by_day[i] += span.core_percent * seconds / 3600
             gib_by_day[i] += span.memory_mib / 1024 * seconds / 3600

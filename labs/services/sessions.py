@@ -195,16 +195,16 @@ def sessions_note(reasons: dict[str, Reason], *, state: SessionState) -> set[str
 
 
 def allocation_release(session_id) -> bool:
-    """Release the session's allocation and write its usage record, in the caller's transaction.
+    """Release the session's allocation and write its usage records, in the caller's transaction.
 
     Exactly once: the UPDATE matches only an unreleased row, and only the caller whose UPDATE
-    did writes the record (whose allocation is unique besides).
+    did writes the records (one per allocation and person besides).
     """
     now = timezone.now()
     if not Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(released_at=now):
         return False
-    allocation = Allocation.objects.select_related("session", "course").get(session_id=session_id)
-    UsageRecord.objects.create(**_usage_of(allocation, now))
+    allocation = Allocation.objects.select_related(*_USAGE_RELATIONS).get(session_id=session_id)
+    UsageRecord.objects.bulk_create(_usage_records(allocation, now))
     session_event("usage.recorded", session_id)
     return True
 
@@ -218,35 +218,53 @@ def allocations_release(session_ids: list[str]) -> set[str]:
     allocations = list(
         Allocation.objects.select_for_update(of=("self",))
         .filter(session_id__in=session_ids, released_at__isnull=True)
-        .select_related("session", "course")
+        .select_related(*_USAGE_RELATIONS)
         .order_by("pk")
     )
     if not allocations:
         return set()
     Allocation.objects.filter(pk__in=[a.pk for a in allocations]).update(released_at=now)
-    UsageRecord.objects.bulk_create(UsageRecord(**_usage_of(a, now)) for a in allocations)
+    UsageRecord.objects.bulk_create(record for a in allocations for record in _usage_records(a, now))
     session_events_record("usage.recorded", [a.session_id for a in allocations])
     return {str(a.session_id) for a in allocations}
 
 
-def _usage_of(allocation: Allocation, now) -> dict[str, object]:
-    """The usage record's fields for an allocation held until ``now``."""
-    seconds = max(0, round((now - allocation.created_at).total_seconds()))
-    return {
-        "allocation": allocation,
-        "session_id": allocation.session_id,
-        "student_id": allocation.session.student_id,
-        "course_id": allocation.course_id,
-        "institution_id": allocation.course.institution_id,
-        "template_id": allocation.session.template_id,
-        "started_at": allocation.created_at,
-        "ended_at": now,
-        "core_percent": allocation.core_percent,
-        "memory_mib": allocation.memory_mib,
-        "core_percent_seconds": allocation.core_percent * seconds,
-        "memory_mib_seconds": allocation.memory_mib * seconds,
-        "borrowed": allocation.borrowed,
-    }
+# What ``_usage_records`` reads of an allocation: its session (and, for a lab pre-started for a
+# class, the reservation's holder) and its course's institution.
+_USAGE_RELATIONS = ("session__reservation_slot__reservation", "course")
+
+
+def _usage_records(allocation: Allocation, now) -> list[UsageRecord]:
+    """The usage records of an allocation held until ``now``: the session's student's, from the
+    admission. A lab pre-started for a class and claimed after its admission was held for the
+    course until the claim: the reservation's holder has that part, the student the rest."""
+    session = allocation.session
+    parts = [(session.student_id, allocation.created_at, now)]
+    if session.claimed_at is not None and session.claimed_at > allocation.created_at:
+        claim = min(session.claimed_at, now)
+        holder = session.reservation_slot.reservation.holder_id
+        parts = [(holder, allocation.created_at, claim), (session.student_id, claim, now)]
+    records = []
+    for student_id, start, end in parts:
+        seconds = max(0, round((end - start).total_seconds()))
+        records.append(
+            UsageRecord(
+                allocation=allocation,
+                session_id=allocation.session_id,
+                student_id=student_id,
+                course_id=allocation.course_id,
+                institution_id=allocation.course.institution_id,
+                template_id=session.template_id,
+                started_at=start,
+                ended_at=end,
+                core_percent=allocation.core_percent,
+                memory_mib=allocation.memory_mib,
+                core_percent_seconds=allocation.core_percent * seconds,
+                memory_mib_seconds=allocation.memory_mib * seconds,
+                borrowed=allocation.borrowed,
+            )
+        )
+    return records
 
 
 def session_launch(*, student, course: Course, template: LabTemplate) -> LabSession:
@@ -359,8 +377,8 @@ def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabS
     ``SKIP LOCKED`` on the session row: two students launching at once lock different sessions,
     never the same one, and neither waits for the other. The session keeps its secret: it was
     made for it and shown to nobody, its owner until now (the reservation's holder) cannot sign
-    in. Its lifetime and idle clock start again at the hand-over. Its usage record (written at
-    release) is the student's, from the session's admission: one allocation, one record.
+    in. Its lifetime and idle clock start again at the hand-over, and so does the student's usage:
+    what it held before the claim is the course's (``_usage_records``, ``labs.selectors.usage``).
     """
     from django.db.models import Case, IntegerField, Value, When
 

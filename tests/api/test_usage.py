@@ -9,16 +9,21 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from labs.models import Allocation
+from labs.domain.reasons import Reason
+from labs.models import Allocation, UsageRecord
 from labs.services.allocation import allocation_pass
-from labs.services.sessions import session_launch
+from labs.services.sessions import session_launch, session_stop
 
 
 def held_two_hours(world):
+    """Student 0's medium lab (10 % / 8 GiB), launched 3 hours ago and held from then until 1 hour ago."""
     session = session_launch(student=world["students"][0], course=world["course"], template=world["medium"])
     allocation_pass()
+    assert session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="test"))
     now = timezone.now()
-    Allocation.objects.filter(session=session).update(created_at=now - timedelta(hours=3), released_at=now - timedelta(hours=1))
+    held = {"started_at": now - timedelta(hours=3), "ended_at": now - timedelta(hours=1)}
+    Allocation.objects.filter(session=session).update(created_at=held["started_at"], released_at=held["ended_at"])
+    UsageRecord.objects.filter(session=session).update(**held, core_percent_seconds=10 * 7200, memory_mib_seconds=8192 * 7200)
     session.__class__.objects.filter(pk=session.pk).update(created_at=now - timedelta(hours=3))
     return now
 

@@ -9,6 +9,7 @@ import django
 
 django.setup()
 
+from django.contrib.auth import get_user_model  # noqa: E402
 from django.contrib.sessions.backends.db import SessionStore as DjangoStore  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -17,7 +18,7 @@ from django.utils import timezone  # noqa: E402
 call_command("migrate", verbosity=0)
 
 from labs.domain.reasons import Reason  # noqa: E402
-from labs.models import Allocation, Enrollment, LabSession, UsageRecord  # noqa: E402
+from labs.models import Allocation, Enrollment, LabSession, Reservation, ReservationSlot, UsageRecord  # noqa: E402
 from labs.selectors.courses import enrollments_of_user  # noqa: E402
 from labs.selectors.sessions import (  # noqa: E402
     _with_relations,
@@ -38,25 +39,43 @@ node_with_cards()
 course, templates, students, instructor = course_with_students(3)
 ended = session_launch(student=students[0], course=course, template=templates[1])
 open_ = session_launch(student=students[1], course=course, template=templates[0])
+# A lab pre-started for a class, claimed by a student 30 minutes ago: the course's before, theirs after.
+holder = get_user_model().objects.create(username="reserved-class", is_active=False)
+reservation = Reservation.objects.create(
+    course=course, template=templates[0], count=1, start_time=timezone.localtime().time(), minutes=90, holder=holder
+)
+slot = ReservationSlot.objects.create(
+    reservation=reservation, starts_at=timezone.now() - timedelta(hours=1), ends_at=timezone.now() + timedelta(hours=1)
+)
+claimed = session_launch(student=students[2], course=course, template=templates[0])
 allocation_pass()
 Allocation.objects.update(created_at=timezone.now() - timedelta(hours=2))
+LabSession.objects.filter(pk=claimed.pk).update(reservation_slot=slot, claimed_at=timezone.now() - timedelta(minutes=30))
 session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="test"))
 now = timezone.now()
 
 
 def reference(since, until, **filters):
-    """The spans as the ORM reads them (what usage_spans read before it was written out)."""
-    records = UsageRecord.objects.filter(started_at__lt=until, ended_at__gt=since, **filters)
-    live = Allocation.objects.filter(released_at__isnull=True, created_at__lt=min(until, now))
-    live = live.filter(
-        **{
-            {"student_id__in": "session__student_id__in", "institution_id__in": "course__institution_id__in"}.get(k, k): v
-            for k, v in filters.items()
-        }
+    """The spans as the ORM reads them (what usage_spans read before it was written out): the
+    records, the open allocations, each claimed after its admission split at the claim."""
+    rows = [
+        (str(r.session_id), r.student_id, r.course_id, r.institution_id, r.started_at, r.ended_at, r.core_percent)
+        for r in UsageRecord.objects.all()
+    ]
+    live = Allocation.objects.filter(released_at__isnull=True)
+    for a in live.select_related("session__reservation_slot__reservation", "course"):
+        held = (str(a.session_id), a.course_id, a.course.institution_id)
+        start, claim = a.created_at, a.session.claimed_at
+        if claim is not None and claim > start:
+            rows.append((held[0], a.session.reservation_slot.reservation.holder_id, *held[1:], start, claim, a.core_percent))
+            start = claim
+        rows.append((held[0], a.session.student_id, *held[1:], start, now, a.core_percent))
+    wanted = {"course_id__in": 2, "student_id__in": 1, "institution_id__in": 3}
+    return sorted(
+        (r[0], r[1], r[4], r[5], r[6])
+        for r in rows
+        if r[4] < min(until, now) and r[5] > since and all(r[wanted[k]] in v for k, v in filters.items())
     )
-    rows = [(str(r.session_id), r.student_id, r.started_at, r.ended_at, r.core_percent) for r in records]
-    rows += [(str(a.session_id), a.session.student_id, a.created_at, now, a.core_percent) for a in live]
-    return sorted(rows)
 
 
 def spans(since, until, **filters):
@@ -70,6 +89,8 @@ filters = [
     {},
     {"course_id__in": [course.pk]},
     {"student_id__in": [students[1].pk]},
+    {"student_id__in": [students[2].pk]},
+    {"student_id__in": [holder.pk, students[0].pk]},
     {"institution_id__in": [course.institution_id]},
 ]
 spans_agree = all(spans(lo, hi, **f) == reference(lo, hi, **f) for lo, hi in windows for f in filters)

@@ -22,7 +22,7 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found == {
         "vendor": "sqlite",
-        "spans": 2,  # the ended session's record and the open one's allocation
+        "spans": 4,  # the ended session's record, the open one's allocation, the claimed one's two parts
         "spans_agree": True,
         "events_agree": True,  # the sessions a publish reads, as their payloads show them
         "dashboard_agrees": True,
