@@ -305,8 +305,9 @@ def session_event_payload(
 ) -> dict[str, Any]:
     """What a page needs to draw a session card. Only the owner gets the access URL (it holds the secret).
 
-    Times are ISO 8601: ``started_at`` when the lab began starting, ``stops_at`` (only while
-    running) the deadline the controller stops it at (``session_stops_at``). ``queue_position`` (1-based),
+    Times are ISO 8601: ``started_at`` when the lab began starting (``started_shown``: a lab
+    pre-started for a class, from its hand-over), ``stops_at`` (only while running) the deadline
+    the controller stops it at (``session_stops_at``). ``queue_position`` (1-based),
     ``queue_length`` and ``wait_seconds`` only while queued; ``wait_seconds`` is ``None`` when
     there is no honest estimate (``queue_facts``). ``read_at_ms`` is when this was read: of two
     payloads with one ``version``, the later read has the fresher queue position. Words
@@ -321,6 +322,7 @@ def session_event_payload(
     if allocation is not None and allocation.released_at is None:
         placement = allocation.placement
     stops_at = session_stops_at(session)
+    started = started_shown(session)
     quota = getattr(session.course, "quota", None)
     extensions_left = 0
     if for_owner and session.state == SessionState.RUNNING and quota is not None and session.reclaim_at is None:
@@ -348,7 +350,7 @@ def session_event_payload(
         "can_stop": session.can_stop,
         "access_url": session.access_url if for_owner and session.state == LabSession.State.RUNNING else "",
         "created_at": session.created_at.isoformat(),
-        "started_at": session.started_at.isoformat() if session.started_at else None,
+        "started_at": started.isoformat() if started else None,
         "stops_at": _iso(stops_at),
         "extensions_left": extensions_left,
         "extension_minutes": quota.extension_minutes if quota is not None else 0,
@@ -377,6 +379,16 @@ def session_launched_payload(session: LabSession) -> dict[str, Any]:
         logger.warning("session %s was launched; its place in the queue could not be read", session.pk, exc_info=True)
         queue = None
     return session_event_payload(session, for_owner=True, queue=queue, read_queue=False)
+
+
+def started_shown(session: LabSession) -> datetime | None:
+    """When the student's lab started, as their card says it: when it began starting, or, for a
+    lab pre-started for a class that was handed over later, the hand-over (``claimed_at``), from
+    which its lifetime and the student's usage count too. ``None`` before it starts."""
+    started, claimed = session.started_at, session.claimed_at
+    if started is not None and claimed is not None and claimed > started:
+        return claimed
+    return started
 
 
 def extend_label(minutes: int) -> str:

@@ -1,6 +1,6 @@
 """A lab pre-started for a class is the course's until a student claims it and the student's after:
-the ledger splits its usage at the claim, and the student's budget, fair order and usage rows
-and the reports all follow the split.
+the ledger splits its usage at the claim, and the student's budget, fair order and usage rows,
+the reports and the card's "started" all follow the split.
 
 The figures are worked out by hand: a 25 % / 16 GiB lab pre-started at T, claimed at T + 30 min
 and read at T + 60 min holds 25 %·h and 16 GiB·h in all, 12.5 %·h and 8 GiB·h on each side.
@@ -13,12 +13,14 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from django.utils import timezone
 
 from api.selectors import course_usage_between
 from labs.domain.reasons import Reason
 from labs.models import Allocation, LabSession, UsageRecord
 from labs.selectors.console import course_usage
+from labs.selectors.sessions import session_event_payload
 from labs.selectors.usage import recent_usage_core_percent_hours, student_budgets, usage_report, usage_spans, week_start
 from labs.services.controller import controller_run
 from labs.services.reservations import reservation_book, reservations_enforce
@@ -159,3 +161,14 @@ def test_the_release_writes_the_courses_record_to_the_claim_and_the_students_fro
     usage = Delivery.objects.get(event_type="usage.recorded").payload["data"]
     assert usage["student"] == w["student"].username
     assert (usage["started_at"], usage["core_percent_seconds"]) == (w["claim"].isoformat().replace("+00:00", "Z"), CORE * held)
+
+
+def test_the_card_says_the_lab_started_at_the_hand_over(handed_over):
+    w = handed_over
+    session = LabSession.objects.select_related("template", "course__quota", "student").get(pk=w["session"].pk)
+    assert session_event_payload(session, for_owner=True)["started_at"] == w["claim"].isoformat()
+    client = Client()
+    client.force_login(w["student"])
+    page = client.get("/").content.decode()
+    assert f"started {timezone.localtime(w['claim']):%H:%M}" in page
+    assert f"started {timezone.localtime(w['prestart']):%H:%M}" not in page
