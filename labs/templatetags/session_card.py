@@ -19,8 +19,9 @@ from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import json_script
 from django.utils.safestring import mark_safe
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext, gettext_noop, ngettext
 
+from labs.domain.lifecycle import session_limit_minutes
 from labs.templatetags.units import gib_text
 
 register = template.Library()
@@ -153,6 +154,28 @@ def session_card_words() -> str:
 @register.simple_tag
 def shares_enforced() -> bool:
     return settings.LAB_SHARES_ENFORCED
+
+
+def template_limit_text(template, quota) -> str:
+    """The launch page's words for a template whose own maximum length is shorter than its
+    course's: the limit the controller enforces then (``session_limit_minutes``). Empty when the
+    course's applies (it is said once for the course) or the course has no quota (in a page,
+    ``course.quota`` of a course without one reads as "")."""
+    if not quota:
+        return ""
+    minutes = session_limit_minutes(template.max_lifetime_minutes, quota.max_session_minutes)
+    if minutes is None or minutes >= quota.max_session_minutes:
+        return ""
+    return ngettext(
+        "Up to %(minutes)s minute a session: this lab's limit, shorter than the course's.",
+        "Up to %(minutes)s minutes a session: this lab's limit, shorter than the course's.",
+        minutes,
+    ) % {"minutes": minutes}
+
+
+@register.simple_tag(name="template_limit_text")
+def template_limit_text_tag(template, quota) -> str:
+    return template_limit_text(template, quota)
 
 
 def budget_text(budget) -> str:
