@@ -47,11 +47,13 @@ MESSAGES: dict[str, str] = {
         "no activity for %(minutes)s minutes: this lab stops at the time shown unless you keep it running"
     ),
     "session.idle_culled": gettext_noop("stopped after %(minutes)s minutes without activity"),
+    # ``grace``: a ``duration`` (``LAB_BUDGET_GRACE_SECONDS``); ``time``: the stop, HH:MM in the portal's time zone.
     "session.budget_warning": gettext_noop(
-        "over %(percent)s %% of your weekly NPU budget in %(course)s is used; at 100 %% your labs stop"
+        "over %(percent)s %% of your weekly NPU budget in %(course)s is used; at 100 %% your labs stop %(grace)s later"
     ),
     "session.budget_used_up": gettext_noop(
-        "your weekly NPU budget in %(course)s is used up: this lab stops at the time shown; save your work"
+        "your weekly NPU budget in %(course)s is used up: this lab stops at %(time)s, %(grace)s after the budget was "
+        "used up; save your work"
     ),
     "session.budget_stopped": gettext_noop("stopped: your weekly NPU budget in %(course)s was used up"),
     "session.reservation_unclaimed": gettext_noop(
@@ -164,9 +166,21 @@ MESSAGES: dict[str, str] = {
     "stranded.card_full": gettext_noop("holds its maximum of %(cap)s instances"),
     "stranded.memory_step": gettext_noop("has %(free_mib)s MiB free, less than one %(step_mib)s MiB step"),
     "stranded.node_full": gettext_noop("its node holds its maximum of instances"),
+    # -- parts of other reasons ------------------------------------------------------------------------
+    "duration.minutes": gettext_noop("%(minutes)s min"),
+    "duration.seconds": gettext_noop("%(seconds)s s"),
 }
 
 ParamValue = Union[int, str, "Reason"]
+
+
+def duration(seconds: int) -> Reason:
+    """A length of time as a reason's parameter: "5 min" for whole minutes, "90 s" otherwise."""
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 0:
+        raise ValueError(f"duration: seconds must be a non-negative int, not {seconds!r}")
+    if seconds >= 60 and seconds % 60 == 0:
+        return Reason.of("duration.minutes", minutes=seconds // 60)
+    return Reason.of("duration.seconds", seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,9 @@
 Refused at launch once used up (``labs.services.sessions.session_launch``); while sessions run,
 ``budgets_enforce`` (beat, every ``LAB_BUDGET_CHECK_SECONDS``) warns at
 ``LAB_BUDGET_WARNING_PERCENT`` and, at 100 %, gives the student ``LAB_BUDGET_GRACE_SECONDS`` to
-save their work before the sessions stop. What is used is read from the usage ledger, never
-counted here, so a worker that dies mid-check loses nothing and counts nothing twice.
+save their work before the sessions stop; both warnings say the grace, the second the time. What
+is used is read from the usage ledger, never counted here, so a worker that dies mid-check loses
+nothing and counts nothing twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from labs.domain.reasons import Reason
+from labs.domain.reasons import Reason, duration
 from labs.domain.states import RECLAIMABLE
 from labs.models import BudgetGrant, Course, LabSession
 from labs.selectors.usage import student_budgets, week_start
@@ -47,6 +48,7 @@ def budgets_enforce(*, now=None) -> BudgetReport:
     )
     budgets = student_budgets(pairs={(s.course_id, s.student_id) for s in sessions}, now=now)
     warn_at = settings.LAB_BUDGET_WARNING_PERCENT / 100
+    grace = duration(settings.LAB_BUDGET_GRACE_SECONDS)
     with events_batch(), transaction.atomic():
         changed: list[str] = []
 
@@ -64,7 +66,10 @@ def budgets_enforce(*, now=None) -> BudgetReport:
             if budget.fraction >= 1:
                 if s.budget_stop_at is None:
                     stop_at = now + timedelta(seconds=settings.LAB_BUDGET_GRACE_SECONDS)
-                    note(s, Reason.of("session.budget_used_up", course=course), budget_stop_at=stop_at)
+                    used_up = Reason.of(
+                        "session.budget_used_up", course=course, time=timezone.localtime(stop_at).strftime("%H:%M"), grace=grace
+                    )
+                    note(s, used_up, budget_stop_at=stop_at)
                     report.stopping.append(str(s.pk))
                 elif s.budget_stop_at <= now and session_stop(
                     session_id=s.pk, reason=Reason.of("session.budget_stopped", course=course)
@@ -74,7 +79,9 @@ def budgets_enforce(*, now=None) -> BudgetReport:
                 note(s, None, budget_stop_at=None)
                 report.cleared.append(str(s.pk))
             elif budget.fraction >= warn_at and s.reason_code != "session.budget_warning":
-                warning = Reason.of("session.budget_warning", percent=settings.LAB_BUDGET_WARNING_PERCENT, course=course)
+                warning = Reason.of(
+                    "session.budget_warning", percent=settings.LAB_BUDGET_WARNING_PERCENT, course=course, grace=grace
+                )
                 note(s, warning)
                 report.warned.append(str(s.pk))
             elif budget.fraction < warn_at and s.reason_code == "session.budget_warning":

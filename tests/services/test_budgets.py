@@ -147,3 +147,27 @@ def test_budget_stops_are_counted_by_policy(budgeted):
     budgets_enforce()
     stops = values(scrape(), "npu_lab_policy_stops_total", "policy")
     assert stops == {("lifetime",): 0, ("idle_culled",): 0, ("budget_stopped",): 1, ("reclaimed",): 0}
+
+
+def test_the_warnings_say_the_grace_and_when_the_lab_stops(budgeted):
+    session = running_for(budgeted, 50)
+    budgets_enforce()
+    warned = LabSession.objects.get(pk=session.pk)
+    assert warned.reason.endswith("at 100 % your labs stop 5 min later")
+
+    Allocation.objects.filter(session=session).update(created_at=timezone.now() - timedelta(minutes=61))
+    now = timezone.now()
+    budgets_enforce(now=now)
+    used_up = LabSession.objects.get(pk=session.pk)
+    stops = timezone.localtime(now + timedelta(seconds=300))
+    assert used_up.budget_stop_at == now + timedelta(seconds=300)
+    assert f"this lab stops at {stops:%H:%M}, 5 min after the budget was used up; save your work" in used_up.reason
+
+
+def test_a_grace_of_seconds_is_said_in_seconds(budgeted, settings):
+    settings.LAB_BUDGET_GRACE_SECONDS = 90
+    session = running_for(budgeted, 61)
+    now = timezone.now()
+    budgets_enforce(now=now)
+    stops = timezone.localtime(now + timedelta(seconds=90))
+    assert f"stops at {stops:%H:%M}, 90 s after the budget was used up" in LabSession.objects.get(pk=session.pk).reason
