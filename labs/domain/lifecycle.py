@@ -60,7 +60,7 @@ class Seen:
     session_id: str
     phase: str  # "pending" | "running" | "failed"
     ref: str = ""
-    message: str = ""
+    reason: Reason | None = None  # the driver's: how far a start got, why it failed
     access_url: str = ""
     node: str = ""
     card_index: int | None = None
@@ -227,5 +227,21 @@ def _check_card(session: Desired, instance: Seen, actions: list[Action]) -> None
         actions.append(Rebind(session.session_id, node, instance.card_index))
 
 
+DRIVER_TEXT_MAX_CHARS = 300  # of each of the platform's own words a driver's reason carries
+
+
 def _driver_reason(instance: Seen, fallback: str) -> Reason:
-    return Reason.of("session.driver", message=instance.message[:300]) if instance.message else Reason.of(fallback)
+    """The driver's reason for the instance (its platform's words cut short), or ``fallback`` without one."""
+    return _clipped(instance.reason) if instance.reason is not None else Reason.of(fallback)
+
+
+def _clipped(reason: Reason) -> Reason:
+    """``reason`` with each of its texts (the platform's words) cut to ``DRIVER_TEXT_MAX_CHARS``."""
+    params: dict[str, int | str | Reason] = {}
+    for name, value in reason.params:
+        if isinstance(value, Reason):
+            value = _clipped(value)
+        elif isinstance(value, str):
+            value = value[:DRIVER_TEXT_MAX_CHARS]
+        params[name] = value
+    return Reason.of(reason.code, **params)

@@ -23,8 +23,12 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
 ``observe() -> dict[str, Observed]``
     Every instance the driver knows, by session id, in one call: its phase (``PENDING`` while
     starting, ``RUNNING`` once it serves requests, ``FAILED`` when it will never run or died),
-    a progress message, the access URL, its reference, the node and, where the platform says
-    so, the card it really runs on; ``deleting`` once its removal has been requested. An
+    the reason for it (how far a start got, why it failed), the access URL, its reference, the
+    node and, where the platform says so, the card it really runs on; ``deleting`` once its
+    removal has been requested. The reason is a ``labs.domain.reasons.Reason`` with a
+    ``driver.*`` code, never a sentence: the portal puts it into each reader's language. What
+    only the platform can say (a scheduler's or a container's own words) goes in as a
+    parameter, as it is; where there is nothing but such words, ``session.driver``. An
     instance that is not in the result does not exist. Raises ``DriverError`` when the cluster
     cannot be read at all: then nothing may be concluded from absence.
 
@@ -49,6 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from labs.domain.reasons import Reason
 from labs.domain.units import HOST_DEFAULTS
 
 
@@ -70,7 +75,7 @@ class PollStatus(StrEnum):
 @dataclass(frozen=True)
 class PollResult:
     status: PollStatus
-    message: str = ""
+    reason: Reason | None = None
     access_url: str = ""
 
 
@@ -81,7 +86,7 @@ class Observed:
     session_id: str
     status: PollStatus
     ref: str = ""
-    message: str = ""
+    reason: Reason | None = None  # how far a start got, why it failed (see ``observe``)
     access_url: str = ""
     node: str = ""
     # The card the platform reports the instance on; ``None`` where it does not say.
@@ -89,7 +94,7 @@ class Observed:
     deleting: bool = False
 
     def as_poll_result(self) -> PollResult:
-        return PollResult(self.status, message=self.message, access_url=self.access_url)
+        return PollResult(self.status, reason=self.reason, access_url=self.access_url)
 
 
 def launches_vllm_serve(command: Sequence[str]) -> bool:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labs.domain.reasons import Reason
 from labs.drivers import limits
 from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollStatus
 from labs.drivers.statefile import StateDir
@@ -53,7 +54,7 @@ LAB_NICENESS = 10
 KILL_WAIT_SECONDS = 2.0
 READY_TIMEOUT_SECONDS = 1.0
 LOG_TAIL_BYTES = 4096
-MESSAGE_MAX_CHARS = 300
+OUTPUT_MAX_CHARS = 300  # of the lab's last log line, in the reason it failed for
 
 # Portal settings and credentials a lab must not inherit.
 SECRET_ENV_NAMES = frozenset(
@@ -134,11 +135,11 @@ class LocalDriver(ClusterDriver):
     def _observed(self, sid: str, record: dict[str, Any]) -> Observed:
         where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if "exit_code" in record or not _server_alive(record):
-            return Observed(sid, PollStatus.FAILED, message=self._exit_message(record), **where)
+            return Observed(sid, PollStatus.FAILED, reason=self._exit_reason(record), **where)
         if record.get("ready"):
             return Observed(sid, PollStatus.RUNNING, access_url=self._access_url(record), **where)
         if not self._answers(record):
-            return Observed(sid, PollStatus.PENDING, message="starting JupyterLab", **where)
+            return Observed(sid, PollStatus.PENDING, reason=Reason.of("driver.jupyterlab_starting"), **where)
         # Once it has answered, liveness of the process is enough: a busy server stays RUNNING.
         # Not blocking: a delete may hold the lock while it stops the server.
         with contextlib.suppress(BlockingIOError):
@@ -255,21 +256,22 @@ class LocalDriver(ClusterDriver):
         token = urllib.parse.quote(record["secret"], safe="")
         return f"http://{_url_host(host)}:{record['port']}/lab?token={token}"
 
-    def _exit_message(self, record: dict[str, Any]) -> str:
+    def _exit_reason(self, record: dict[str, Any]) -> Reason:
+        """Why the server is gone: its exit code or signal, with the last line it logged."""
         code = record.get("exit_code")
         child = _children.get(record["pid"])
         if code is None and child is not None and child.ours and child.ref == record["ref"]:
             code = child.process.returncode
         if code is None:
-            message = "JupyterLab exited"
+            reason = Reason.of("driver.jupyterlab_exited")
         elif code < 0:
-            message = f"JupyterLab was killed by {_signal_name(-code)}"
+            reason = Reason.of("driver.jupyterlab_killed", signal=_signal_name(-code))
         else:
-            message = f"JupyterLab exited with code {code}"
+            reason = Reason.of("driver.jupyterlab_exit_code", exit_code=code)
         last_line = _last_log_line(Path(record["log"]))
         if record["secret"]:
             last_line = last_line.replace(record["secret"], "<token>")
-        return f"{message}: {last_line}"[:MESSAGE_MAX_CHARS] if last_line else message
+        return Reason.of("driver.with_output", reason=reason, output=last_line[:OUTPUT_MAX_CHARS]) if last_line else reason
 
     def _reap_children(self) -> None:
         """Collect exit codes of this process's finished servers, so none stays a zombie."""

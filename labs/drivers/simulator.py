@@ -4,7 +4,8 @@ For tests and demos. Records live in ``state_dir`` so every process (web, Celery
 the same instances. Failures can be injected three ways:
 
 * ``fail_images``: ``create`` for one of these images succeeds, then ``poll`` reports ``FAILED``
-  with ``"image pull failed: <image> (simulated)"``, as a cluster does for a missing image;
+  with ``driver.image_pull_failed`` ("image pull failed: <image> (simulated)"), as a cluster
+  does for a missing image;
 * an image starting with ``"reject:"`` makes ``create`` itself raise ``DriverRefused``;
 * ``create_failure_rate`` makes that share of ``create`` calls raise ``DriverError`` (a flaky
   cluster API), ``delete_failure_rate`` the same for ``delete``;
@@ -12,7 +13,8 @@ the same instances. Failures can be injected three ways:
   card instead of its cap (``simulated_selftest_mib``), as a device plugin that does not isolate;
 * ``access_url``: where a running instance says its lab is (``{session_id}`` is filled in); a
   bench points it at a stand-in lab server that answers the idle check's questions;
-* ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED``, and
+* ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED`` (with
+  ``message`` as a platform's own words, or ``driver.simulated_died`` without one), and
   ``inject_card(session_id, index)`` moves it to another card, as a device plugin that chose
   another card than the ledger would show; both from any process;
 * ``inject_api_faults(...)`` gives every driver on the state directory, in any process, other
@@ -32,6 +34,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from labs.domain.reasons import Reason
 from labs.drivers.base import (
     ClusterDriver,
     DriverError,
@@ -48,6 +51,14 @@ LEAKY_PREFIX = "leaky:"
 ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
 # In the state directory beside the records (not a session id, so never listed as an instance).
 API_FAULTS_FILE = "api-faults.json"
+
+
+def _failure(stored: dict | str) -> Reason:
+    """The failure a record holds: a reason as ``Reason.to_json`` stores it (a record written
+    before reasons, a sentence: the platform's own words)."""
+    if isinstance(stored, str):
+        return Reason.of("session.driver", message=stored)
+    return Reason.from_json(stored)
 
 
 def _check_rate(name: str, rate: float) -> float:
@@ -115,7 +126,9 @@ class SimulatorDriver(ClusterDriver):
             record = self.state.read(sid)
             if record is not None:
                 return record["ref"]
-            failure = f"image pull failed: {spec.image} (simulated)" if spec.image in self.fail_images else ""
+            failure = None
+            if spec.image in self.fail_images:
+                failure = Reason.of("driver.image_pull_failed", detail=f"{spec.image} (simulated)").to_json()
             ref = str(uuid.uuid4())
             # Wall-clock time, because another process computes the delay from it.
             record = {
@@ -149,9 +162,9 @@ class SimulatorDriver(ClusterDriver):
     def _observed(self, sid: str, record: dict, now: float) -> Observed:
         where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if record.get("failure"):
-            return Observed(sid, PollStatus.FAILED, message=record["failure"], **where)
+            return Observed(sid, PollStatus.FAILED, reason=_failure(record["failure"]), **where)
         if now - record["created"] < self.start_delay_seconds:
-            return Observed(sid, PollStatus.PENDING, message="starting (simulated)", **where)
+            return Observed(sid, PollStatus.PENDING, reason=Reason.of("driver.simulated_starting"), **where)
         return Observed(sid, PollStatus.RUNNING, access_url=self.access_url.format(session_id=sid), **where)
 
     def delete(self, session_id: str) -> None:
@@ -203,9 +216,11 @@ class SimulatorDriver(ClusterDriver):
         """Report the session's instance on ``card_index``; ``DriverError`` when it has none."""
         self._change_record(session_id, card=card_index)
 
-    def inject_failure(self, session_id: str, message: str = "the instance died (simulated)") -> None:
-        """Make the session's instance ``FAILED`` with ``message``; ``DriverError`` when it has none."""
-        self._change_record(session_id, failure=message)
+    def inject_failure(self, session_id: str, message: str = "") -> None:
+        """Make the session's instance ``FAILED``, with ``message`` as the platform's own words
+        (``session.driver``) or, without one, ``driver.simulated_died``; ``DriverError`` when it has none."""
+        reason = Reason.of("session.driver", message=message) if message else Reason.of("driver.simulated_died")
+        self._change_record(session_id, failure=reason.to_json())
 
     def _change_record(self, session_id: str, **fields: object) -> None:
         with self.state.lock(session_id) as sid:

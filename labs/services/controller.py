@@ -210,7 +210,7 @@ def _seen(observed: Observed) -> Seen:
         observed.session_id,
         observed.status.value,
         ref=observed.ref,
-        message=observed.message,
+        reason=observed.reason,
         access_url=observed.access_url,
         node=observed.node,
         card_index=observed.card_index,

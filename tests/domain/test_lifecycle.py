@@ -123,9 +123,10 @@ def test_a_starting_session_whose_instance_runs_becomes_running_with_its_access_
     assert actions == [Running("s1", "https://lab/s1/")]
 
 
-def test_a_starting_session_whose_instance_failed_fails_with_the_drivers_message():
-    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1", message="image pull failed"))
-    assert actions == [Fail("s1", Reason.of("session.driver", message="image pull failed"))]
+def test_a_starting_session_whose_instance_failed_fails_with_the_drivers_reason():
+    pull = Reason.of("driver.image_pull_failed", detail="no such image")
+    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1", reason=pull))
+    assert actions == [Fail("s1", pull)]
 
 
 def test_a_starting_session_whose_instance_failed_silently_fails_as_vanished_before_start():
@@ -133,9 +134,14 @@ def test_a_starting_session_whose_instance_failed_silently_fails_as_vanished_bef
     assert actions == [Fail("s1", Reason.of("session.vanished_before_start"))]
 
 
-def test_the_drivers_failure_message_is_cut_to_300_characters():
-    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1", message="x" * 1000))
-    assert actions == [Fail("s1", Reason.of("session.driver", message="x" * 300))]
+def test_the_platforms_own_words_in_the_drivers_reason_are_cut_to_300_characters():
+    def exited(output: str) -> Reason:
+        return Reason.of("driver.with_output", reason=Reason.of("driver.jupyterlab_exit_code", exit_code=1), output=output)
+
+    actions = run(starting(driver_ref="pod-1"), instance("failed", ref="pod-1", reason=exited("x" * 1000)))
+    assert actions == [Fail("s1", exited("x" * 300))]
+    said = instance("failed", ref="pod-1", reason=Reason.of("session.driver", message="y" * 1000))
+    assert run(running(), said) == [Fail("s1", Reason.of("session.driver", message="y" * 300))]
 
 
 def test_a_starting_session_whose_instance_is_being_deleted_fails_as_vanished_before_start():
@@ -144,18 +150,19 @@ def test_a_starting_session_whose_instance_is_being_deleted_fails_as_vanished_be
 
 
 def test_a_pending_instance_notes_the_drivers_progress_when_it_differs_from_the_stored_reason():
-    actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.requesting")), instance(ref="pod-1", message="pulling"))
-    assert actions == [Note("s1", Reason.of("session.driver", message="pulling"))]
+    progress = Reason.of("driver.starting_container")
+    actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.requesting")), instance(ref="pod-1", reason=progress))
+    assert actions == [Note("s1", progress)]
 
 
-def test_a_pending_instance_without_a_message_notes_that_the_session_is_starting():
+def test_a_pending_instance_without_a_reason_notes_that_the_session_is_starting():
     actions = run(starting(driver_ref="pod-1", reason=Reason.of("session.requesting")), instance(ref="pod-1"))
     assert actions == [Note("s1", Reason.of("session.starting"))]
 
 
 def test_a_pending_instance_notes_nothing_when_the_progress_is_already_stored():
-    stored = Reason.of("session.driver", message="pulling")
-    assert run(starting(driver_ref="pod-1", reason=stored), instance(ref="pod-1", message="pulling")) == []
+    stored = Reason.of("driver.waiting_for_npu", detail="0/1 nodes are available")
+    assert run(starting(driver_ref="pod-1", reason=stored), instance(ref="pod-1", reason=stored)) == []
 
 
 def test_a_pending_instance_past_the_spawn_deadline_fails_with_spawn_timeout():
@@ -173,10 +180,11 @@ def test_a_running_instance_is_never_failed_for_the_spawn_deadline():
     assert run(late, instance("running", ref="pod-1", access_url="https://lab/s1/")) == [Running("s1", "https://lab/s1/")]
 
 
-def test_a_failed_instance_past_the_spawn_deadline_fails_with_the_drivers_message_not_the_timeout():
+def test_a_failed_instance_past_the_spawn_deadline_fails_with_the_drivers_reason_not_the_timeout():
     late = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=NOW - 10_000)
-    actions = run(late, instance("failed", ref="pod-1", message="OOMKilled"))
-    assert actions == [Fail("s1", Reason.of("session.driver", message="OOMKilled"))]
+    oom = Reason.of("driver.lab_stopped", cause=Reason.of("driver.container_exit", reason="OOMKilled", exit_code=137))
+    actions = run(late, instance("failed", ref="pod-1", reason=oom))
+    assert actions == [Fail("s1", oom)]
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -194,8 +202,8 @@ def test_a_running_session_whose_instance_is_being_deleted_fails_as_vanished():
     assert run(running(), instance("running", ref="pod-1", deleting=True)) == [Fail("s1", Reason.of("session.vanished"))]
 
 
-def test_a_running_session_whose_instance_failed_fails_with_the_drivers_message():
-    actions = run(running(), instance("failed", ref="pod-1", message="node lost"))
+def test_a_running_session_whose_instance_failed_fails_with_the_drivers_reason():
+    actions = run(running(), instance("failed", ref="pod-1", reason=Reason.of("session.driver", message="node lost")))
     assert actions == [Fail("s1", Reason.of("session.driver", message="node lost"))]
 
 
@@ -221,7 +229,8 @@ def test_a_running_session_past_its_maximum_length_whose_instance_vanished_fails
 
 
 def test_a_running_session_past_its_maximum_length_whose_instance_failed_fails_rather_than_expires():
-    actions = run(running(expires_at=NOW - 1, lifetime_minutes=90), instance("failed", ref="pod-1", message="node lost"))
+    lost = instance("failed", ref="pod-1", reason=Reason.of("session.driver", message="node lost"))
+    actions = run(running(expires_at=NOW - 1, lifetime_minutes=90), lost)
     assert actions == [Fail("s1", Reason.of("session.driver", message="node lost"))]
 
 
@@ -322,6 +331,7 @@ LEDGER_IDS = [f"s{i}" for i in range(6)]
 OTHER_IDS = ["o1", "o2", "o3"]
 OPEN_STATES = [SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING, SessionState.STOPPING]
 REASONS = [None, Reason.of("session.starting"), Reason.of("session.requesting"), Reason.of("session.driver", message="pulling")]
+DRIVER_REASONS = [None, Reason.of("driver.starting_container"), Reason.of("session.driver", message="OOMKilled")]
 # The actions that move a session along its life: at most one of them per session per pass.
 LIFECYCLE = (Create, Running, Fail, Note, Finish, Expire, Delete)
 
@@ -355,7 +365,7 @@ def seen_instance(draw, session_id: str) -> Seen:
         session_id,
         draw(st.sampled_from(["pending", "running", "failed"])),
         ref=draw(refs),
-        message=draw(st.sampled_from(["", "pulling", "OOMKilled"])),
+        reason=draw(st.sampled_from(DRIVER_REASONS)),
         access_url=draw(st.sampled_from(["", "https://lab/x/"])),
         node=draw(nodes),
         card_index=draw(cards),

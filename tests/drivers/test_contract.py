@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from labs.domain.reasons import Reason
 from labs.drivers import ClusterDriver, DriverError, PollStatus, build_driver
 from tests.drivers.helpers import make_spec, wait_for
 
@@ -44,18 +45,20 @@ def test_create_returns_a_ref_and_poll_reaches_running_with_an_access_url(driver
     result = wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
 
     assert ref
-    assert result.status == PollStatus.RUNNING, result.message
+    assert result.status == PollStatus.RUNNING, result.reason
     assert result.access_url.startswith(("http://", "https://"))
 
 
-def test_poll_is_pending_with_a_message_right_after_create(driver: ClusterDriver) -> None:
+def test_poll_is_pending_with_a_reason_the_portal_can_translate_right_after_create(driver: ClusterDriver) -> None:
     spec = make_spec()
     driver.create(spec)
 
     result = driver.poll(spec.session_id)
 
     assert result.status == PollStatus.PENDING
-    assert result.message
+    # A code of the reason registry, put into the reader's words by the portal, not a sentence.
+    assert isinstance(result.reason, Reason) and result.reason.code.startswith("driver.")
+    assert str(result.reason)
     assert not result.access_url
 
 

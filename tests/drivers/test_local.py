@@ -72,7 +72,7 @@ def start(driver: LocalDriver) -> Lab:
     spec = make_spec()
     driver.create(spec)
     result = wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
-    assert result.status == PollStatus.RUNNING, result.message
+    assert result.status == PollStatus.RUNNING, result.reason
     return Lab(driver, spec, driver.state.read(spec.session_id), result.access_url)
 
 
@@ -207,8 +207,8 @@ def test_a_server_that_dies_makes_poll_failed_with_the_reason(driver: LocalDrive
     os.kill(lab.record["pid"], signal.SIGKILL)
     result = wait_for(driver, lab.spec.session_id, PollStatus.FAILED, timeout=10)
 
-    assert result.message.startswith("JupyterLab was killed by SIGKILL")
-    assert lab.spec.secret not in result.message
+    assert str(result.reason).startswith("JupyterLab was killed by SIGKILL")
+    assert lab.spec.secret not in str(result.reason)
 
 
 def test_a_dead_server_is_reported_failed_by_another_process(driver: LocalDriver) -> None:

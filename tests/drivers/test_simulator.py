@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from labs.domain.reasons import Reason
 from labs.drivers import DriverError, PollStatus, build_driver
 from labs.drivers.simulator import SimulatorDriver
 from tests.drivers.helpers import make_spec, wait_for
@@ -17,7 +18,7 @@ def state_dir(tmp_path: Path) -> str:
     return str(tmp_path / "state")
 
 
-def test_poll_says_it_is_starting_with_a_message_that_does_not_change_every_poll(state_dir: str) -> None:
+def test_poll_says_it_is_starting_with_a_reason_that_does_not_change_every_poll(state_dir: str) -> None:
     driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=30)
     spec = make_spec()
     driver.create(spec)
@@ -25,8 +26,8 @@ def test_poll_says_it_is_starting_with_a_message_that_does_not_change_every_poll
     first, second = driver.poll(spec.session_id), driver.poll(spec.session_id)
 
     assert first.status == PollStatus.PENDING
-    # A steady message: the controller writes a changed reason to the ledger and the pages.
-    assert first.message == second.message == "starting (simulated)"
+    # A steady reason: the controller writes a changed reason to the ledger and the pages.
+    assert first.reason == second.reason == Reason.of("driver.simulated_starting")
 
 
 def test_the_access_url_names_the_session_and_no_secret(state_dir: str) -> None:
@@ -50,7 +51,7 @@ def test_an_image_in_fail_images_makes_the_instance_fail(state_dir: str) -> None
 
     assert ref
     assert result.status == PollStatus.FAILED
-    assert result.message == "image pull failed: npu-lab/broken:1 (simulated)"
+    assert str(result.reason) == "image pull failed: npu-lab/broken:1 (simulated)"
 
 
 def test_fail_images_may_be_a_comma_separated_string(state_dir: str) -> None:
@@ -79,7 +80,7 @@ def test_an_injected_failure_is_seen_by_another_driver_instance(state_dir: str) 
 
     result = web.poll(spec.session_id)
     assert result.status == PollStatus.FAILED
-    assert result.message == "the NPU card fell off the bus (simulated)"
+    assert str(result.reason) == "the NPU card fell off the bus (simulated)"
 
 
 def test_injecting_a_failure_into_a_missing_instance_raises(state_dir: str) -> None:

@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
+from labs.domain.reasons import Reason
 from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
 from labs.drivers.kubernetes import builders
 from labs.drivers.kubernetes.profiles import HOSTNAME_LABEL, PROFILES, DeviceProfile, get_profile
@@ -360,7 +361,7 @@ class KubernetesDriver(ClusterDriver):
                 session_id,
                 result.status,
                 ref=pod.metadata.uid or "",
-                message=result.message,
+                reason=result.reason,
                 access_url=result.access_url,
                 # Where it runs once scheduled, else where it is pinned.
                 node=(pod.spec.node_name or (pod.spec.node_selector or {}).get(HOSTNAME_LABEL, "")) if pod.spec else "",
@@ -372,21 +373,22 @@ class KubernetesDriver(ClusterDriver):
         status = pod.status or client.V1PodStatus()
         phase = status.phase or "Pending"
         if pod.metadata.deletion_timestamp:
-            return PollResult(PollStatus.FAILED, message="the lab is being stopped")
+            return PollResult(PollStatus.FAILED, reason=Reason.of("driver.being_stopped"))
         if phase in {"Failed", "Succeeded"}:
-            return PollResult(PollStatus.FAILED, message=f"the lab stopped: {self._stop_reason(status, phase)}")
+            return PollResult(PollStatus.FAILED, reason=Reason.of("driver.lab_stopped", cause=self._stop_reason(status, phase)))
         for container in status.container_statuses or []:
             state = container.state
             waiting = state.waiting if state else None
             terminated = state.terminated if state else None
             if waiting and waiting.reason in IMAGE_PULL_FAILURES:
-                return PollResult(PollStatus.FAILED, message=f"image pull failed: {waiting.message or waiting.reason}")
+                reason = Reason.of("driver.image_pull_failed", detail=waiting.message or waiting.reason)
+                return PollResult(PollStatus.FAILED, reason=reason)
             if waiting and waiting.reason in START_FAILURES:
-                return PollResult(
-                    PollStatus.FAILED, message=f"the container could not start: {waiting.message or waiting.reason}"
-                )
+                reason = Reason.of("driver.container_not_started", detail=waiting.message or waiting.reason)
+                return PollResult(PollStatus.FAILED, reason=reason)
             if terminated:
-                return PollResult(PollStatus.FAILED, message=f"the lab stopped: {self._terminated_reason(terminated)}")
+                reason = Reason.of("driver.lab_stopped", cause=self._terminated_reason(terminated))
+                return PollResult(PollStatus.FAILED, reason=reason)
         conditions = {condition.type: condition for condition in status.conditions or []}
         if phase == "Running":
             ready = conditions.get("Ready")
@@ -396,32 +398,35 @@ class KubernetesDriver(ClusterDriver):
                     session_id, kind=kind, namespace=pod.metadata.namespace, url_pattern=self.pod_options.url_pattern
                 )
                 return PollResult(PollStatus.RUNNING, access_url=url)
-            return PollResult(PollStatus.PENDING, message="starting: waiting for the lab to answer")
-        message = self._pending_message(pod, conditions)
+            return PollResult(PollStatus.PENDING, reason=Reason.of("driver.waiting_for_answer"))
+        pending = self._pending_reason(pod, conditions)
         age = self._age_seconds(pod)
         if age is not None and age > self.spawn_timeout_seconds:
-            return PollResult(
-                PollStatus.FAILED, message=f"the lab did not start within {self.spawn_timeout_seconds:g} s ({message})"
-            )
-        return PollResult(PollStatus.PENDING, message=message)
+            reason = Reason.of("driver.start_timeout", seconds=f"{self.spawn_timeout_seconds:g}", cause=pending)
+            return PollResult(PollStatus.FAILED, reason=reason)
+        return PollResult(PollStatus.PENDING, reason=pending)
 
-    def _pending_message(self, pod: client.V1Pod, conditions: dict[str, Any]) -> str:
+    def _pending_reason(self, pod: client.V1Pod, conditions: dict[str, Any]) -> Reason:
         scheduled = conditions.get("PodScheduled")
         if scheduled is not None and scheduled.status == "False":
             if scheduled.reason == "Unschedulable":
-                return f"waiting for an NPU: {scheduled.message or 'no node has room'}"
-            return f"waiting to be scheduled: {scheduled.message or scheduled.reason or 'pending'}"
+                if scheduled.message:
+                    return Reason.of("driver.waiting_for_npu", detail=scheduled.message)
+                return Reason.of("driver.waiting_for_npu_no_room")
+            if scheduled.message or scheduled.reason:
+                return Reason.of("driver.waiting_to_be_scheduled_because", detail=scheduled.message or scheduled.reason)
+            return Reason.of("driver.waiting_to_be_scheduled")
         for container in (pod.status.container_statuses if pod.status else None) or []:
             waiting = container.state.waiting if container.state else None
             if waiting and waiting.reason in STARTING:
-                return "starting container"
+                return Reason.of("driver.starting_container")
         if scheduled is not None and scheduled.status == "True":
-            return "starting container"
+            return Reason.of("driver.starting_container")
         # No condition yet: a scheduler that gave up may have said why only in an event.
         event = self._latest_warning(pod)
         if event is not None and event.reason == "FailedScheduling":
-            return f"waiting for an NPU: {event.message}"
-        return "waiting to be scheduled"
+            return Reason.of("driver.waiting_for_npu", detail=event.message or "")
+        return Reason.of("driver.waiting_to_be_scheduled")
 
     def _latest_warning(self, pod: client.V1Pod) -> client.CoreV1Event | None:
         selector = f"involvedObject.uid={pod.metadata.uid}"
@@ -443,18 +448,21 @@ class KubernetesDriver(ClusterDriver):
         return max(warnings, key=when)
 
     @staticmethod
-    def _terminated_reason(terminated: client.V1ContainerStateTerminated) -> str:
-        reason = terminated.reason or "exited"
-        detail = f" ({terminated.message})" if terminated.message else ""
-        return f"{reason}, exit code {terminated.exit_code}{detail}"
+    def _terminated_reason(terminated: client.V1ContainerStateTerminated) -> Reason:
+        """Why the container ended, e.g. "OOMKilled, exit code 137": its reason and message in Kubernetes's words."""
+        if terminated.reason:
+            reason = Reason.of("driver.container_exit", reason=terminated.reason, exit_code=terminated.exit_code)
+        else:
+            reason = Reason.of("driver.container_exit_code", exit_code=terminated.exit_code)
+        return Reason.of("driver.with_detail", reason=reason, detail=terminated.message) if terminated.message else reason
 
-    def _stop_reason(self, status: client.V1PodStatus, phase: str) -> str:
+    def _stop_reason(self, status: client.V1PodStatus, phase: str) -> Reason:
         for container in status.container_statuses or []:
             if container.state and container.state.terminated:
                 return self._terminated_reason(container.state.terminated)
         if status.reason or status.message:
-            return ": ".join(part for part in (status.reason, status.message) if part)
-        return "completed" if phase == "Succeeded" else "failed"
+            return Reason.of("session.driver", message=": ".join(part for part in (status.reason, status.message) if part))
+        return Reason.of("driver.pod_completed" if phase == "Succeeded" else "driver.pod_failed")
 
     @staticmethod
     def _age_seconds(pod: client.V1Pod) -> float | None:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from labs.domain.reasons import Reason
 from labs.drivers import DriverError, PollStatus
 from labs.drivers.base import HostResources
 from labs.drivers.kubernetes import KubernetesDriver
@@ -85,7 +86,7 @@ def test_poll_follows_the_pod_from_pending_to_running(
     assert k8s_driver.poll(spec.session_id).status == PollStatus.PENDING
     kubelet.scheduled(pod)
     assert k8s_driver.poll(spec.session_id) == k8s_driver.poll(spec.session_id)
-    assert k8s_driver.poll(spec.session_id).message == "starting container"
+    assert k8s_driver.poll(spec.session_id).reason == Reason.of("driver.starting_container")
     kubelet.running(pod, ready=False)
     assert k8s_driver.poll(spec.session_id).status == PollStatus.PENDING
     kubelet.running(pod)
@@ -105,7 +106,7 @@ def test_an_unschedulable_pod_is_pending_waiting_for_an_npu(
     result = k8s_driver.poll(spec.session_id)
 
     assert result.status == PollStatus.PENDING
-    assert result.message == "waiting for an NPU: 0/1 nodes are available: 1 Insufficient volcano.sh/flexnpu-core.percentage."
+    assert str(result.reason) == "waiting for an NPU: 0/1 nodes are available: 1 Insufficient volcano.sh/flexnpu-core.percentage."
 
 
 def test_an_image_pull_failure_fails_the_session(
@@ -118,7 +119,7 @@ def test_an_image_pull_failure_fails_the_session(
     result = k8s_driver.poll(spec.session_id)
 
     assert result.status == PollStatus.FAILED
-    assert result.message == 'image pull failed: pull access denied for "npu-lab/missing:1"'
+    assert str(result.reason) == 'image pull failed: pull access denied for "npu-lab/missing:1"'
 
 
 def test_a_pod_whose_container_exited_is_failed_with_the_reason(
@@ -131,7 +132,7 @@ def test_a_pod_whose_container_exited_is_failed_with_the_reason(
     result = k8s_driver.poll(spec.session_id)
 
     assert result.status == PollStatus.FAILED
-    assert result.message == "the lab stopped: OOMKilled, exit code 137"
+    assert str(result.reason) == "the lab stopped: OOMKilled, exit code 137"
 
 
 def test_a_pod_pending_past_the_spawn_timeout_is_failed(emulator: EmulatorThread, kubelet: Kubelet) -> None:
@@ -149,7 +150,7 @@ def test_a_pod_pending_past_the_spawn_timeout_is_failed(emulator: EmulatorThread
     result = driver.poll(spec.session_id)
 
     assert result.status == PollStatus.FAILED
-    assert result.message == "the lab did not start within 0.5 s (waiting for an NPU: no NPU)"
+    assert str(result.reason) == "the lab did not start within 0.5 s (waiting for an NPU: no NPU)"
 
 
 def test_delete_removes_pod_service_and_secret(k8s_driver: KubernetesDriver, emulator: EmulatorThread) -> None:
@@ -221,4 +222,4 @@ def test_a_failed_scheduling_event_explains_a_pod_without_conditions(
     result = k8s_driver.poll(spec.session_id)
 
     assert result.status == PollStatus.PENDING
-    assert result.message == "waiting for an NPU: 0/8 nodes are available: 8 Insufficient volcano.sh/flexnpu-memory.128mi."
+    assert str(result.reason) == "waiting for an NPU: 0/8 nodes are available: 8 Insufficient volcano.sh/flexnpu-memory.128mi."
