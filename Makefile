@@ -6,7 +6,7 @@ VAR := var
 # Checkov (the policy scan in tests/deploy) pins heavy dependencies: its own virtualenv.
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: checkov demo test test-fast test-sqlite bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
+.PHONY: checkov controlplane demo test test-fast test-sqlite bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	touch $@
 
 checkov: $(CHECKOV_VENV)/.installed
+
+## controlplane: kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and etcd, built from
+## tools/controlplane/go.mod with Go into ~/.cache/npu-lab-portal/controlplane/<versions>/bin (once per
+## version, ~7 min cold on two cores; a second run checks the stamp and takes a second). tests/kube needs them.
+controlplane:
+	$(PYTHON) -m labs.devcluster.binaries
 
 $(VAR)/secret_key $(VAR)/agent_token:
 	mkdir -p $(VAR)
