@@ -1,0 +1,583 @@
+"""A node simulator: the fake nodes' kubelets, without containers (KWOK's idea, in Python).
+
+What a kubelet tells the API server, and nothing it does on the host:
+
+* registers each fake node (the Node, then its status: Ready, capacity, allocatable, addresses)
+  and keeps its Lease in ``kube-node-lease`` renewed, so the node lifecycle controller of the
+  real controller-manager sees a live node;
+* watches the pods bound to its nodes: a new one goes to Pending/ContainerCreating at once and,
+  ``start_delay_seconds`` later, to Running and Ready (pod IP, conditions, container statuses);
+* finishes the delete of a pod being deleted (a kubelet's last step: delete with grace 0);
+* fails a pod on request (``fail_pod``, or the pod's ``FAILURE_ANNOTATION``): ``ErrImagePull``
+  (waiting ``ErrImagePull``, then ``ImagePullBackOff``, with the kubelet's events) or
+  ``OOMKilled`` (terminated ``OOMKilled``, exit code 137; with ``restartPolicy: Never`` the pod
+  is Failed);
+* loses a node on request (``lose_node``): its lease is no longer renewed and its pods are left
+  alone, so the controller-manager marks it NotReady after its grace period, as for a node that
+  died.
+
+The simulator's threads: one renews leases, one watches pods, one fires timed steps onto a small
+pool that talks to the API server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import heapq
+import ipaddress
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from labs.devcluster.nodes import FakeNode
+
+log = logging.getLogger(__name__)
+
+FAILURE_ANNOTATION = "devcluster.npu-lab.portal/failure"
+IMAGE_PULL = "ErrImagePull"
+IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+OOM_KILLED = "OOMKilled"
+FAILURES = frozenset({IMAGE_PULL, OOM_KILLED})
+LEASE_NAMESPACE = "kube-node-lease"
+POD_NETWORK = ipaddress.ip_network("10.64.0.0/10")
+NODE_NETWORK = ipaddress.ip_network("10.32.0.0/16")
+MERGE_PATCH = "application/merge-patch+json"
+# The conditions a kubelet owns; any other (PodScheduled, DisruptionTarget, ...) is kept as it is.
+KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _time(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_time(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Pod:
+    """What the simulator remembers of a pod bound to one of its nodes."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    stage: str = "accepted"  # accepted -> running | failed; "deleting" once its delete is finished
+    pod_ip: str = ""
+    started_at: str = ""
+    manifest: dict[str, Any] | None = None
+
+
+def _conditions(
+    pod: dict[str, Any], moment: dt.datetime, *, ready: bool, sandbox: bool, reason: str = ""
+) -> list[dict[str, Any]]:
+    stamp = _time(moment)
+    kept = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS]
+    not_ready = {"status": "False", "reason": reason or "ContainersNotReady"}
+    return kept + [
+        {"type": "PodReadyToStartContainers", "status": "True" if sandbox else "False", "lastTransitionTime": stamp},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": stamp},
+        {"type": "ContainersReady", "lastTransitionTime": stamp, **({"status": "True"} if ready else not_ready)},
+        {"type": "Ready", "lastTransitionTime": stamp, **({"status": "True"} if ready else not_ready)},
+    ]
+
+
+def _pull_failure(reason: str, image: str) -> tuple[str, str, str]:
+    """A kubelet's words for a failed pull of ``image``: (waiting message, event reason, event message)."""
+    if reason == IMAGE_PULL:
+        message = f'Failed to pull image "{image}": not found'
+        return f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found', "Failed", message
+    return f'Back-off pulling image "{image}"', "BackOff", f'Back-off pulling image "{image}"'
+
+
+def _container_id(uid: str, name: str) -> str:
+    return "containerd://" + hashlib.sha256(f"{uid}/{name}".encode()).hexdigest()
+
+
+def container_statuses(pod: dict[str, Any], state: Callable[[dict[str, Any]], dict[str, Any]], *, ready: bool) -> dict[str, Any]:
+    """``containerStatuses`` (and ``initContainerStatuses``) with ``state(container)`` for each app container.
+
+    Init containers have completed; those with ``restartPolicy: Always`` (sidecars) are running.
+    """
+    spec = pod["spec"]
+    uid = pod["metadata"]["uid"]
+    started = (pod.get("status") or {}).get("startTime") or _time(_now())
+
+    def status(container: dict[str, Any], container_state: dict[str, Any], is_ready: bool) -> dict[str, Any]:
+        return {
+            "name": container["name"],
+            "image": container.get("image", ""),
+            "imageID": "",
+            "containerID": _container_id(uid, container["name"]) if "waiting" not in container_state else "",
+            "ready": is_ready,
+            "started": "running" in container_state,
+            "restartCount": 0,
+            "state": container_state,
+        }
+
+    statuses: dict[str, Any] = {"containerStatuses": [status(c, state(c), ready) for c in spec.get("containers", [])]}
+    init = []
+    for container in spec.get("initContainers") or []:
+        if container.get("restartPolicy") == "Always":
+            init.append(status(container, {"running": {"startedAt": started}}, True))
+        else:
+            done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": started}}
+            init.append(status(container, done, False))
+    if init:
+        statuses["initContainerStatuses"] = init
+    return statuses
+
+
+class NodeSimulator:
+    """The kubelets of ``nodes``, talking to the API server through ``api`` (a ``kubernetes`` ``ApiClient``)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        nodes: Sequence[FakeNode],
+        *,
+        start_delay_seconds: float = 1.0,
+        lease_duration_seconds: int = 10,
+        kubelet_version: str = "v0.0.0",
+        workers: int = 4,
+    ) -> None:
+        if start_delay_seconds < 0:
+            raise ValueError(f"start_delay_seconds must be 0 or more, got {start_delay_seconds!r}")
+        if len({node.name for node in nodes}) != len(nodes):
+            raise ValueError("the fake nodes' names must be unique")
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.coordination = client.CoordinationV1Api(api)
+        self.nodes = {node.name: node for node in nodes}
+        self.start_delay_seconds = start_delay_seconds
+        self.lease_duration_seconds = lease_duration_seconds
+        self.kubelet_version = kubelet_version
+        self._node_ips = {node.name: str(NODE_NETWORK[i + 10]) for i, node in enumerate(nodes)}
+        self._lost: set[str] = set()
+        self._pods: dict[str, _Pod] = {}
+        self._planned: dict[tuple[str, str], str] = {}
+        self._pod_ips = (str(ip) for ip in itertools.islice(POD_NETWORK.hosts(), 1, None))
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_seq = itertools.count()
+        self._timer_wake = threading.Condition(self._lock)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="devcluster-kubelet")
+        self._threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Register the nodes and their leases, then start the threads."""
+        for node in self.nodes.values():
+            self._register(node)
+        for target, name in ((self._renew_leases, "leases"), (self._watch_pods, "pods"), (self._fire_timers, "timers")):
+            thread = threading.Thread(target=target, name=f"devcluster-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every thread (the pod watch ends when its connection does: stop the API server first, or wait)."""
+        self._stop.set()
+        with self._timer_wake:
+            self._timer_wake.notify_all()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    # -- requests from tests ---------------------------------------------------------------------
+
+    def fail_pod(self, namespace: str, name: str, failure: str) -> None:
+        """Fail the pod ``namespace/name`` with ``failure`` (``ErrImagePull`` or ``OOMKilled``).
+
+        A pod that has not started yet (or does not exist yet) fails when it would have started;
+        a running one fails now.
+        """
+        if failure not in FAILURES:
+            raise ValueError(f"unknown failure {failure!r}; choose one of {', '.join(sorted(FAILURES))}")
+        with self._lock:
+            pod = next((p for p in self._pods.values() if (p.namespace, p.name) == (namespace, name)), None)
+            if pod is None or pod.stage == "accepted":
+                self._planned[(namespace, name)] = failure
+                return
+            manifest = pod.manifest
+        if manifest is not None:
+            self._pool.submit(self._guard, self._fail, manifest, failure)
+
+    def lose_node(self, name: str) -> None:
+        """Stop being ``name``'s kubelet: no lease renewal, no pod updates; the controller-manager marks it NotReady."""
+        self._known(name)
+        with self._lock:
+            self._lost.add(name)
+
+    def restore_node(self, name: str) -> None:
+        """``name``'s kubelet is back: Ready again, lease renewed."""
+        self._known(name)
+        with self._lock:
+            self._lost.discard(name)
+        self._post_node_status(self.nodes[name])
+        self._renew(name)
+
+    def _known(self, name: str) -> None:
+        if name not in self.nodes:
+            raise ValueError(f"{name!r} is not one of the simulated nodes")
+
+    # -- nodes and leases ------------------------------------------------------------------------
+
+    def _register(self, node: FakeNode) -> None:
+        try:
+            created = self.core.create_node(node.manifest())
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            created = self.core.read_node(node.name)
+        self._post_node_status(node)
+        lease = {
+            "metadata": {
+                "name": node.name,
+                "namespace": LEASE_NAMESPACE,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": created.metadata.uid}],
+            },
+            "spec": {
+                "holderIdentity": node.name,
+                "leaseDurationSeconds": self.lease_duration_seconds,
+                "renewTime": _micro_time(_now()),
+            },
+        }
+        try:
+            self.coordination.create_namespaced_lease(LEASE_NAMESPACE, lease, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self._renew(node.name)
+
+    def _post_node_status(self, node: FakeNode) -> None:
+        stamp = _time(_now())
+        healthy = [
+            ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ("Ready", "True", "KubeletReady"),
+        ]
+        capacity = node.capacity()
+        status = {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [
+                {"type": kind, "status": value, "reason": reason, "message": "simulated by labs.devcluster",
+                 "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+                for kind, value, reason in healthy
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": self._node_ips[node.name]},
+                {"type": "Hostname", "address": node.name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "simulated",
+                "containerRuntimeVersion": "devcluster://simulated", "kubeletVersion": self.kubelet_version,
+                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
+            },
+        }
+        self.core.patch_node_status(node.name, {"status": status}, _content_type=MERGE_PATCH, _preload_content=False)
+
+    def _renew(self, name: str) -> None:
+        body = {"spec": {"holderIdentity": name, "renewTime": _micro_time(_now())}}
+        self.coordination.patch_namespaced_lease(name, LEASE_NAMESPACE, body, _content_type=MERGE_PATCH, _preload_content=False)
+
+    def _renew_leases(self) -> None:
+        # A kubelet renews at a quarter of the lease's duration.
+        interval = self.lease_duration_seconds / 4
+        while not self._stop.wait(interval):
+            with self._lock:
+                live = [name for name in self.nodes if name not in self._lost]
+            for name in live:
+                if self._stop.is_set():
+                    return
+                self._guard(self._renew, name)
+
+    # -- pods ------------------------------------------------------------------------------------
+
+    def _watch_pods(self) -> None:
+        """List, then watch from the list's version; list again when the version is too old (410)."""
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    listed = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName!=", _preload_content=False)
+                    body = json.loads(listed.data)
+                    for item in body["items"]:
+                        self._see("ADDED", item)
+                    version = body["metadata"]["resourceVersion"]
+                response = self.core.list_pod_for_all_namespaces(
+                    field_selector="spec.nodeName!=",
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=10,
+                    watch=True,
+                    _preload_content=False,
+                )
+                try:
+                    for line in iter_resp_lines(response):
+                        if self._stop.is_set():
+                            return
+                        event = json.loads(line)
+                        if event["type"] == "ERROR":
+                            version = ""  # 410 Gone, or another error: list again
+                            break
+                        version = event["object"]["metadata"]["resourceVersion"]
+                        if event["type"] != "BOOKMARK":
+                            self._see(event["type"], event["object"])
+                finally:
+                    response.release_conn()
+            except ApiException as exc:
+                if self._stop.is_set():
+                    return
+                version = "" if exc.status == 410 else version
+                self._record(f"watching pods: {exc.status} {exc.reason}")
+                self._stop.wait(0.5)
+            except Exception as exc:  # noqa: BLE001 - the API server going away ends the watch
+                if self._stop.is_set():
+                    return
+                self._record(f"watching pods: {exc!r}")
+                self._stop.wait(0.5)
+
+    def _see(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        node = pod["spec"].get("nodeName", "")
+        if node not in self.nodes:
+            return
+        with self._lock:
+            if node in self._lost:
+                return
+            if kind == "DELETED":
+                self._pods.pop(meta["uid"], None)
+                self._planned.pop((meta["namespace"], meta["name"]), None)
+                return
+            known = self._pods.get(meta["uid"])
+            if known is not None:
+                known.manifest = pod
+            if meta.get("deletionTimestamp"):
+                if known is None or known.stage != "deleting":
+                    known = known or _Pod(meta["uid"], meta["namespace"], meta["name"], node)
+                    known.stage = "deleting"
+                    self._pods[meta["uid"]] = known
+                    self._pool.submit(self._guard, self._finish_delete, meta["namespace"], meta["name"], meta["uid"])
+                return
+            if known is not None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return
+            self._pods[meta["uid"]] = _Pod(meta["uid"], meta["namespace"], meta["name"], node, manifest=pod)
+        self._pool.submit(self._guard, self._accept, pod)
+
+    def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        """Report ``status``, unless the pod is gone (deleted meanwhile: nobody to tell)."""
+        meta = pod["metadata"]
+        try:
+            self.core.patch_namespaced_pod_status(
+                meta["name"], meta["namespace"], {"status": status}, _content_type=MERGE_PATCH, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def _accept(self, pod: dict[str, Any]) -> None:
+        """The pod is on the node: Pending, its containers being created."""
+        moment = _now()
+        status = {
+            "phase": "Pending",
+            "hostIP": self._node_ips[pod["spec"]["nodeName"]],
+            "hostIPs": [{"ip": self._node_ips[pod["spec"]["nodeName"]]}],
+            "startTime": _time(moment),
+            "conditions": _conditions(pod, moment, ready=False, sandbox=False),
+            **container_statuses(pod, lambda _c: {"waiting": {"reason": "ContainerCreating"}}, ready=False),
+        }
+        self._patch_status(pod, status)
+        # Only now: a start reported before this Pending would be overwritten by it.
+        self._later(self.start_delay_seconds, self._start, pod["metadata"]["uid"])
+
+    def _start(self, uid: str) -> None:
+        with self._lock:
+            pod = self._pods.get(uid)
+            if pod is None or pod.stage != "accepted" or pod.node in self._lost or pod.manifest is None:
+                return
+            manifest = pod.manifest
+            failure = self._planned.pop((pod.namespace, pod.name), None) or (manifest["metadata"].get("annotations") or {}).get(
+                FAILURE_ANNOTATION
+            )
+            pod.pod_ip = next(self._pod_ips)
+            pod.stage = "running"
+            moment = _now()
+            pod.started_at = _time(moment)
+        if failure in FAILURES:
+            self._fail(manifest, failure)
+            return
+        running = {"running": {"startedAt": pod.started_at}}
+        self._patch_status(
+            manifest,
+            {
+                "phase": "Running",
+                "podIP": pod.pod_ip,
+                "podIPs": [{"ip": pod.pod_ip}],
+                "conditions": _conditions(manifest, moment, ready=True, sandbox=True),
+                **container_statuses(manifest, lambda _c: running, ready=True),
+            },
+        )
+
+    def _fail(self, manifest: dict[str, Any], failure: str) -> None:
+        uid = manifest["metadata"]["uid"]
+        with self._lock:
+            pod = self._pods.get(uid)
+            if pod is None or pod.stage == "deleting":
+                return
+            pod.stage = "failed"
+            if not pod.pod_ip:
+                pod.pod_ip = next(self._pod_ips)
+            network = {"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]}
+            started_at = pod.started_at
+        if failure == IMAGE_PULL:
+            self._image_pull_failure(manifest, network, IMAGE_PULL)
+            # A kubelet backs off after a failed pull; the pod says so until it is deleted.
+            backoff = min(1.0, self.start_delay_seconds or 0.2)
+            self._later(backoff, self._image_pull_failure, manifest, network, IMAGE_PULL_BACKOFF)
+        else:
+            self._oom_kill(manifest, network, started_at)
+
+    def _image_pull_failure(self, manifest: dict[str, Any], network: dict[str, str], reason: str) -> None:
+        with self._lock:
+            pod = self._pods.get(manifest["metadata"]["uid"])
+            if pod is None or pod.stage != "failed":
+                return
+        containers = {c["name"]: c.get("image", "") for c in manifest["spec"].get("containers", [])}
+        self._patch_status(
+            manifest,
+            {
+                "phase": "Pending",
+                **network,
+                "conditions": _conditions(manifest, _now(), ready=False, sandbox=True),
+                **container_statuses(
+                    manifest,
+                    lambda c: {"waiting": {"reason": reason, "message": _pull_failure(reason, containers[c["name"]])[0]}},
+                    ready=False,
+                ),
+            },
+        )
+        for name, image in containers.items():
+            _message, event_reason, event_message = _pull_failure(reason, image)
+            self._event(manifest, name, event_reason, event_message)
+
+    def _oom_kill(self, manifest: dict[str, Any], network: dict[str, str], started_at: str) -> None:
+        moment = _now()
+        stamp = _time(moment)
+        terminated = {"exitCode": 137, "reason": OOM_KILLED, "startedAt": started_at or stamp, "finishedAt": stamp}
+        if manifest["spec"].get("restartPolicy", "Always") == "Never":
+            status = {
+                "phase": "Failed",
+                **network,
+                "conditions": _conditions(manifest, moment, ready=False, sandbox=False, reason="PodFailed"),
+                **container_statuses(manifest, lambda _c: {"terminated": terminated}, ready=False),
+            }
+        else:
+            # A restarting container: back off after the kill, the kill kept as its last state.
+            status = {
+                "phase": "Running",
+                **network,
+                "conditions": _conditions(manifest, moment, ready=False, sandbox=True),
+                **container_statuses(manifest, lambda _c: {"waiting": {"reason": "CrashLoopBackOff"}}, ready=False),
+            }
+            for entry in status["containerStatuses"]:
+                entry.update(restartCount=1, lastState={"terminated": terminated})
+        self._patch_status(manifest, status)
+
+    def _event(self, manifest: dict[str, Any], container: str, reason: str, message: str) -> None:
+        meta = manifest["metadata"]
+        stamp = _time(_now())
+        node = manifest["spec"]["nodeName"]
+        event = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": "v1", "kind": "Pod", "namespace": meta["namespace"], "name": meta["name"],
+                "uid": meta["uid"], "fieldPath": f"spec.containers{{{container}}}",
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "kubelet", "host": node},
+            "reportingComponent": "kubelet",
+            "reportingInstance": node,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False)
+
+    def _finish_delete(self, namespace: str, name: str, uid: str) -> None:
+        """The containers are gone: remove the pod for good (grace 0, only this pod, not a new one of the same name)."""
+        body = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
+        try:
+            self.core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+
+    # -- timers and errors -----------------------------------------------------------------------
+
+    def _later(self, seconds: float, step: Callable[..., None], *args: Any) -> None:
+        """Run ``step(*args)`` on the pool in ``seconds``."""
+        with self._timer_wake:
+            action = lambda: self._pool.submit(self._guard, step, *args)  # noqa: E731
+            heapq.heappush(self._timers, (time.monotonic() + seconds, next(self._timer_seq), action))
+            self._timer_wake.notify()
+
+    def _fire_timers(self) -> None:
+        while not self._stop.is_set():
+            due: list[Callable[[], None]] = []
+            with self._timer_wake:
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now:
+                    due.append(heapq.heappop(self._timers)[2])
+                if not due:
+                    wait = self._timers[0][0] - now if self._timers else None
+                    self._timer_wake.wait(wait)
+                    continue
+            for action in due:
+                if self._stop.is_set():
+                    return
+                try:
+                    action()
+                except RuntimeError:  # the pool was shut down
+                    return
+
+    def _guard(self, step: Callable[..., None], *args: Any) -> None:
+        """Run one step; a failure is recorded (``errors``), not raised, unless the simulator is stopping."""
+        try:
+            step(*args)
+        except Exception as exc:  # noqa: BLE001 - one pod's failed update must not stop the kubelet
+            if not self._stop.is_set():
+                self._record(f"{step.__name__}{args[:1] if args else ''}: {exc!r}")
+
+    def _record(self, message: str) -> None:
+        log.warning("node simulator: %s", message)
+        with self._lock:
+            self.errors.append(message)
+
