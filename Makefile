@@ -77,13 +77,15 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 ## (in TEST_WORKERS processes with pytest-xdist, each with its own database, Redis number and
 ## var directory; a file's tests stay together; Schemathesis' generated tests run apart, after,
 ## as its pytest plugin collects them as one test under xdist); then the console's and the LTI
-## flows again on SQLite, the demo's database (~1 min)
+## flows again on SQLite, the demo's database (~1 min); tests/kube runs apart, in one process, so one
+## control plane serves it all (it needs `make controlplane` first)
 TEST_WORKERS ?= 2
 SQLITE_TESTS := tests/views tests/lti
 test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py --ignore=tests/kube
 	$(VENV)/bin/pytest tests/api/test_schemathesis.py
+	$(VENV)/bin/pytest tests/kube
 	$(MAKE) test-sqlite
 
 ## test-sqlite: the console's pages (tests/views, the ASGI walk included) and the LTI flows on SQLite
@@ -92,7 +94,7 @@ test-sqlite: $(VENV)/.installed-dev $(MO_FILES)
 	TEST_DATABASE_URL=sqlite:///test-portal.sqlite3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(SQLITE_TESTS)
 
 test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
-	$(VENV)/bin/pytest -m "not browser and not slow"
+	$(VENV)/bin/pytest -m "not browser and not slow and not kube"
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on
 ## PostgreSQL; the LMS roster sync of 5,000 members, twice; a class of 128 starting on the portal
