@@ -529,7 +529,12 @@ class NodeSimulator:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False)
+        try:
+            self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False)
+        except ApiException as exc:
+            # A kubelet's events are best effort: none in a namespace being deleted, or gone.
+            if exc.status not in (403, 404):
+                raise
 
     def _finish_delete(self, namespace: str, name: str, uid: str) -> None:
         """The containers are gone: remove the pod for good (grace 0, only this pod, not a new one of the same name)."""

@@ -48,7 +48,9 @@ def test_a_volcano_pod_runs_on_a_node_of_its_profile(
     }
     [container] = pod.status.container_statuses
     assert container.ready and container.started and container.state.running.started_at
-    scheduled = core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
+    scheduled = wait_for(
+        "the Scheduled event", lambda: core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
+    )
     assert [event.reporting_component for event in scheduled] == ["volcano"]
 
 
@@ -64,7 +66,7 @@ def test_a_pod_larger_than_any_node_stays_pending_with_the_schedulers_reason(
 
     assert f"Insufficient {FlexNPUProfile.CORE}" in events[0].message
     assert events[0].reporting_component == "volcano"
-    pod = core.read_namespaced_pod("too-big", namespace)
+    pod = wait_for("the pod's condition", lambda: (p := core.read_namespaced_pod("too-big", namespace)).status.conditions and p)
     assert pod.status.phase == "Pending"
     assert not pod.spec.node_name
     [condition] = pod.status.conditions
