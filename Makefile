@@ -78,10 +78,10 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 ## var directory; a file's tests stay together; Schemathesis' generated tests run apart, after,
 ## as its pytest plugin collects them as one test under xdist); then the console's and the LTI
 ## flows again on SQLite, the demo's database (~1 min); tests/kube runs apart, in one process, so one
-## control plane serves it all (it needs `make controlplane` first)
+## control plane serves it all (built by `make controlplane` first: a second's check once built)
 TEST_WORKERS ?= 2
 SQLITE_TESTS := tests/views tests/lti
-test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
+test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES) controlplane
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py --ignore=tests/kube
 	$(VENV)/bin/pytest tests/api/test_schemathesis.py
