@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Decimal
 
-from labs.drivers.base import CardBinding, DriverError, LaunchSpec, launches_vllm_serve
+from labs.drivers.base import CardBinding, DriverError, DriverRefused, LaunchSpec, launches_vllm_serve
 from labs.drivers.kubernetes.profiles import DeviceProfile
 
 LABEL_PREFIX = "npu-lab.portal"
@@ -295,11 +295,19 @@ def host_resources(spec: LaunchSpec) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, options: PodOptions) -> dict:
-    """The session's pod: one unprivileged NPU container, scheduled by Volcano onto the ledger's node."""
+    """The session's pod: one unprivileged NPU container, scheduled by Volcano onto the ledger's node.
+
+    ``DriverRefused`` for a spec without a container image: the API server refuses such a pod, and
+    asking again cannot help."""
     try:
         template = TEMPLATES[spec.kind]
     except KeyError:
         raise DriverError(f"Unknown lab kind {spec.kind!r}; expected one of {', '.join(sorted(TEMPLATES))}.") from None
+    if not spec.image.strip():
+        raise DriverRefused(
+            f"The {spec.kind} template names no container image, so its pod cannot be made; "
+            "an operator must give the template (or its allow-list entry) an image."
+        )
     device = profile.render(spec.card)
     container = template(spec, options, profile)
     extra_env = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labs.drivers.base import CardBinding, DriverError, HostResources, LaunchSpec
+from labs.drivers.base import CardBinding, DriverError, DriverRefused, HostResources, LaunchSpec
 from labs.drivers.kubernetes import builders
 from labs.drivers.kubernetes.profiles import get_profile
 
@@ -195,6 +195,13 @@ def test_a_card_of_unknown_memory_gets_no_vllm_pod() -> None:
 
     with pytest.raises(DriverError, match="card's memory is unknown"):
         builders.make_pod(spec("vllm", card), profile=get_profile(), namespace="ns", options=builders.PodOptions())
+
+
+@pytest.mark.parametrize("kind", ["jupyter", "vllm"])
+@pytest.mark.parametrize("image", ["", "  "])
+def test_a_spec_without_a_container_image_gets_no_pod_and_is_not_retried(kind: str, image: str) -> None:
+    with pytest.raises(DriverRefused, match="names no container image"):
+        builders.make_pod(replace(spec(kind), image=image), profile=get_profile(), namespace="ns", options=builders.PodOptions())
 
 
 def test_a_shared_card_runs_vllm_eager_and_a_whole_card_may_capture_graphs() -> None:
