@@ -385,32 +385,34 @@ class TemplateForm(forms.Form):
             for name in self.HOST_FIELDS:
                 if data.get(name) is None:
                     data[name] = defaults[name]
-            # The model's rule (limits at least the requests, requests within the largest node).
+            # The model's rule (an image to run, limits at least the requests, requests within the largest node).
             try:
-                LabTemplate(**{name: data[name] for name in self.HOST_FIELDS}).clean()
+                LabTemplate(**self._runs(allowed), **{name: data[name] for name in self.HOST_FIELDS}).clean()
             except forms.ValidationError as exc:
                 for field, messages in exc.message_dict.items():
                     for message in messages:
                         self.add_error(field, message)
         return data
 
+    @staticmethod
+    def _runs(allowed: AllowedImage) -> dict:
+        """What a template made from an allow-list entry runs: a JupyterLab image, or a vLLM model and its serving image."""
+        runs = {"kind": allowed.kind, "image": allowed.container_image}
+        if allowed.kind == LabTemplate.Kind.VLLM:
+            runs["model"] = allowed.reference
+        return runs
+
     def template_fields(self) -> dict:
         data = self.cleaned_data
-        allowed: AllowedImage = data["image"]
-        fields = {
+        return {
             "name": data["name"],
             "description": data["description"],
-            "kind": allowed.kind,
+            **self._runs(data["image"]),
             "core_percent": data["core_percent"],
             "memory_mib": data["memory_mib"],
             "scenario": data["scenario"],
             **{name: data[name] for name in self.HOST_FIELDS},
         }
-        if allowed.kind == LabTemplate.Kind.VLLM:
-            fields.update(image="", model=allowed.reference)
-        else:
-            fields.update(image=allowed.reference)
-        return fields
 
 
 class BudgetGrantForm(forms.Form):

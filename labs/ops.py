@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import wraps
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -202,7 +203,7 @@ class AllotmentForm(forms.ModelForm):
 class AllowedImageForm(forms.ModelForm):
     class Meta:
         model = AllowedImage
-        fields = ["kind", "reference", "label"]
+        fields = ["kind", "reference", "image", "label"]
 
     def clean_reference(self):
         value = self.cleaned_data["reference"].strip()
@@ -303,7 +304,7 @@ def tenancy(request: HttpRequest) -> HttpResponse:
         }
         for i in institutions
     ]
-    return render(request, "labs/ops/tenancy.html", {"rows": rows, "scope": scope})
+    return render(request, "labs/ops/tenancy.html", {"rows": rows, "scope": scope, "vllm_image": settings.LAB_VLLM_IMAGE})
 
 
 # --- repairs and audit ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from labs.domain.images import is_image_reference
 from portal.env import (
     env_bool,
     env_database,
@@ -417,6 +418,14 @@ LAB_DRIVER = {
     # the Kubernetes driver's profile_settings, pod_options or a pool's own profile options.
     "OPTIONS": {**_driver_options_from_env(), **env_json_object("LAB_DRIVER_OPTIONS")},
 }
+# The serving image of a vLLM model an operator allows without naming one: the image the CCE
+# FlexNPU guide requires (vLLM Ascend v0.18.0 with CANN 8.5.0); a mirror of it where nodes cannot
+# reach quay.io.
+LAB_VLLM_IMAGE = env_str("LAB_VLLM_IMAGE", "quay.io/ascend/vllm-ascend:v0.18.0")
+if not is_image_reference(LAB_VLLM_IMAGE):
+    raise ImproperlyConfigured(
+        f"LAB_VLLM_IMAGE={LAB_VLLM_IMAGE!r} is not a container image reference: use e.g. quay.io/ascend/vllm-ascend:v0.18.0."
+    )
 # Whether the NPU shares the portal books are enforced on hardware. Only the Kubernetes driver
 # places labs on NPU nodes (FlexNPU, vNPU, HAMi); the local and simulator drivers run them on a
 # machine without NPUs, and the student page says so. Set it to override (a test cluster without NPUs).

@@ -459,3 +459,18 @@ def test_calls_to_plain_http_or_private_addresses_are_refused_unless_allowed_by_
     assert loaded(former) == {"http": True, "private": True}
     both = run_settings(tmp_path, OUTBOUND, WEBHOOK_ALLOW_PRIVATE_ADDRESSES="1", OUTBOUND_ALLOW_PRIVATE_ADDRESSES="0")
     assert loaded(both) == {"http": False, "private": False}
+
+
+VLLM_IMAGE = """
+import django
+django.setup()
+from django.conf import settings
+print(settings.LAB_VLLM_IMAGE)
+"""
+
+
+def test_the_vllm_image_is_the_vendors_unless_set_and_a_malformed_one_stops_the_portal(tmp_path):
+    assert run_settings(tmp_path, VLLM_IMAGE).stdout.split()[-1] == "quay.io/ascend/vllm-ascend:v0.18.0"
+    mirror = run_settings(tmp_path, VLLM_IMAGE, LAB_VLLM_IMAGE="swr.example.edu/ascend/vllm-ascend:v0.18.0")
+    assert mirror.stdout.split()[-1] == "swr.example.edu/ascend/vllm-ascend:v0.18.0", mirror.stderr
+    assert "LAB_VLLM_IMAGE" in refused(run_settings(tmp_path, VLLM_IMAGE, LAB_VLLM_IMAGE="vllm ascend"))

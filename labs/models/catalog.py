@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -6,6 +7,7 @@ from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
+from labs.domain.images import is_image_reference
 from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, Scenario
 from labs.drivers.base import launches_vllm_serve
 
@@ -17,12 +19,37 @@ def validate_memory_granule(value: int) -> None:
         raise ValidationError(_("Memory must be a multiple of %(granule)s MiB."), params={"granule": MEMORY_GRANULE_MIB})
 
 
+def validate_image_reference(value: str) -> None:
+    if not is_image_reference(value):
+        raise ValidationError(
+            _("“%(value)s” is not a container image reference: registry/name:tag, the name in lower case, no spaces."),
+            params={"value": value},
+            code="image_reference",
+        )
+
+
+def serving_image(kind: str, image: str) -> str:
+    """The ``image`` of an allow-list entry of ``kind`` as stored: a vLLM model's own, or the site's
+    ``LAB_VLLM_IMAGE`` when the operator named none; a JupyterLab entry's as given (it must be empty)."""
+    if kind == "vllm" and not image:
+        return settings.LAB_VLLM_IMAGE
+    return image
+
+
 class AllowedImage(models.Model):
-    """What an institution lets its courses run: a JupyterLab image or a vLLM model (its operator's list)."""
+    """What an institution lets its courses run: a JupyterLab image, or a vLLM model and the image
+    that serves it (its operator's list)."""
 
     institution = models.ForeignKey("labs.Institution", on_delete=models.CASCADE, related_name="allowed_images")
     kind = models.CharField(_("kind"), max_length=16, choices=[("jupyter", _("JupyterLab")), ("vllm", _("vLLM"))])
     reference = models.CharField(_("image or model"), max_length=300)
+    image = models.CharField(
+        _("serving image (vLLM)"),
+        max_length=300,
+        blank=True,
+        validators=[validate_image_reference],
+        help_text=_("vLLM: the container image that serves the model; empty: the site's LAB_VLLM_IMAGE. JupyterLab: empty."),
+    )
     label = models.CharField(_("label"), max_length=100, blank=True)
 
     class Meta:
@@ -30,13 +57,40 @@ class AllowedImage(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["institution", "kind", "reference"], name="allowed_image_unique"),
             models.CheckConstraint(condition=Q(kind__in=["jupyter", "vllm"]), name="allowed_image_kind_valid"),
+            models.CheckConstraint(
+                condition=(Q(kind="vllm") & ~Q(image="")) | Q(kind="jupyter", image=""),
+                name="allowed_image_vllm_names_its_image",
+                violation_error_message=_("A vLLM model needs the image that serves it; a JupyterLab image needs none."),
+            ),
         ]
 
     def __str__(self) -> str:
         return self.label or self.reference
 
+    def clean(self) -> None:
+        """A vLLM model without an image gets the site's (``serving_image``); a JupyterLab entry is its
+        own image, so its reference must be one and it names no other."""
+        super().clean()
+        if self.kind == "jupyter":
+            if self.image:
+                raise ValidationError({"image": _("A JupyterLab image needs no serving image: leave it empty.")})
+            if self.reference:
+                try:
+                    validate_image_reference(self.reference)
+                except ValidationError as exc:
+                    raise ValidationError({"reference": exc.error_list}) from None
+        self.image = serving_image(self.kind, self.image)
+
+    @property
+    def container_image(self) -> str:
+        """The image a template made from this entry runs: the JupyterLab image, or the vLLM model's serving image."""
+        return self.image if self.kind == "vllm" else self.reference
+
 
 _JUPYTER_HOST = HOST_DEFAULTS["jupyter"]
+IMAGE_NEEDED = _(
+    "A lab template needs a container image (a vLLM template: the image that serves its model, from the allow-list)."
+)
 
 
 class LabTemplate(models.Model):
@@ -55,7 +109,8 @@ class LabTemplate(models.Model):
     slug = models.SlugField(_("slug"))
     description = models.CharField(_("description"), max_length=300, blank=True)
     kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.JUPYTER)
-    image = models.CharField(_("container image"), max_length=300)
+    # Blank in forms so that clean() says what is missing; the database refuses an empty image.
+    image = models.CharField(_("container image"), max_length=300, blank=True)
     # vLLM: the model served (empty: the driver's default); JupyterLab: unused.
     model = models.CharField(_("model"), max_length=300, blank=True)
     # A course's own template (made in the instructor console); empty: the institution's catalogue.
@@ -102,6 +157,11 @@ class LabTemplate(models.Model):
                 condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="template_memory_128mib_multiple"
             ),
             models.CheckConstraint(condition=Q(kind__in=["jupyter", "vllm"]), name="template_kind_valid"),
+            models.CheckConstraint(
+                condition=~Q(image=""),
+                name="template_image_given",
+                violation_error_message=IMAGE_NEEDED,
+            ),
             models.CheckConstraint(condition=Q(scenario__in=["development", "inference"]), name="template_scenario_valid"),
             models.CheckConstraint(
                 condition=Q(idle_timeout_minutes__gte=1, max_lifetime_minutes__gte=1), name="template_minutes_positive"
@@ -122,9 +182,11 @@ class LabTemplate(models.Model):
         return f"{self.name} ({self.core_percent} %, {self.memory_mib // 1024} GiB)"
 
     def clean(self) -> None:
-        """A vLLM lab runs ``vllm serve``; host limits at least the requests, requests within what the
-        largest node offers lab sessions."""
+        """An image to run; a vLLM lab runs ``vllm serve``; host limits at least the requests, requests
+        within what the largest node offers lab sessions."""
         super().clean()
+        if not self.image:
+            raise ValidationError({"image": IMAGE_NEEDED})
         if not isinstance(self.command, list) or not all(isinstance(part, str) for part in self.command):
             raise ValidationError({"command": _("The command must be a list of strings.")})
         if self.kind == self.Kind.VLLM and not launches_vllm_serve(self.command):

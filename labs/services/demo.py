@@ -25,11 +25,13 @@ DEMO_PASSWORD = "npu-lab-demo"  # printed by `make demo`; the demo is for a lapt
 CARD_MEMORY_MIB = 64 * 1024
 DEMO_NODE = "npu-node-1"
 DEMO_AGENT_PORT = 9410
-# The institution's allow-list: what a course's own templates may run.
+# The institution's allow-list: what a course's own templates may run (kind, image or model,
+# the image serving a vLLM model, label). vLLM runs in the image the CCE FlexNPU guide requires.
+VLLM_ASCEND_IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0"
 DEMO_ALLOW_LIST = [
-    ("jupyter", "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest", "JupyterLab (Ascend)"),
-    ("vllm", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen2.5 0.5B Instruct"),
-    ("vllm", "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5 7B Instruct"),
+    ("jupyter", "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest", "", "JupyterLab (Ascend)"),
+    ("vllm", "Qwen/Qwen2.5-0.5B-Instruct", VLLM_ASCEND_IMAGE, "Qwen2.5 0.5B Instruct"),
+    ("vllm", "Qwen/Qwen2.5-7B-Instruct", VLLM_ASCEND_IMAGE, "Qwen2.5 7B Instruct"),
 ]
 
 
@@ -41,8 +43,10 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
     # No allotment: AI101 guarantees the whole server to its 128 students, so a second course
     # made in the console would have nothing left; an operator sets one per institution.
     institution, _ = Institution.objects.get_or_create(slug="demo-university", defaults={"name": "Demo University"})
-    for kind, reference, label in DEMO_ALLOW_LIST:
-        AllowedImage.objects.get_or_create(institution=institution, kind=kind, reference=reference, defaults={"label": label})
+    for kind, reference, image, label in DEMO_ALLOW_LIST:
+        AllowedImage.objects.get_or_create(
+            institution=institution, kind=kind, reference=reference, defaults={"image": image, "label": label}
+        )
     course, _ = Course.objects.get_or_create(
         institution=institution, code="AI101", term="2026 Autumn", defaults={"title": "AI Practice"}
     )

@@ -11,6 +11,7 @@ from django.utils import timezone
 from labs.dispatch import controller_wake
 from labs.domain.reasons import Reason
 from labs.models import Affiliation, AllowedImage, Card, Institution, InstitutionRole, LabSession, Node
+from labs.models.catalog import serving_image
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.events import cluster_changed_publish
@@ -112,11 +113,15 @@ def institution_set_allotment(*, institution: Institution, by, values: dict) -> 
         )
 
 
-def allowlist_add(*, institution: Institution, by, kind: str, reference: str, label: str = "") -> AllowedImage | None:
-    """Allow an image (JupyterLab) or model (vLLM) for the institution's templates; ``None`` if it is already allowed."""
+def allowlist_add(
+    *, institution: Institution, by, kind: str, reference: str, image: str = "", label: str = ""
+) -> AllowedImage | None:
+    """Allow an image (JupyterLab) or a model (vLLM) for the institution's templates; ``None`` if it is
+    already allowed. A vLLM model runs in ``image``, or in the site's ``LAB_VLLM_IMAGE`` when that is empty."""
+    image = serving_image(kind, image)
     with transaction.atomic():
-        image, created = AllowedImage.objects.get_or_create(
-            institution=institution, kind=kind, reference=reference, defaults={"label": label}
+        entry, created = AllowedImage.objects.get_or_create(
+            institution=institution, kind=kind, reference=reference, defaults={"label": label, "image": image}
         )
         if not created:
             return None
@@ -125,9 +130,13 @@ def allowlist_add(*, institution: Institution, by, kind: str, reference: str, la
             action="allowlist.add",
             target=f"{kind} {reference}",
             institution=institution,
-            after={"kind": kind, "reference": reference},
+            after=_allowlist_audit(entry),
         )
-    return image
+    return entry
+
+
+def _allowlist_audit(entry: AllowedImage) -> dict[str, str]:
+    return {"kind": entry.kind, "reference": entry.reference, **({"image": entry.image} if entry.image else {})}
 
 
 def allowlist_remove(*, image: AllowedImage, by) -> None:
@@ -138,7 +147,7 @@ def allowlist_remove(*, image: AllowedImage, by) -> None:
             action="allowlist.remove",
             target=f"{image.kind} {image.reference}",
             institution=image.institution,
-            before={"kind": image.kind, "reference": image.reference},
+            before=_allowlist_audit(image),
         )
         image.delete()
 

@@ -15,3 +15,14 @@ def test_the_demo_instructor_may_create_courses_from_an_allow_list(db):
     assert institutions_for_new_courses(user=instructor) == [course.institution]
     assert AllowedImage.objects.filter(institution=course.institution, kind="vllm").count() == 2
     assert institution_allotment(institution=course.institution).limit is None
+
+
+def test_the_demos_vllm_models_run_in_the_vllm_ascend_image(db):
+    demo_data_load(students=1)
+
+    served = AllowedImage.objects.filter(kind="vllm").values_list("reference", "image")
+    assert sorted(served) == [
+        ("Qwen/Qwen2.5-0.5B-Instruct", "quay.io/ascend/vllm-ascend:v0.18.0"),
+        ("Qwen/Qwen2.5-7B-Instruct", "quay.io/ascend/vllm-ascend:v0.18.0"),
+    ]
+    assert list(AllowedImage.objects.filter(kind="jupyter").values_list("image", flat=True)) == [""]

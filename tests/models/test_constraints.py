@@ -52,6 +52,20 @@ def test_a_template_memory_off_the_grid_fails_validation_with_a_readable_message
     assert "Memory must be a multiple of 128 MiB." in error.value.message_dict["memory_mib"]
 
 
+@pytest.mark.parametrize("kind", ["jupyter", "vllm"])
+def test_a_template_without_a_container_image_is_refused(institution, kind):
+    refused_by_the_database(lambda: TemplateFactory(institution=institution, kind=kind, image=""))
+
+
+def test_a_template_without_a_container_image_fails_validation_with_a_readable_message(institution):
+    template = TemplateFactory.build(institution=institution, kind="vllm", image="", model="Qwen/Qwen2.5-0.5B-Instruct")
+    with pytest.raises(ValidationError) as error:
+        template.full_clean()
+    assert error.value.message_dict["image"] == [
+        "A lab template needs a container image (a vLLM template: the image that serves its model, from the allow-list)."
+    ]
+
+
 def test_a_quota_memory_off_the_128_mib_grid_is_refused(db):
     course = CourseFactory()
     refused_by_the_database(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,8 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from labs.domain.reasons import Reason
+from labs.drivers.kubernetes.builders import PodOptions, make_pod
+from labs.drivers.kubernetes.profiles import get_profile
 from labs.models import (
     Allocation,
     AllowedImage,
@@ -24,11 +27,14 @@ from labs.models import (
     UsageRecord,
 )
 from labs.services.allocation import allocation_pass
+from labs.services.controller import launch_spec
 from labs.services.courses import quota_set
 from labs.services.sessions import LaunchRefused, session_launch, session_stop
+from tests.drivers.kubernetes.test_builders import SESSION_ID, assert_golden
 from tests.factories import TemplateFactory, UserFactory, affiliate, course_with_students
 
 GIB = 1024
+VLLM_IMAGE = "registry.example.edu/npu-lab/vllm-ascend:v0.18.0"
 
 
 def logged_in(user) -> Client:
@@ -250,7 +256,9 @@ def test_templates_are_attached_from_the_catalogue_and_detached(world):
 
 def test_an_instructor_creates_a_vllm_template_from_the_allow_list(world):
     course = world["course"]
-    model = AllowedImage.objects.create(institution=course.institution, kind="vllm", reference="Qwen/Qwen2.5-7B-Instruct")
+    model = AllowedImage.objects.create(
+        institution=course.institution, kind="vllm", reference="Qwen/Qwen2.5-7B-Instruct", image=VLLM_IMAGE
+    )
     data = {
         "action": "create",
         "name": "Qwen 7B",
@@ -271,6 +279,49 @@ def test_an_instructor_creates_a_vllm_template_from_the_allow_list(world):
         course.pk,
     )
     assert course.templates.filter(pk=template.pk).exists()
+
+
+def test_a_vllm_template_made_in_the_console_runs_its_models_serving_image_in_its_pod(world):
+    course = world["course"]
+    model = AllowedImage.objects.create(
+        institution=course.institution, kind="vllm", reference="Qwen/Qwen2.5-0.5B-Instruct", image=VLLM_IMAGE
+    )
+    form = {"name": "Qwen", "image": model.pk, "core_percent": 25, "memory_mib": "16", "scenario": "inference"}
+
+    logged_in(world["instructor"]).post(url(course, "templates/"), {"action": "create", **form})
+    template = LabTemplate.objects.get(name="Qwen")
+    session = session_launch(student=world["students"][0], course=course, template=template)
+    allocation_pass()
+    session.refresh_from_db()
+    # The session's own names (its id, secret, student, course) vary from run to run; the rest
+    # is what the console stored.
+    spec = replace(launch_spec(session), session_id=SESSION_ID, secret="s3cr3t", student="student", course_code="AI101")
+
+    assert (template.kind, template.image, template.model) == ("vllm", VLLM_IMAGE, "Qwen/Qwen2.5-0.5B-Instruct")
+    pod = make_pod(spec, profile=get_profile("flexnpu"), namespace="lab-ai101", options=PodOptions())
+    assert pod["spec"]["containers"][0]["image"] == VLLM_IMAGE
+    assert_golden("pod-flexnpu-vllm-console", pod)
+
+
+def test_a_vllm_model_allowed_without_an_image_runs_in_the_sites_vllm_image(world, settings):
+    settings.LAB_VLLM_IMAGE = "mirror.example.edu/ascend/vllm-ascend:v0.18.0"
+    course = world["course"]
+    operator = UserFactory(username="op")
+    InstitutionRole.objects.create(user=operator, institution=course.institution, role="operator")
+    allow = {"action": "image-add", "institution": course.institution.pk, "kind": "vllm", "reference": "Qwen/Qwen3-0.6B"}
+    logged_in(operator).post("/ops/tenancy/", allow)
+    model = AllowedImage.objects.get(institution=course.institution, reference="Qwen/Qwen3-0.6B")
+    form = {"name": "Qwen3", "image": model.pk, "core_percent": 10, "memory_mib": "8", "scenario": "inference"}
+
+    logged_in(world["instructor"]).post(url(course, "templates/"), {"action": "create", **form})
+    template = LabTemplate.objects.get(name="Qwen3")
+    session = session_launch(student=world["students"][0], course=course, template=template)
+    allocation_pass()
+    session.refresh_from_db()
+    pod = make_pod(launch_spec(session), profile=get_profile("flexnpu"), namespace="lab-x", options=PodOptions())
+
+    assert (template.image, template.model) == ("mirror.example.edu/ascend/vllm-ascend:v0.18.0", "Qwen/Qwen3-0.6B")
+    assert pod["spec"]["containers"][0]["image"] == "mirror.example.edu/ascend/vllm-ascend:v0.18.0"
 
 
 def test_a_template_is_refused_an_image_off_the_allow_list_or_more_memory_than_a_card(world):
@@ -496,7 +547,9 @@ def test_a_course_used_before_its_first_day_counts_that_use_in_its_term(world):
 
 def test_a_vllm_template_gets_the_host_defaults_of_its_kind_and_a_jupyter_one_its_own(world):
     course = world["course"]
-    model = AllowedImage.objects.create(institution=course.institution, kind="vllm", reference="Qwen/Qwen2.5-0.5B-Instruct")
+    model = AllowedImage.objects.create(
+        institution=course.institution, kind="vllm", reference="Qwen/Qwen2.5-0.5B-Instruct", image=VLLM_IMAGE
+    )
     lab = AllowedImage.objects.create(institution=course.institution, kind="jupyter", reference="jupyter/scipy")
     client = logged_in(world["instructor"])
     base = {"action": "create", "core_percent": 10, "memory_mib": "8", "scenario": "development"}

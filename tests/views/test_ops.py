@@ -219,7 +219,46 @@ def test_operators_manage_tenancy_within_their_rights(world, people):
     assert {"allowlist.add", "institution.allotment", "operator.add"} <= actions
 
 
-def test_tenancy_repeats_change_nothing_and_removals_are_audited(world, people):
+def test_a_vllm_model_is_allowed_with_its_serving_image_or_the_sites_and_bad_images_are_refused(world, people, settings):
+    settings.LAB_VLLM_IMAGE = "mirror.example.edu/ascend/vllm-ascend:v0.18.0"
+    institution = world["course"].institution
+    operator = client_for(people["operator"])
+
+    def allow(kind: str, reference: str, image: str) -> str:
+        body = {"action": "image-add", "institution": institution.pk, "kind": kind, "reference": reference, "image": image}
+        return operator.post("/ops/tenancy/", body, follow=True).content.decode()
+
+    allow("vllm", "Qwen/Qwen3-8B", "quay.io/ascend/vllm-ascend:v0.18.0")
+    allow("vllm", "Qwen/Qwen3-0.6B", "")
+    spaced = allow("vllm", "Qwen/Qwen3-1.7B", "quay.io/ascend/vllm ascend:v1")
+    a_model = allow("vllm", "Qwen/Qwen3-32B", "Qwen/Qwen3-32B")
+    jupyter = allow("jupyter", "quay.io/jupyter/scipy-notebook", "quay.io/ascend/vllm-ascend:v0.18.0")
+
+    allowed = dict(AllowedImage.objects.filter(institution=institution).values_list("reference", "image"))
+    assert allowed == {
+        "Qwen/Qwen3-8B": "quay.io/ascend/vllm-ascend:v0.18.0",
+        "Qwen/Qwen3-0.6B": "mirror.example.edu/ascend/vllm-ascend:v0.18.0",
+    }
+    assert "“quay.io/ascend/vllm ascend:v1” is not a container image reference" in spaced
+    assert "“Qwen/Qwen3-32B” is not a container image reference" in a_model
+    assert "A JupyterLab image needs no serving image" in jupyter
+    page = operator.get("/ops/tenancy/").content.decode()
+    assert "mirror.example.edu/ascend/vllm-ascend:v0.18.0" in page and 'name="image"' in page
+    added = AuditEvent.objects.get(action="allowlist.add", target="vllm Qwen/Qwen3-8B")
+    assert added.after == {"kind": "vllm", "reference": "Qwen/Qwen3-8B", "image": "quay.io/ascend/vllm-ascend:v0.18.0"}
+
+    prefix = f"t{institution.pk}"
+    model = AllowedImage.objects.get(institution=institution, reference="Qwen/Qwen3-0.6B")
+    fields = {"name": "Qwen3 small", "image": model.pk, "core_percent": 10, "memory_mib": "8", "scenario": "inference"}
+    operator.post(
+        "/ops/tenancy/",
+        {"action": "template-add", "institution": institution.pk, **{f"{prefix}-{k}": v for k, v in fields.items()}},
+    )
+    made = LabTemplate.objects.get(institution=institution, name="Qwen3 small")
+    assert (made.kind, made.image, made.model) == ("vllm", "mirror.example.edu/ascend/vllm-ascend:v0.18.0", "Qwen/Qwen3-0.6B")
+
+
+def test_tenancy_repeats_change_nothing_and_removals_are_audited(world, people, settings):
     institution = world["course"].institution
     platform = client_for(people["platform"])
     add = {"action": "image-add", "institution": institution.pk, "kind": "vllm", "reference": "Qwen/Qwen2.5-0.5B"}
@@ -232,7 +271,7 @@ def test_tenancy_repeats_change_nothing_and_removals_are_audited(world, people):
     platform.post("/ops/tenancy/", {"action": "image-remove", "institution": institution.pk, "image": image.pk})
     assert not AllowedImage.objects.filter(pk=image.pk).exists()
     removed = AuditEvent.objects.get(action="allowlist.remove")
-    assert removed.before == {"kind": "vllm", "reference": "Qwen/Qwen2.5-0.5B"}
+    assert removed.before == {"kind": "vllm", "reference": "Qwen/Qwen2.5-0.5B", "image": settings.LAB_VLLM_IMAGE}
 
     who = {"institution": institution.pk, "username": world["instructor"].username}
     platform.post("/ops/tenancy/", {"action": "operator-add", **who})
@@ -341,7 +380,12 @@ def test_a_catalogue_template_is_added_by_the_institution_s_operators_only(world
 
 def test_a_catalogue_template_with_bad_values_is_refused_with_the_reason_and_nothing_made(world, people):
     institution = world["course"].institution
-    image = AllowedImage.objects.create(institution=institution, kind="vllm", reference="Qwen/Qwen2.5-0.5B")
+    image = AllowedImage.objects.create(
+        institution=institution,
+        kind="vllm",
+        reference="Qwen/Qwen2.5-0.5B",
+        image="registry.example.edu/npu-lab/vllm-ascend:v0.18.0",
+    )
     prefix = f"t{institution.pk}"
     body = {
         "action": "template-add",
