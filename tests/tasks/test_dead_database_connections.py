@@ -31,7 +31,8 @@ def idle(worker) -> bool:
     which is a different test: tests/reconcile)."""
     log = worker.output()
     received = set(re.findall(r"Task \S+\[([0-9a-f-]+)\] received", log))
-    ended = set(re.findall(r"Task \S+\[([0-9a-f-]+)\] (?:succeeded|raised|failed)", log))
+    ended = set(re.findall(r"Task \S+\[([0-9a-f-]+)\] (?:succeeded|raised|failed|retry)", log))
+    ended |= set(re.findall(r"Discarding revoked task: \S+\[([0-9a-f-]+)\]", log))
     return received <= ended
 
 
