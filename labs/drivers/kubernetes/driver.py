@@ -198,8 +198,9 @@ class KubernetesDriver(ClusterDriver):
         if api_url:
             configuration.host = api_url.rstrip("/")
             if token:
-                configuration.api_key = {"authorization": token}
-                configuration.api_key_prefix = {"authorization": "Bearer"}
+                # The whole header value under the old key: client 36 looks the prefix up under
+                # "BearerToken" only, so a prefix set apart sent the bare token (anonymous to the API server).
+                configuration.api_key = {"authorization": f"Bearer {token}"}
             configuration.verify_ssl = verify_ssl
             if ca_cert:
                 configuration.ssl_ca_cert = ca_cert

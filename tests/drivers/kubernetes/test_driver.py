@@ -223,3 +223,12 @@ def test_a_failed_scheduling_event_explains_a_pod_without_conditions(
 
     assert result.status == PollStatus.PENDING
     assert str(result.reason) == "waiting for an NPU: 0/8 nodes are available: 8 Insufficient volcano.sh/flexnpu-memory.128mi."
+
+
+def test_the_token_option_is_sent_as_a_bearer_token(k8s_driver: KubernetesDriver) -> None:
+    headers: dict[str, str] = {}
+
+    k8s_driver.api_client.update_params_for_auth(headers, [], ["BearerToken"])
+
+    # The driver_config's token; without "Bearer " the API server takes the request as anonymous.
+    assert headers == {"authorization": "Bearer test-token"}
