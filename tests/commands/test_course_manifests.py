@@ -54,3 +54,12 @@ def test_a_course_outside_a_cohort_is_capped_at_its_guarantee(db):
 def test_an_unknown_course_is_a_clear_error(db):
     with pytest.raises(CommandError, match="Need exactly one course with code 'NOPE'; found none"):
         call_command("course_manifests", "NOPE", stdout=StringIO())
+
+
+def test_the_portals_service_account_gets_the_lab_driver_role_in_the_namespace_only(db):
+    course_with_students(0, quota={"core_percent": 40, "memory_mib": 8192, "instance_count": 4}, code="CS2")
+    binding = render("CS2")["RoleBinding"]
+    assert binding["metadata"]["namespace"] == "lab-cs2"
+    assert binding["roleRef"]["kind"] == "ClusterRole"
+    assert binding["roleRef"]["name"] == "npu-lab-portal-lab-driver"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "npu-lab-portal", "namespace": "npu-lab-portal"}]

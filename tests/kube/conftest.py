@@ -6,20 +6,27 @@ The binaries come from ``make controlplane``; without them every test here fails
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labs.devcluster.binaries import ControlPlaneNotBuilt, require_built
 from labs.devcluster.cluster import DevCluster, processes_using
 from labs.devcluster.nodes import fake_nodes
+from labs.drivers.base import CardBinding, LaunchSpec
+from labs.drivers.kubernetes.builders import namespace_name
+from tests.factories import course_with_students
 
 START_DELAY_SECONDS = 0.5
 
@@ -86,3 +93,125 @@ def pod_manifest(name: str, *, resources: dict[str, str] | None = None, **spec: 
         "metadata": {"name": name},
         "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [container], **spec},
     }
+
+
+# -- deploy/ applied for real, and the portal's driver with the ServiceAccount deploy/ makes ----
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+PORTAL_NAMESPACE = "npu-lab-portal"
+PORTAL_SERVICE_ACCOUNT = "npu-lab-portal"
+# Volcano's own installation makes this namespace; deploy/base only puts the scheduler's
+# ConfigMap into it. No CRD is needed: deploy/ uses no Volcano kind (no Queue, no PodGroup).
+VOLCANO_NAMESPACE = "volcano-system"
+
+
+def apply_kustomization(devcluster: DevCluster, directory: Path) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply --server-side -k directory`` as the admin; the result, checked by the caller."""
+    return devcluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(directory), check=False)
+
+
+@pytest.fixture(scope="session")
+def deployed(devcluster: DevCluster, core: client.CoreV1Api) -> DevCluster:
+    """``deploy/base`` applied to the session cluster (after the namespace Volcano's installation would make)."""
+    core.create_namespace({"metadata": {"name": VOLCANO_NAMESPACE}})
+    applied = apply_kustomization(devcluster, DEPLOY / "base")
+    assert applied.returncode == 0, applied.stderr
+    return devcluster
+
+
+def portal_token(core: client.CoreV1Api, seconds: int = 3600) -> str:
+    """A token of the portal's ServiceAccount as deploy/base makes it (the TokenRequest API)."""
+    request = core.create_namespaced_service_account_token(
+        PORTAL_SERVICE_ACCOUNT, PORTAL_NAMESPACE, {"spec": {"expirationSeconds": seconds}}
+    )
+    return request.status.token
+
+
+def portal_driver_config(devcluster: DevCluster, token: str, **options: Any) -> dict[str, Any]:
+    """The Kubernetes driver's settings as the portal's (``LAB_K8S_*``), aimed at the cluster with ``token``."""
+    base = {
+        "api_url": devcluster.server,
+        "token": token,
+        "ca_cert": str(devcluster.ca_file),
+        "request_timeout_seconds": 10,
+        "retries": 1,
+    }
+    return {"BACKEND": "labs.drivers.kubernetes.KubernetesDriver", "OPTIONS": {**base, **options}}
+
+
+def apply_course_manifests(devcluster: DevCluster, code: str, *, profile: str) -> None:
+    """``manage.py course_manifests <code> | kubectl apply -f -``, as deploy/README.md says to add a course."""
+    out = io.StringIO()
+    call_command("course_manifests", code, "--profile", profile, stdout=out)
+    devcluster.kubectl("apply", "--server-side", "-f", "-", input=out.getvalue())
+
+
+@dataclass(frozen=True)
+class LabCourse:
+    """A course whose namespace ``course_manifests`` made: its code, namespace prefix, namespace, device profile and node."""
+
+    code: str
+    prefix: str
+    namespace: str
+    profile: str
+    node: str
+
+
+PROFILES = ("flexnpu", "vnpu", "hami")
+COURSE_QUOTA = {"core_percent": 400, "memory_mib": 65536, "instance_count": 16}
+
+
+def make_lab_course(
+    devcluster: DevCluster, settings: Any, *, profile: str, code: str = "NPU101", quota: dict[str, int] | None = None
+) -> LabCourse:
+    """The course in the database (``quota``), its namespace applied from ``course_manifests`` under a fresh prefix."""
+    prefix = f"t{uuid.uuid4().hex[:8]}-"
+    settings.LAB_DRIVER = {**settings.LAB_DRIVER, "OPTIONS": {**settings.LAB_DRIVER["OPTIONS"], "namespace_prefix": prefix}}
+    course_with_students(0, quota=quota or COURSE_QUOTA, code=code)
+    apply_course_manifests(devcluster, code, profile=profile)
+    node = next(node.name for node in devcluster.nodes if node.profile == profile)
+    namespace = namespace_name(code, namespace_prefix=prefix)
+    devcluster.wait_for_service_account(namespace)
+    return LabCourse(code, prefix, namespace, profile, node)
+
+
+@pytest.fixture(params=PROFILES)
+def lab_course(
+    request: pytest.FixtureRequest, deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
+) -> Iterator[LabCourse]:
+    """A course namespace per test and device profile, as a cluster admin makes it; deleted after the test."""
+    course = make_lab_course(deployed, settings, profile=request.param)
+    yield course
+    core.delete_namespace(course.namespace)
+
+
+def lab_spec(
+    course: LabCourse,
+    *,
+    session_id: str | None = None,
+    core_percent: int = 25,
+    memory_mib: int = 8192,
+    scenario: str = "training",
+    **fields: Any,
+) -> LaunchSpec:
+    """A launch spec of ``course`` on its profile's node; ``fields`` are other ``LaunchSpec`` fields."""
+    card = CardBinding(
+        node=course.node,
+        card_index=0,
+        die_id="",
+        chip_type="910B",
+        core_percent=core_percent,
+        memory_mib=memory_mib,
+        scenario=scenario,
+        card_memory_mib=65536,
+    )
+    values: dict[str, Any] = {"kind": "jupyter", "image": "registry.example.edu/jupyterlab:4", **fields}
+    return LaunchSpec(
+        session_id=session_id or str(uuid.uuid4()),
+        secret=f"tok-{uuid.uuid4().hex}",
+        card=card,
+        course_code=course.code,
+        student="ada",
+        **values,
+    )

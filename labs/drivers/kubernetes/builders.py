@@ -498,6 +498,28 @@ def make_network_policy(
     }
 
 
+PORTAL_SERVICE_ACCOUNT = "npu-lab-portal"
+LAB_DRIVER_CLUSTER_ROLE = "npu-lab-portal-lab-driver"
+
+
+def make_role_binding(course_code: str, *, namespace_prefix: str = "lab-", portal_namespace: str = "npu-lab-portal") -> dict:
+    """Grants the portal's ServiceAccount the ClusterRole of deploy/base/rbac.yaml in the course namespace only.
+
+    Without it the portal may not create a single pod there: it holds no namespaced rights anywhere else.
+    """
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": LAB_DRIVER_CLUSTER_ROLE,
+            "namespace": namespace_name(course_code, namespace_prefix=namespace_prefix),
+            "labels": dict(MANAGED_BY),
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LAB_DRIVER_CLUSTER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": PORTAL_SERVICE_ACCOUNT, "namespace": portal_namespace}],
+    }
+
+
 @dataclass(frozen=True)
 class CourseQuota:
     """A course's nominal (guaranteed) share and how much more it may borrow; integers, units in the names."""

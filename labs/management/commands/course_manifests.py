@@ -1,9 +1,11 @@
-"""Print a course's Kubernetes objects: namespace, default-deny NetworkPolicy, ResourceQuota.
+"""Print a course's Kubernetes objects: namespace, default-deny NetworkPolicy, ResourceQuota, RoleBinding.
 
     python manage.py course_manifests AI101 | kubectl apply -f -
 
 The ResourceQuota is the course's guarantee plus its borrowing limit, from the portal's own
 quota; an unlimited borrowing limit in a cohort is bounded by the guarantees of the whole cohort.
+The RoleBinding gives the portal's ServiceAccount (deploy/base/rbac.yaml) its driver's rights in
+this namespace, and nowhere else.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from labs.models import Course, CourseQuota
 
 
 class Command(BaseCommand):
-    help = "Print the Kubernetes namespace, NetworkPolicy and ResourceQuota of a course, as YAML."
+    help = "Print the Kubernetes namespace, NetworkPolicy, ResourceQuota and RoleBinding of a course, as YAML."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("code", help="the course code, e.g. AI101")
@@ -41,6 +43,7 @@ class Command(BaseCommand):
             raise CommandError(f"{course.code} has no quota; set one in the admin first.")
         options_ = settings.LAB_DRIVER["OPTIONS"]
         prefix = options_.get("namespace_prefix", "lab-")
+        portal_namespace = options_.get("portal_namespace", "npu-lab-portal")
         try:
             device = get_profile(profile or options_.get("profile", "flexnpu"))
         except (KeyError, ValueError) as exc:
@@ -49,8 +52,9 @@ class Command(BaseCommand):
         ceiling = builders.CourseQuota(quota.core_percent, quota.memory_mib, quota.instance_count, *borrow)
         objects = [
             builders.make_namespace(course.code, namespace_prefix=prefix),
-            builders.make_network_policy(course.code, namespace_prefix=prefix),
+            builders.make_network_policy(course.code, namespace_prefix=prefix, portal_namespace=portal_namespace),
             builders.make_resource_quota(course.code, ceiling, profile=device, namespace_prefix=prefix),
+            builders.make_role_binding(course.code, namespace_prefix=prefix, portal_namespace=portal_namespace),
         ]
         self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False), ending="")
 
