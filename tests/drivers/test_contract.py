@@ -6,16 +6,17 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from labs.domain.reasons import Reason
-from labs.drivers import ClusterDriver, DriverError, PollStatus, build_driver
+from labs.drivers import ClusterDriver, DriverError, LaunchSpec, PollStatus, build_driver
 from tests.drivers.helpers import make_spec, wait_for
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SpecFactory = Callable[..., LaunchSpec]
 # Each backend with its own options (build_driver refuses another backend's).
 BACKENDS = {
     "simulator": ("labs.drivers.simulator.SimulatorDriver", {"start_delay_seconds": 0.2}),
@@ -30,6 +31,12 @@ def config(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
 
 
 @pytest.fixture
+def new_spec() -> SpecFactory:
+    """Makes the launch specs of the tests; a driver's variant may place them (its nodes, its course)."""
+    return make_spec
+
+
+@pytest.fixture
 def driver(config: dict) -> Iterator[ClusterDriver]:
     driver = build_driver(config)
     yield driver
@@ -38,8 +45,8 @@ def driver(config: dict) -> Iterator[ClusterDriver]:
         driver.delete(session_id)
 
 
-def test_create_returns_a_ref_and_poll_reaches_running_with_an_access_url(driver: ClusterDriver) -> None:
-    spec = make_spec()
+def test_create_returns_a_ref_and_poll_reaches_running_with_an_access_url(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    spec = new_spec()
 
     ref = driver.create(spec)
     result = wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
@@ -49,8 +56,10 @@ def test_create_returns_a_ref_and_poll_reaches_running_with_an_access_url(driver
     assert result.access_url.startswith(("http://", "https://"))
 
 
-def test_poll_is_pending_with_a_reason_the_portal_can_translate_right_after_create(driver: ClusterDriver) -> None:
-    spec = make_spec()
+def test_poll_is_pending_with_a_reason_the_portal_can_translate_right_after_create(
+    driver: ClusterDriver, new_spec: SpecFactory
+) -> None:
+    spec = new_spec()
     driver.create(spec)
 
     result = driver.poll(spec.session_id)
@@ -62,8 +71,8 @@ def test_poll_is_pending_with_a_reason_the_portal_can_translate_right_after_crea
     assert not result.access_url
 
 
-def test_create_twice_returns_the_same_ref_and_makes_one_instance(driver: ClusterDriver) -> None:
-    spec = make_spec()
+def test_create_twice_returns_the_same_ref_and_makes_one_instance(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    spec = new_spec()
 
     first = driver.create(spec)
     second = driver.create(spec)
@@ -72,15 +81,15 @@ def test_create_twice_returns_the_same_ref_and_makes_one_instance(driver: Cluste
     assert driver.list() == {spec.session_id}
 
 
-def test_each_session_gets_its_own_instance(driver: ClusterDriver) -> None:
-    one, two = make_spec(), make_spec()
+def test_each_session_gets_its_own_instance(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    one, two = new_spec(), new_spec()
 
     assert driver.create(one) != driver.create(two)
     assert driver.list() == {one.session_id, two.session_id}
 
 
-def test_delete_makes_the_session_gone(driver: ClusterDriver) -> None:
-    spec = make_spec()
+def test_delete_makes_the_session_gone(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    spec = new_spec()
     driver.create(spec)
 
     driver.delete(spec.session_id)
@@ -89,8 +98,8 @@ def test_delete_makes_the_session_gone(driver: ClusterDriver) -> None:
     assert driver.list() == set()
 
 
-def test_delete_twice_is_fine(driver: ClusterDriver) -> None:
-    spec = make_spec()
+def test_delete_twice_is_fine(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    spec = new_spec()
     driver.create(spec)
 
     driver.delete(spec.session_id)
@@ -110,17 +119,17 @@ def test_delete_of_an_unknown_session_is_fine(driver: ClusterDriver) -> None:
 
 
 @pytest.mark.parametrize("session_id", ["../../etc/passwd", "not-a-uuid", ""])
-def test_an_invalid_session_id_is_refused(driver: ClusterDriver, session_id: str) -> None:
+def test_an_invalid_session_id_is_refused(driver: ClusterDriver, session_id: str, new_spec: SpecFactory) -> None:
     with pytest.raises(DriverError):
-        driver.create(make_spec(session_id=session_id or "x"))
+        driver.create(new_spec(session_id=session_id or "x"))
     with pytest.raises(DriverError):
         driver.poll(session_id)
     with pytest.raises(DriverError):
         driver.delete(session_id)
 
 
-def test_another_process_sees_and_deletes_the_instance(driver: ClusterDriver, config: dict) -> None:
-    spec = make_spec()
+def test_another_process_sees_and_deletes_the_instance(driver: ClusterDriver, config: dict, new_spec: SpecFactory) -> None:
+    spec = new_spec()
     driver.create(spec)
     script = (
         "import json, sys\n"
@@ -136,8 +145,8 @@ def test_another_process_sees_and_deletes_the_instance(driver: ClusterDriver, co
     assert driver.list() == set()
 
 
-def test_observe_reports_every_instance_with_its_reference_and_node(driver: ClusterDriver) -> None:
-    one, two = make_spec(), make_spec()
+def test_observe_reports_every_instance_with_its_reference_and_node(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    one, two = new_spec(), new_spec()
     refs = {one.session_id: driver.create(one), two.session_id: driver.create(two)}
 
     observed = driver.observe()
@@ -151,8 +160,8 @@ def test_observe_reports_every_instance_with_its_reference_and_node(driver: Clus
         assert not seen.deleting
 
 
-def test_observe_of_a_deleted_instance_no_longer_lists_it(driver: ClusterDriver) -> None:
-    kept, gone = make_spec(), make_spec()
+def test_observe_of_a_deleted_instance_no_longer_lists_it(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    kept, gone = new_spec(), new_spec()
     driver.create(kept)
     driver.create(gone)
 

@@ -15,6 +15,7 @@ from labs.drivers import ClusterDriver, build_driver
 from tests.drivers.kubernetes.conftest import driver_config
 from tests.drivers.kubernetes.emulator import EmulatorThread, Kubelet
 from tests.drivers.test_contract import (  # noqa: F401 - collected here with this module's fixtures
+    new_spec,
     test_an_invalid_session_id_is_refused,
     test_another_process_sees_and_deletes_the_instance,
     test_create_returns_a_ref_and_poll_reaches_running_with_an_access_url,
