@@ -43,3 +43,17 @@ def wait_for(driver: ClusterDriver, session_id: str, *statuses: PollStatus, time
         if time.monotonic() >= deadline:
             pytest.fail(f"session {session_id} still {result} after {timeout} s, wanted {statuses}")
         time.sleep(0.2)
+
+
+def wait_gone(driver: ClusterDriver, session_id: str, timeout: float = 30.0) -> None:
+    """Until ``observe()`` no longer lists the session; until then it must say the instance is being deleted.
+
+    ``delete`` returns without waiting: on Kubernetes a pod bound to a node stays, marked for
+    deletion, until its kubelet has stopped it.
+    """
+    deadline = time.monotonic() + timeout
+    while (seen := driver.observe().get(session_id)) is not None:
+        assert seen.deleting, f"session {session_id} still listed after delete and not marked deleting: {seen}"
+        if time.monotonic() >= deadline:
+            pytest.fail(f"session {session_id} still listed {timeout} s after delete: {seen}")
+        time.sleep(0.1)

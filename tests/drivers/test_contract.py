@@ -13,7 +13,7 @@ import pytest
 
 from labs.domain.reasons import Reason
 from labs.drivers import ClusterDriver, DriverError, LaunchSpec, PollStatus, build_driver
-from tests.drivers.helpers import make_spec, wait_for
+from tests.drivers.helpers import make_spec, wait_for, wait_gone
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SpecFactory = Callable[..., LaunchSpec]
@@ -93,6 +93,7 @@ def test_delete_makes_the_session_gone(driver: ClusterDriver, new_spec: SpecFact
     driver.create(spec)
 
     driver.delete(spec.session_id)
+    wait_gone(driver, spec.session_id)
 
     assert driver.poll(spec.session_id).status == PollStatus.GONE
     assert driver.list() == set()
@@ -104,6 +105,7 @@ def test_delete_twice_is_fine(driver: ClusterDriver, new_spec: SpecFactory) -> N
 
     driver.delete(spec.session_id)
     driver.delete(spec.session_id)
+    wait_gone(driver, spec.session_id)
 
     assert driver.poll(spec.session_id).status == PollStatus.GONE
 
@@ -140,6 +142,7 @@ def test_another_process_sees_and_deletes_the_instance(driver: ClusterDriver, co
     )
 
     subprocess.run([sys.executable, "-c", script, json.dumps(config), spec.session_id], cwd=PROJECT_ROOT, check=True, timeout=60)
+    wait_gone(driver, spec.session_id)
 
     assert driver.poll(spec.session_id).status == PollStatus.GONE
     assert driver.list() == set()
@@ -166,6 +169,7 @@ def test_observe_of_a_deleted_instance_no_longer_lists_it(driver: ClusterDriver,
     driver.create(gone)
 
     driver.delete(gone.session_id)
+    wait_gone(driver, gone.session_id)
 
     assert set(driver.observe()) == {kept.session_id}
 
