@@ -28,7 +28,7 @@ from tests.kube.conftest import PROFILES, lab_spec, make_lab_course, portal_driv
 pytestmark = pytest.mark.kube
 
 REFERENCES = {"jupyter": "registry.example.edu/jupyterlab:4", "vllm": "Qwen/Qwen2.5-0.5B-Instruct"}
-# The console stores a vLLM template with image="" today (being fixed separately); its pod gets this image here.
+# The image the allow-list names for serving the vLLM model (a console template takes it from there).
 VLLM_IMAGE = "registry.example.edu/vllm-ascend:0.9"
 OWN_HOST = {
     "cpu_request_millicores": "1500",
@@ -43,11 +43,21 @@ CASES = list(itertools.product(("jupyter", "vllm"), ("development", "inference")
 
 def console_template(course: Course, kind: str, scenario: str, host: str) -> LabTemplate:
     """The template the console's form makes of this choice."""
-    allowed = AllowedImage.objects.get_or_create(institution=course.institution, kind=kind, reference=REFERENCES[kind])[0]
-    data = {"name": f"{kind} {scenario} {host}", "image": allowed.pk, "core_percent": "10", "memory_mib": "8",
-            "scenario": scenario, **(OWN_HOST if host == "own" else {})}
+    serving = {"image": VLLM_IMAGE} if kind == "vllm" else {}
+    allowed = AllowedImage.objects.get_or_create(
+        institution=course.institution, kind=kind, reference=REFERENCES[kind], defaults=serving
+    )[0]
+    data = {
+        "name": f"{kind} {scenario} {host}",
+        "image": allowed.pk,
+        "core_percent": "10",
+        "memory_mib": "8",
+        "scenario": scenario,
+        **(OWN_HOST if host == "own" else {}),
+    }
     form = TemplateForm(data, institution=course.institution, facts=FACTS)
     assert form.is_valid(), form.errors
+    assert form.template_fields()["image"] == (VLLM_IMAGE if kind == "vllm" else REFERENCES["jupyter"])
     return LabTemplate(institution=course.institution, course=course, **form.template_fields())
 
 
@@ -56,7 +66,7 @@ def template_spec(template: LabTemplate, base: LaunchSpec) -> LaunchSpec:
     return LaunchSpec(
         session_id=base.session_id,
         kind=template.kind,
-        image=template.image or VLLM_IMAGE,
+        image=template.image,
         secret=base.secret,
         card=base.card,
         course_code=base.course_code,
@@ -81,9 +91,7 @@ def test_the_api_server_accepts_every_template_the_console_makes(
     quota = {"core_percent": 800, "memory_mib": 131072, "instance_count": 32}
     course = make_lab_course(deployed, settings, profile=profile, quota=quota)
     try:
-        driver = build_driver(
-            portal_driver_config(deployed, portal_token(core), namespace_prefix=course.prefix, profile=profile)
-        )
+        driver = build_driver(portal_driver_config(deployed, portal_token(core), namespace_prefix=course.prefix, profile=profile))
         made = {}
         for kind, scenario, host in CASES:
             template = console_template(Course.objects.get(code=course.code), kind, scenario, host)
