@@ -193,8 +193,14 @@ def _starting(session: Desired, instance: Seen | None, observed: bool, now: floa
             actions.append(Note(sid, reason))
 
 
+# Why a platform took an instance away that the driver can tell (else: "vanished").
+DELETION_CAUSES = frozenset({"driver.node_lost"})
+
+
 def _running(session: Desired, instance: Seen | None, now: float, actions: list[Action]) -> None:
-    if instance is None or instance.deleting:
+    if instance is not None and instance.deleting and instance.reason is not None and instance.reason.code in DELETION_CAUSES:
+        actions.append(Fail(session.session_id, _clipped(instance.reason)))
+    elif instance is None or instance.deleting:
         actions.append(Fail(session.session_id, Reason.of("session.vanished")))
     elif instance.phase == "failed":
         actions.append(Fail(session.session_id, _driver_reason(instance, "session.vanished")))

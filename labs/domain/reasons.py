@@ -82,6 +82,7 @@ MESSAGES: dict[str, str] = {
     "driver.image_pull_failed": gettext_noop("image pull failed: %(detail)s"),
     "driver.container_not_started": gettext_noop("the container could not start: %(detail)s"),
     "driver.being_stopped": gettext_noop("the lab is being stopped"),
+    "driver.node_lost": gettext_noop("the server %(node)s stopped answering, and the lab on it was ended"),
     "driver.lab_stopped": gettext_noop("the lab stopped: %(cause)s"),
     "driver.container_exit": gettext_noop("%(reason)s, exit code %(exit_code)s"),
     "driver.container_exit_code": gettext_noop("exit code %(exit_code)s"),

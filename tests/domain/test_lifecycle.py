@@ -202,6 +202,17 @@ def test_a_running_session_whose_instance_is_being_deleted_fails_as_vanished():
     assert run(running(), instance("running", ref="pod-1", deleting=True)) == [Fail("s1", Reason.of("session.vanished"))]
 
 
+def test_a_running_session_taken_away_from_a_lost_node_fails_saying_so():
+    lost = Reason.of("driver.node_lost", node="npu-3")
+    actions = run(running(), instance("failed", ref="pod-1", deleting=True, reason=lost))
+    assert actions == [Fail("s1", lost)]
+    # Any other deletion the session did not ask for is "vanished", whatever the driver says.
+    stopping = Reason.of("driver.being_stopped")
+    assert run(running(), instance("failed", ref="pod-1", deleting=True, reason=stopping)) == [
+        Fail("s1", Reason.of("session.vanished"))
+    ]
+
+
 def test_a_running_session_whose_instance_failed_fails_with_the_drivers_reason():
     actions = run(running(), instance("failed", ref="pod-1", reason=Reason.of("session.driver", message="node lost")))
     assert actions == [Fail("s1", Reason.of("session.driver", message="node lost"))]

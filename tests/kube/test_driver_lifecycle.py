@@ -10,6 +10,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labs.devcluster.cluster import DevCluster
+from labs.domain.reasons import Reason
 from labs.drivers import DriverRefused, PollStatus, build_driver
 from labs.drivers.kubernetes import KubernetesDriver, builders
 from tests.drivers.helpers import wait_for as wait_for_status
@@ -20,9 +21,9 @@ pytestmark = pytest.mark.kube
 HOST = "labs.example.edu"
 
 
-def portal_driver(devcluster: DevCluster, core: client.CoreV1Api, course: LabCourse) -> KubernetesDriver:
+def portal_driver(devcluster: DevCluster, core: client.CoreV1Api, course: LabCourse, **options: Any) -> KubernetesDriver:
     config = portal_driver_config(
-        devcluster, portal_token(core), namespace_prefix=course.prefix, profile=course.profile, ingress_host=HOST
+        devcluster, portal_token(core), namespace_prefix=course.prefix, profile=course.profile, ingress_host=HOST, **options
     )
     return build_driver(config)
 
@@ -103,11 +104,11 @@ def test_a_lab_no_node_can_hold_waits_with_the_schedulers_reason(
         core.delete_namespace(course.namespace)
 
 
-def test_a_lab_on_a_lost_node_is_no_longer_reported_running(
+def test_a_lab_on_a_lost_node_is_no_longer_reported_running_and_is_evicted_saying_why(
     deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
 ) -> None:
     course = make_lab_course(deployed, settings, profile="hami")
-    driver = portal_driver(deployed, core, course)
+    driver = portal_driver(deployed, core, course, pod_options={"node_lost_seconds": 2})
     spec = lab_spec(course)
     driver.create(spec)
     assert wait_for_status(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED).status == PollStatus.RUNNING
@@ -123,6 +124,15 @@ def test_a_lab_on_a_lost_node_is_no_longer_reported_running(
         assert seen.status == PollStatus.PENDING
         assert seen.node == course.node
         assert seen.reason.code == "driver.waiting_for_answer"
+        # Past the lab's toleration the taint-eviction controller takes it away, and the driver
+        # says why (the lifecycle fails the session with it: tests/domain/test_lifecycle.py).
+        evicted = wait_for(
+            "the lab evicted from the lost node",
+            lambda: (o := driver.observe()[spec.session_id]).deleting and o,
+            timeout=30,
+        )
+        assert evicted.status == PollStatus.FAILED
+        assert evicted.reason == Reason.of("driver.node_lost", node=course.node)
     finally:
         deployed.simulator.restore_node(course.node)
         deployed.wait_for_nodes_ready()

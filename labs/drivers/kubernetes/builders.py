@@ -84,6 +84,10 @@ def base_url(session_id: str) -> str:
     return f"/labs/{session_id}/"
 
 
+# The taints the node lifecycle controller puts on a node that stopped answering.
+NODE_LOST_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+
+
 @dataclass(frozen=True)
 class PodOptions:
     """Deployment-wide settings of the lab pods (from the driver's options)."""
@@ -103,6 +107,9 @@ class PodOptions:
     vllm_enforce_eager: bool | None = None
     vllm_memory_fraction: str = "0.90"  # of the instance's memory cap that vLLM may fill
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # How long a lab stays on a node that stopped answering (unreachable or not ready) before
+    # Kubernetes evicts it and the student can launch again elsewhere; Kubernetes' default is 300.
+    node_lost_seconds: int = 60
 
 
 def session_labels(spec: LaunchSpec) -> dict[str, str]:
@@ -369,6 +376,10 @@ def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, option
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": dict(device.node_selector),
+        "tolerations": [
+            {"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": int(options.node_lost_seconds)}
+            for taint in NODE_LOST_TAINTS
+        ],
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": options.run_as_user,

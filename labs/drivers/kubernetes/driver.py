@@ -374,6 +374,12 @@ class KubernetesDriver(ClusterDriver):
         status = pod.status or client.V1PodStatus()
         phase = status.phase or "Pending"
         if pod.metadata.deletion_timestamp:
+            evicted = any(
+                c.type == "DisruptionTarget" and c.status == "True" and c.reason == "DeletionByTaintManager"
+                for c in status.conditions or []
+            )
+            if evicted:  # the node stopped answering for longer than the pod tolerates
+                return PollResult(PollStatus.FAILED, reason=Reason.of("driver.node_lost", node=pod.spec.node_name or "?"))
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.being_stopped"))
         if phase in {"Failed", "Succeeded"}:
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.lab_stopped", cause=self._stop_reason(status, phase)))

@@ -257,3 +257,13 @@ def test_namespace_names_are_lowercase_dns_labels() -> None:
     assert builders.namespace_name("NPU101") == "lab-npu101"
     assert builders.namespace_name("CS 231/Spring").startswith("lab-cs-231-spring-")
     assert builders.namespace_name("") == "lab-default"
+
+
+def test_a_lab_tolerates_a_lost_node_for_the_configured_time_only() -> None:
+    """Kubernetes would keep a pod on a node that stopped answering for 300 s; a lab is evicted
+    after ``node_lost_seconds`` so its student can launch again elsewhere."""
+    options = builders.PodOptions(node_lost_seconds=45)
+    pod = builders.make_pod(spec("jupyter"), profile=get_profile("flexnpu"), namespace="ns", options=options)
+    tolerations = {t["key"]: t for t in pod["spec"]["tolerations"]}
+    assert set(tolerations) == {"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"}
+    assert {(t["effect"], t["operator"], t["tolerationSeconds"]) for t in tolerations.values()} == {("NoExecute", "Exists", 45)}
