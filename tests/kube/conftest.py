@@ -163,12 +163,19 @@ COURSE_QUOTA = {"core_percent": 400, "memory_mib": 65536, "instance_count": 16}
 
 
 def make_lab_course(
-    devcluster: DevCluster, settings: Any, *, profile: str, code: str = "NPU101", quota: dict[str, int] | None = None
+    devcluster: DevCluster,
+    settings: Any,
+    *,
+    profile: str,
+    code: str = "NPU101",
+    quota: dict[str, int] | None = None,
+    students: int = 0,
 ) -> LabCourse:
-    """The course in the database (``quota``), its namespace applied from ``course_manifests`` under a fresh prefix."""
+    """The course in the database (``quota``, ``students`` enrolled students), its namespace applied
+    from ``course_manifests`` under a fresh prefix."""
     prefix = f"t{uuid.uuid4().hex[:8]}-"
     settings.LAB_DRIVER = {**settings.LAB_DRIVER, "OPTIONS": {**settings.LAB_DRIVER["OPTIONS"], "namespace_prefix": prefix}}
-    course_with_students(0, quota=quota or COURSE_QUOTA, code=code)
+    course_with_students(students, quota=quota or COURSE_QUOTA, code=code)
     apply_course_manifests(devcluster, code, profile=profile)
     node = next(node.name for node in devcluster.nodes if node.profile == profile)
     namespace = namespace_name(code, namespace_prefix=prefix)
