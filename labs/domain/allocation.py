@@ -23,7 +23,8 @@ charged by ``instance_charge``; a release gives back that charge and the student
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from labs.domain.placement import (
@@ -259,13 +260,24 @@ class Allocator:
         gone when its victims stop."""
         if not self._planned:
             return self.cluster.choose(request)
-        for planned, choice in self._planned:
-            self.cluster.commit(planned, choice, started_at=self.now)
-        try:
+        with self._as_planned(victims_gone=False):
             return self.cluster.choose(request)
+
+    @contextlib.contextmanager
+    def _as_planned(self, *, victims_gone: bool) -> Iterator[None]:
+        """For the block, the cluster with this pass's planned requests placed where their plans
+        put them, and (``victims_gone``) their victims set aside; as it was afterwards."""
+        cluster = self.cluster
+        aside = [p for key in self._promised if (p := cluster.set_aside(key)) is not None] if victims_gone else []
+        for planned, choice in self._planned:
+            cluster.commit(planned, choice, started_at=self.now)
+        try:
+            yield
         finally:
             for planned, _ in self._planned:
-                self.cluster.release(planned.key)
+                cluster.release(planned.key)
+            for placement in aside:
+                cluster.put_back(placement)
 
     def _plan_reclaim(self, request: LaunchRequest, need: Resources) -> ReclaimPlan | None:
         """The victims whose stop seats ``request`` (a guaranteed request that fits nowhere now),
@@ -282,22 +294,14 @@ class Allocator:
         if not candidates:
             return None
         cluster = self.cluster
-        aside = [placement for key in self._promised if (placement := cluster.set_aside(key)) is not None]
-        for planned, choice in self._planned:
-            cluster.commit(planned, choice, started_at=self.now)
-        try:
+        choice = None
+        with self._as_planned(victims_gone=True):
             plan = cluster.reclaim_plan(request, candidates, self.warned)
-            choice = None
             if plan is not None:
                 victims = [placement for key in plan.victims if (placement := cluster.set_aside(key)) is not None]
                 choice = cluster.choose(request)
                 for placement in victims:
                     cluster.put_back(placement)
-        finally:
-            for planned, _ in self._planned:
-                cluster.release(planned.key)
-            for placement in aside:
-                cluster.put_back(placement)
         if plan is None or choice is None:
             return None
         self._promised.update(plan.victims)
