@@ -598,17 +598,25 @@ def launch_spec(session: LabSession) -> LaunchSpec:
         ),
         course_code=session.course.code,
         student=session.student.get_username(),
-        command=tuple(template.command or ()),
-        args=tuple(template.args or ()),
-        model=template.model,
-        host=HostResources(
+        **template_launch_fields(template),
+    )
+
+
+def template_launch_fields(template) -> dict:
+    """What a template gives a ``LaunchSpec`` besides its kind and image: command, arguments,
+    model and the pod's host resources."""
+    return {
+        "command": tuple(template.command or ()),
+        "args": tuple(template.args or ()),
+        "model": template.model,
+        "host": HostResources(
             cpu_request_millicores=template.cpu_request_millicores,
             cpu_limit_millicores=template.cpu_limit_millicores,
             memory_request_mib=template.host_memory_request_mib,
             memory_limit_mib=template.host_memory_limit_mib,
             ephemeral_storage_mib=template.ephemeral_storage_mib,
         ),
-    )
+    }
 
 
 def with_jupyter_token(url: str, *, kind: str, secret: str) -> str:

@@ -9,6 +9,7 @@ Security Standard) on each device profile's node.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -18,11 +19,11 @@ from kubernetes.utils import parse_quantity
 
 from labs.devcluster.cluster import DevCluster
 from labs.drivers import LaunchSpec, build_driver
-from labs.drivers.base import HostResources
 from labs.drivers.kubernetes import builders
 from labs.forms import TemplateForm
 from labs.models import AllowedImage, Course, LabTemplate
 from labs.selectors.console import ClusterFacts
+from labs.services.controller import template_launch_fields
 from tests.kube.conftest import PROFILES, lab_spec, make_lab_course, portal_driver_config, portal_token
 
 pytestmark = pytest.mark.kube
@@ -63,25 +64,7 @@ def console_template(course: Course, kind: str, scenario: str, host: str) -> Lab
 
 def template_spec(template: LabTemplate, base: LaunchSpec) -> LaunchSpec:
     """``labs.services.controller.launch_spec``'s reading of a template, on ``base``'s card."""
-    return LaunchSpec(
-        session_id=base.session_id,
-        kind=template.kind,
-        image=template.image,
-        secret=base.secret,
-        card=base.card,
-        course_code=base.course_code,
-        student=base.student,
-        command=tuple(template.command or ()),
-        args=tuple(template.args or ()),
-        model=template.model,
-        host=HostResources(
-            cpu_request_millicores=template.cpu_request_millicores,
-            cpu_limit_millicores=template.cpu_limit_millicores,
-            memory_request_mib=template.host_memory_request_mib,
-            memory_limit_mib=template.host_memory_limit_mib,
-            ephemeral_storage_mib=template.ephemeral_storage_mib,
-        ),
-    )
+    return dataclasses.replace(base, kind=template.kind, image=template.image, **template_launch_fields(template))
 
 
 @pytest.mark.parametrize("profile", PROFILES)
