@@ -6,9 +6,7 @@ The binaries come from ``make controlplane``; without them every test here fails
 
 from __future__ import annotations
 
-import io
 import json
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labs.devcluster.binaries import ControlPlaneNotBuilt, require_built
 from labs.devcluster.cluster import DevCluster, processes_using
 from labs.devcluster.nodes import fake_nodes
+from labs.devcluster.portal import apply_course_manifests, deploy_portal, portal_driver_options
 from labs.drivers.base import CardBinding, LaunchSpec
 from labs.drivers.kubernetes.builders import namespace_name
 from tests.factories import course_with_students
@@ -97,54 +95,20 @@ def pod_manifest(name: str, *, resources: dict[str, str] | None = None, **spec: 
 
 # -- deploy/ applied for real, and the portal's driver with the ServiceAccount deploy/ makes ----
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
-PORTAL_NAMESPACE = "npu-lab-portal"
-PORTAL_SERVICE_ACCOUNT = "npu-lab-portal"
-# Volcano's own installation makes this namespace; deploy/base only puts the scheduler's
-# ConfigMap into it. No CRD is needed: deploy/ uses no Volcano kind (no Queue, no PodGroup).
-VOLCANO_NAMESPACE = "volcano-system"
-
-
-def apply_kustomization(devcluster: DevCluster, directory: Path) -> subprocess.CompletedProcess[str]:
-    """``kubectl apply --server-side -k directory`` as the admin; the result, checked by the caller."""
-    return devcluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(directory), check=False)
-
 
 @pytest.fixture(scope="session")
-def deployed(devcluster: DevCluster, core: client.CoreV1Api) -> DevCluster:
+def deployed(devcluster: DevCluster) -> DevCluster:
     """``deploy/base`` applied to the session cluster (after the namespace Volcano's installation would make)."""
-    core.create_namespace({"metadata": {"name": VOLCANO_NAMESPACE}})
-    applied = apply_kustomization(devcluster, DEPLOY / "base")
-    assert applied.returncode == 0, applied.stderr
+    deploy_portal(devcluster)
     return devcluster
-
-
-def portal_token(core: client.CoreV1Api, seconds: int = 3600) -> str:
-    """A token of the portal's ServiceAccount as deploy/base makes it (the TokenRequest API)."""
-    request = core.create_namespaced_service_account_token(
-        PORTAL_SERVICE_ACCOUNT, PORTAL_NAMESPACE, {"spec": {"expirationSeconds": seconds}}
-    )
-    return request.status.token
 
 
 def portal_driver_config(devcluster: DevCluster, token: str, **options: Any) -> dict[str, Any]:
     """The Kubernetes driver's settings as the portal's (``LAB_K8S_*``), aimed at the cluster with ``token``."""
-    base = {
-        "api_url": devcluster.server,
-        "token": token,
-        "ca_cert": str(devcluster.ca_file),
-        "request_timeout_seconds": 10,
-        "retries": 1,
+    return {
+        "BACKEND": "labs.drivers.kubernetes.KubernetesDriver",
+        "OPTIONS": portal_driver_options(devcluster, token, retries=1, **options),
     }
-    return {"BACKEND": "labs.drivers.kubernetes.KubernetesDriver", "OPTIONS": {**base, **options}}
-
-
-def apply_course_manifests(devcluster: DevCluster, code: str, *, profile: str) -> None:
-    """``manage.py course_manifests <code> | kubectl apply -f -``, as deploy/README.md says to add a course."""
-    out = io.StringIO()
-    call_command("course_manifests", code, "--profile", profile, stdout=out)
-    devcluster.kubectl("apply", "--server-side", "-f", "-", input=out.getvalue())
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,14 @@ from kubernetes import client
 from bench.classstart import PASSWORD, login_cookies_http
 from bench.harness import fire_at_once, http_request
 from labs.devcluster.cluster import DevCluster
+from labs.devcluster.portal import lab_objects_left, portal_token
 from labs.dispatch import controller_wake
 from labs.domain.states import SessionState
 from labs.drivers import build_driver
 from labs.drivers.kubernetes import builders
 from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
 from tests.factories import node_with_cards
-from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, portal_token, wait_for
+from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
 
@@ -82,25 +83,10 @@ def _wait_until_all(course_code: str, state: SessionState, *, timeout: float) ->
         time.sleep(0.2)
 
 
-def _left_in(deployed: DevCluster, namespace: str) -> dict[str, list[str]]:
-    """The course's lab objects the API server still holds, by kind (the portal's session label)."""
-    core = client.CoreV1Api(deployed.api)
-    networking = client.NetworkingV1Api(deployed.api)
-    label = builders.SESSION_LABEL
-    lists = {
-        "pods": core.list_namespaced_pod,
-        "secrets": core.list_namespaced_secret,
-        "services": core.list_namespaced_service,
-        "ingresses": networking.list_namespaced_ingress,
-    }
-    left = {kind: [o.metadata.name for o in list_(namespace, label_selector=label).items] for kind, list_ in lists.items()}
-    return {kind: names for kind, names in left.items() if names}
-
-
 def _wait_until_nothing_left(deployed: DevCluster, namespace: str, *, timeout: float) -> None:
     """Until the API server holds no lab object in ``namespace``; else fail naming how many of each kind are left."""
     deadline = time.monotonic() + timeout
-    while left := _left_in(deployed, namespace):
+    while left := lab_objects_left(deployed.api, namespace):
         if time.monotonic() > deadline:
             pytest.fail(f"left in {namespace} after {timeout:.0f} s: " + ", ".join(f"{len(v)} {k}" for k, v in left.items()))
         time.sleep(0.2)
@@ -166,6 +152,6 @@ def test_a_class_of_128_starts_and_stops_on_one_node_leaving_nothing_in_the_api_
             deployed, portal_token(client.CoreV1Api(deployed.api)), namespace_prefix=lab_class.prefix, profile=lab_class.profile
         )
     ).create(orphan)
-    assert _left_in(deployed, lab_class.namespace)["pods"] == [builders.pod_name(orphan.session_id)]
+    assert lab_objects_left(deployed.api, lab_class.namespace)["pods"] == [builders.pod_name(orphan.session_id)]
     controller_wake()
     _wait_until_nothing_left(deployed, lab_class.namespace, timeout=30)

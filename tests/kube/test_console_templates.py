@@ -18,13 +18,14 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from labs.devcluster.cluster import DevCluster
+from labs.devcluster.portal import portal_token
 from labs.drivers import LaunchSpec, build_driver
 from labs.drivers.kubernetes import builders
 from labs.forms import TemplateForm
 from labs.models import AllowedImage, Course, LabTemplate
 from labs.selectors.console import ClusterFacts
 from labs.services.controller import template_launch_fields
-from tests.kube.conftest import PROFILES, lab_spec, make_lab_course, portal_driver_config, portal_token
+from tests.kube.conftest import PROFILES, lab_spec, make_lab_course, portal_driver_config
 
 pytestmark = pytest.mark.kube
 

@@ -15,21 +15,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labs.devcluster.cluster import DevCluster
+from labs.devcluster.portal import DEPLOY, PORTAL_NAMESPACE, apply_kustomization, portal_token
 from labs.drivers import PollStatus, build_driver
 from labs.drivers.kubernetes import builders
 from tests.drivers.helpers import wait_for as wait_for_status
-from tests.kube.conftest import (
-    DEPLOY,
-    PORTAL_NAMESPACE,
-    LabCourse,
-    api_message,
-    apply_kustomization,
-    lab_spec,
-    make_lab_course,
-    portal_driver_config,
-    portal_token,
-    wait_for,
-)
+from tests.kube.conftest import LabCourse, api_message, lab_spec, make_lab_course, portal_driver_config, wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -125,4 +115,3 @@ def test_the_namespace_is_what_the_driver_expects(
     assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert quota.spec.hard["requests.volcano.sh/flexnpu-num"] == "16"
     assert [(s.name, s.namespace) for s in binding.subjects] == [("npu-lab-portal", PORTAL_NAMESPACE)]
-

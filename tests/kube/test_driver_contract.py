@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from labs.devcluster.cluster import DevCluster
+from labs.devcluster.portal import portal_token
 from labs.drivers import ClusterDriver, build_driver
 from tests.drivers.test_contract import (  # noqa: F401 - collected here with this module's fixtures
     SpecFactory,
@@ -32,7 +33,7 @@ from tests.drivers.test_contract import (  # noqa: F401 - collected here with th
     test_poll_is_pending_with_a_reason_the_portal_can_translate_right_after_create,
     test_poll_of_an_unknown_session_is_gone,
 )
-from tests.kube.conftest import LabCourse, lab_spec, portal_driver_config, portal_token
+from tests.kube.conftest import LabCourse, lab_spec, portal_driver_config
 
 pytestmark = pytest.mark.kube
 

@@ -10,11 +10,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labs.devcluster.cluster import DevCluster
+from labs.devcluster.portal import portal_token
 from labs.domain.reasons import Reason
 from labs.drivers import DriverRefused, PollStatus, build_driver
 from labs.drivers.kubernetes import KubernetesDriver, builders
 from tests.drivers.helpers import wait_for as wait_for_status
-from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, portal_token, wait_for
+from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -75,7 +76,7 @@ def test_a_lab_over_the_course_quota_is_refused_with_the_api_servers_reason(
             driver.create(lab_spec(course, core_percent=25))
 
         assert "403 Forbidden" in str(refused.value)
-        assert 'exceeded quota: lab-sessions, requested: requests.volcano.sh/flexnpu-core.percentage=25' in str(refused.value)
+        assert "exceeded quota: lab-sessions, requested: requests.volcano.sh/flexnpu-core.percentage=25" in str(refused.value)
         assert driver.observe() == {}
     finally:
         core.delete_namespace(course.namespace)
