@@ -398,14 +398,20 @@ def _home_claim(spec: LaunchSpec, options: PodOptions) -> str:
 
 
 def make_service(spec: LaunchSpec, *, namespace: str) -> dict:
-    """A ClusterIP service in front of the session's pod, for the ingress or the portal's proxy."""
+    """A headless service in front of the session's pod, for the ingress or the portal's proxy.
+
+    Headless (``clusterIP: None``): its name resolves to the pod's address once the pod is ready,
+    and ingress-nginx routes to a service's endpoints, not to its cluster IP, so a cluster IP
+    would serve nobody — and cost the API server an address allocation per lab (the slowest
+    of a lab's objects to create) and every node's kube-proxy a set of rules per lab.
+    """
     port = port_for(spec.kind)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(spec, service_name(spec.session_id), namespace),
         "spec": {
-            "type": "ClusterIP",
+            "clusterIP": "None",
             "selector": {SESSION_LABEL: spec.session_id},
             "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
         },

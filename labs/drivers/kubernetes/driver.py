@@ -250,23 +250,56 @@ class KubernetesDriver(ClusterDriver):
         """Create an object; ``False`` if it already existed."""
         args = (namespace, body) if namespace is not None else (body,)
         try:
-            self._call(what, method, *args, passthrough=(409,))
+            # Not turned into model objects (that costs the client more than the request), but
+            # read to its end: only then does the connection go back to the pool for the next call.
+            self._call(what, method, *args, passthrough=(409,), _preload_content=False).data  # noqa: B018
         except ApiException:
             return False
         return True
 
-    def _session_pods(self, session_id: str) -> list[client.V1Pod]:
-        selector = f"{builders.SESSION_LABEL}={session_id}"
-        pods = self._call("listing lab pods", self.core.list_pod_for_all_namespaces, label_selector=selector).items
-        # Filtered here too: the selector is the API server's job, but a wrong pod here would be deleted.
-        return [pod for pod in pods if self._owns(pod) and (pod.metadata.labels or {}).get(builders.SESSION_LABEL) == session_id]
+    def _create_or_read(self, what: str, create: Any, read: Any, body: dict) -> dict[str, Any]:
+        """Create a namespaced object, else (it exists: a create repeated) read it; the object as the API server holds it.
 
-    def _owns(self, obj: Any) -> bool:
-        labels = obj.metadata.labels or {}
+        Read as plain JSON: the answer is only looked at for its identity, and turning it into
+        the client's model objects would cost more than the request.
+        """
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            answer = self._call(what, create, namespace, body, passthrough=(409,), _preload_content=False)
+        except ApiException:
+            try:
+                answer = self._call(f"reading {what}", read, name, namespace, passthrough=(404,), _preload_content=False)
+            except ApiException:
+                raise DriverError(f"{what.capitalize()} disappeared right after it was created; try again.") from None
+        return json.loads(answer.data)
+
+    def _list_pods(self, selector: str) -> list[dict[str, Any]]:
+        """The lab pods matching ``selector`` in every namespace, as the API server's JSON.
+
+        Read as plain JSON, not the client's model objects: at a class's size (hundreds of pods,
+        every controller round) building those costs the worker ten times the request.
+        """
+        listing = self.core.list_pod_for_all_namespaces
+        answer = self._call("listing lab pods", listing, label_selector=selector, _preload_content=False)
+        try:
+            items = json.loads(answer.data).get("items")
+        except (ValueError, AttributeError) as exc:
+            raise DriverError("The cluster API answered the list of lab pods with something that is not a pod list.") from exc
+        if not isinstance(items, list):
+            raise DriverError("The cluster API answered the list of lab pods with something that is not a pod list.")
+        # Filtered here too: the selector is the API server's job, but a wrong pod here would be deleted.
+        return [pod for pod in items if isinstance(pod, dict) and self._owns(pod.get("metadata") or {})]
+
+    def _session_pods(self, session_id: str) -> list[dict[str, Any]]:
+        pods = self._list_pods(f"{builders.SESSION_LABEL}={session_id}")
+        return [pod for pod in pods if _labels(pod).get(builders.SESSION_LABEL) == session_id]
+
+    def _owns(self, metadata: Mapping[str, Any]) -> bool:
+        labels = metadata.get("labels") or {}
         return (
             all(labels.get(key) == value for key, value in builders.MANAGED_BY.items())
             and labels.get("app.kubernetes.io/component") == "lab-session"
-            and (obj.metadata.namespace or "").startswith(self.namespace_prefix)
+            and str(metadata.get("namespace") or "").startswith(self.namespace_prefix)
         )
 
     # -- namespaces -------------------------------------------------------------------------------
@@ -321,16 +354,12 @@ class KubernetesDriver(ClusterDriver):
         # The pod first, then its secret and service owned by it: Kubernetes' garbage collector
         # removes them with the pod, so the portal never needs to list secrets or services
         # (least privilege). The kubelet retries a container whose secretKeyRef is not there yet.
-        created = self._create("the lab pod", self.core.create_namespaced_pod, namespace, pod)
         name = builders.pod_name(spec.session_id)
-        try:
-            current = self._call("reading the lab pod", self.core.read_namespaced_pod, name, namespace, passthrough=(404,))
-        except ApiException:
-            raise DriverError("The lab pod disappeared right after it was created; try again.") from None
-        uid = current.metadata.uid
+        current = self._create_or_read("the lab pod", self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
+        uid = current.get("metadata", {}).get("uid")
         if not uid:
             raise DriverError("The cluster returned the lab pod without a UID.")
-        if not created and (current.metadata.labels or {}).get(builders.SESSION_LABEL) != spec.session_id:
+        if current.get("metadata", {}).get("labels", {}).get(builders.SESSION_LABEL) != spec.session_id:
             raise DriverError(f"A pod named {name} that is not this session's already exists in {namespace}.")
         owner = {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "blockOwnerDeletion": False}
         parts = [
@@ -347,103 +376,102 @@ class KubernetesDriver(ClusterDriver):
 
     def observe(self) -> dict[str, Observed]:
         """One list of every lab pod (all course namespaces), read into ``Observed`` records."""
-        selector = builders.SESSION_SELECTOR
-        pods = self._call("listing lab pods", self.core.list_pod_for_all_namespaces, label_selector=selector).items
         observed: dict[str, Observed] = {}
-        for pod in pods:
-            if not self._owns(pod):
-                continue
+        for pod in self._list_pods(builders.SESSION_SELECTOR):
             try:
-                session_id = canonical_session_id((pod.metadata.labels or {}).get(builders.SESSION_LABEL))
+                session_id = canonical_session_id(_labels(pod).get(builders.SESSION_LABEL))
             except DriverError:
                 continue  # a hand-made pod with our labels but no session id
             result = self._pod_result(pod, session_id)
+            spec = pod.get("spec") or {}
+            metadata = pod.get("metadata") or {}
             observed[session_id] = Observed(
                 session_id,
                 result.status,
-                ref=pod.metadata.uid or "",
+                ref=metadata.get("uid") or "",
                 reason=result.reason,
                 access_url=result.access_url,
                 # Where it runs once scheduled, else where it is pinned.
-                node=(pod.spec.node_name or (pod.spec.node_selector or {}).get(HOSTNAME_LABEL, "")) if pod.spec else "",
-                deleting=pod.metadata.deletion_timestamp is not None,
+                node=spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL, ""),
+                deleting=metadata.get("deletionTimestamp") is not None,
             )
         return observed
 
-    def _pod_result(self, pod: client.V1Pod, session_id: str) -> PollResult:
-        status = pod.status or client.V1PodStatus()
-        phase = status.phase or "Pending"
-        if pod.metadata.deletion_timestamp:
-            evicted = any(
-                c.type == "DisruptionTarget" and c.status == "True" and c.reason == "DeletionByTaintManager"
-                for c in status.conditions or []
+    def _pod_result(self, pod: dict[str, Any], session_id: str) -> PollResult:
+        metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+        if metadata.get("deletionTimestamp"):
+            evicted = (conditions.get("DisruptionTarget") or {}).get("status") == "True" and (
+                conditions["DisruptionTarget"].get("reason") == "DeletionByTaintManager"
             )
             if evicted:  # the node stopped answering for longer than the pod tolerates
-                return PollResult(PollStatus.FAILED, reason=Reason.of("driver.node_lost", node=pod.spec.node_name or "?"))
+                return PollResult(PollStatus.FAILED, reason=Reason.of("driver.node_lost", node=spec.get("nodeName") or "?"))
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.being_stopped"))
         if phase in {"Failed", "Succeeded"}:
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.lab_stopped", cause=self._stop_reason(status, phase)))
-        for container in status.container_statuses or []:
-            state = container.state
-            waiting = state.waiting if state else None
-            terminated = state.terminated if state else None
-            if waiting and waiting.reason in IMAGE_PULL_FAILURES:
-                reason = Reason.of("driver.image_pull_failed", detail=waiting.message or waiting.reason)
+        for container in status.get("containerStatuses") or []:
+            state = container.get("state") or {}
+            waiting, terminated = state.get("waiting") or {}, state.get("terminated")
+            if waiting.get("reason") in IMAGE_PULL_FAILURES:
+                reason = Reason.of("driver.image_pull_failed", detail=waiting.get("message") or waiting["reason"])
                 return PollResult(PollStatus.FAILED, reason=reason)
-            if waiting and waiting.reason in START_FAILURES:
-                reason = Reason.of("driver.container_not_started", detail=waiting.message or waiting.reason)
+            if waiting.get("reason") in START_FAILURES:
+                reason = Reason.of("driver.container_not_started", detail=waiting.get("message") or waiting["reason"])
                 return PollResult(PollStatus.FAILED, reason=reason)
             if terminated:
                 reason = Reason.of("driver.lab_stopped", cause=self._terminated_reason(terminated))
                 return PollResult(PollStatus.FAILED, reason=reason)
-        conditions = {condition.type: condition for condition in status.conditions or []}
         if phase == "Running":
-            ready = conditions.get("Ready")
-            if ready is not None and ready.status == "True":
-                kind = (pod.metadata.labels or {}).get(builders.KIND_LABEL, "jupyter")
+            if (conditions.get("Ready") or {}).get("status") == "True":
+                kind = _labels(pod).get(builders.KIND_LABEL, "jupyter")
                 url = builders.access_url(
-                    session_id, kind=kind, namespace=pod.metadata.namespace, url_pattern=self.pod_options.url_pattern
+                    session_id, kind=kind, namespace=metadata.get("namespace") or "", url_pattern=self.pod_options.url_pattern
                 )
                 return PollResult(PollStatus.RUNNING, access_url=url)
             return PollResult(PollStatus.PENDING, reason=Reason.of("driver.waiting_for_answer"))
         pending = self._pending_reason(pod, conditions)
-        age = self._age_seconds(pod)
+        age = _age_seconds(metadata.get("creationTimestamp"))
         if age is not None and age > self.spawn_timeout_seconds:
             reason = Reason.of("driver.start_timeout", seconds=f"{self.spawn_timeout_seconds:g}", cause=pending)
             return PollResult(PollStatus.FAILED, reason=reason)
         return PollResult(PollStatus.PENDING, reason=pending)
 
-    def _pending_reason(self, pod: client.V1Pod, conditions: dict[str, Any]) -> Reason:
+    def _pending_reason(self, pod: dict[str, Any], conditions: dict[str, Any]) -> Reason:
         scheduled = conditions.get("PodScheduled")
-        if scheduled is not None and scheduled.status == "False":
-            if scheduled.reason == "Unschedulable":
-                if scheduled.message:
-                    return Reason.of("driver.waiting_for_npu", detail=scheduled.message)
+        if scheduled is not None and scheduled.get("status") == "False":
+            message, why = scheduled.get("message"), scheduled.get("reason")
+            if why == "Unschedulable":
+                if message:
+                    return Reason.of("driver.waiting_for_npu", detail=message)
                 return Reason.of("driver.waiting_for_npu_no_room")
-            if scheduled.message or scheduled.reason:
-                return Reason.of("driver.waiting_to_be_scheduled_because", detail=scheduled.message or scheduled.reason)
+            if message or why:
+                return Reason.of("driver.waiting_to_be_scheduled_because", detail=message or why)
             return Reason.of("driver.waiting_to_be_scheduled")
-        for container in (pod.status.container_statuses if pod.status else None) or []:
-            waiting = container.state.waiting if container.state else None
-            if waiting and waiting.reason in STARTING:
+        for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in STARTING:
                 return Reason.of("driver.starting_container")
-        if scheduled is not None and scheduled.status == "True":
+        if scheduled is not None and scheduled.get("status") == "True":
             return Reason.of("driver.starting_container")
         # No condition yet: a scheduler that gave up may have said why only in an event.
-        event = self._latest_warning(pod)
+        event = self._latest_warning(pod.get("metadata") or {})
         if event is not None and event.reason == "FailedScheduling":
             return Reason.of("driver.waiting_for_npu", detail=event.message or "")
         return Reason.of("driver.waiting_to_be_scheduled")
 
-    def _latest_warning(self, pod: client.V1Pod) -> client.CoreV1Event | None:
-        selector = f"involvedObject.uid={pod.metadata.uid}"
+    def _latest_warning(self, metadata: Mapping[str, Any]) -> client.CoreV1Event | None:
+        uid = metadata.get("uid")
         events = self._call(
-            "reading the lab pod's events", self.core.list_namespaced_event, pod.metadata.namespace, field_selector=selector
+            "reading the lab pod's events",
+            self.core.list_namespaced_event,
+            metadata.get("namespace"),
+            field_selector=f"involvedObject.uid={uid}",
         ).items
         warnings = [
             event
             for event in events
-            if event.type == "Warning" and event.involved_object is not None and event.involved_object.uid == pod.metadata.uid
+            if event.type == "Warning" and event.involved_object is not None and event.involved_object.uid == uid
         ]
         if not warnings:
             return None
@@ -455,36 +483,31 @@ class KubernetesDriver(ClusterDriver):
         return max(warnings, key=when)
 
     @staticmethod
-    def _terminated_reason(terminated: client.V1ContainerStateTerminated) -> Reason:
+    def _terminated_reason(terminated: Mapping[str, Any]) -> Reason:
         """Why the container ended, e.g. "OOMKilled, exit code 137": its reason and message in Kubernetes's words."""
-        if terminated.reason:
-            reason = Reason.of("driver.container_exit", reason=terminated.reason, exit_code=terminated.exit_code)
+        exit_code = terminated.get("exitCode")
+        if terminated.get("reason"):
+            reason = Reason.of("driver.container_exit", reason=terminated["reason"], exit_code=exit_code)
         else:
-            reason = Reason.of("driver.container_exit_code", exit_code=terminated.exit_code)
-        return Reason.of("driver.with_detail", reason=reason, detail=terminated.message) if terminated.message else reason
+            reason = Reason.of("driver.container_exit_code", exit_code=exit_code)
+        message = terminated.get("message")
+        return Reason.of("driver.with_detail", reason=reason, detail=message) if message else reason
 
-    def _stop_reason(self, status: client.V1PodStatus, phase: str) -> Reason:
-        for container in status.container_statuses or []:
-            if container.state and container.state.terminated:
-                return self._terminated_reason(container.state.terminated)
-        if status.reason or status.message:
-            return Reason.of("session.driver", message=": ".join(part for part in (status.reason, status.message) if part))
+    def _stop_reason(self, status: Mapping[str, Any], phase: str) -> Reason:
+        for container in status.get("containerStatuses") or []:
+            terminated = (container.get("state") or {}).get("terminated")
+            if terminated:
+                return self._terminated_reason(terminated)
+        parts = [part for part in (status.get("reason"), status.get("message")) if part]
+        if parts:
+            return Reason.of("session.driver", message=": ".join(parts))
         return Reason.of("driver.pod_completed" if phase == "Succeeded" else "driver.pod_failed")
-
-    @staticmethod
-    def _age_seconds(pod: client.V1Pod) -> float | None:
-        created = pod.metadata.creation_timestamp
-        if created is None:
-            return None
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=dt.UTC)
-        return (dt.datetime.now(dt.UTC) - created).total_seconds()
 
     def delete(self, session_id: str) -> None:
         session_id = canonical_session_id(session_id)
         for pod in self._session_pods(session_id):
-            namespace = pod.metadata.namespace
-            self._delete("the lab pod", self.core.delete_namespaced_pod, pod)
+            namespace = pod["metadata"]["namespace"]
+            self._delete("the lab pod", self.core.delete_namespaced_pod, pod["metadata"]["name"], namespace)
             # Owned by the pod, so the garbage collector removes them anyway; deleting them by
             # name too frees them at once on clusters (and emulators) that collect lazily.
             parts = [
@@ -494,18 +517,32 @@ class KubernetesDriver(ClusterDriver):
             if self.ingress_host:
                 parts.append(("the lab's route", self.networking.delete_namespaced_ingress, builders.ingress_name(session_id)))
             for what, deleter, name in parts:
-                try:
-                    self._call(f"deleting {what}", deleter, name, namespace, passthrough=(404,))
-                except ApiException:
-                    pass  # already gone
+                self._delete(what, deleter, name, namespace)
         # The NPU share is free only once the pod is gone, not when its deletion is accepted:
         # the controller sees that in observe() and only then releases the allocation.
 
-    def _delete(self, what: str, method: Any, obj: Any) -> None:
+    def _delete(self, what: str, method: Any, name: str, namespace: str) -> None:
         try:
-            self._call(f"deleting {what}", method, obj.metadata.name, obj.metadata.namespace, passthrough=(404,))
+            self._call(f"deleting {what}", method, name, namespace, passthrough=(404,), _preload_content=False).data  # noqa: B018
         except ApiException:
             pass  # already gone
+
+
+def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def _age_seconds(created: str | None) -> float | None:
+    """Seconds since an API timestamp (RFC 3339, e.g. ``2026-12-02T04:10:00Z``); ``None`` without one."""
+    if not created:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - moment).total_seconds()
 
 
 def _check_vllm_pod_options(pod_options: dict[str, Any]) -> None:

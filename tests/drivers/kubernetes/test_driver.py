@@ -232,3 +232,18 @@ def test_the_token_option_is_sent_as_a_bearer_token(k8s_driver: KubernetesDriver
 
     # The driver_config's token; without "Bearer " the API server takes the request as anonymous.
     assert headers == {"authorization": "Bearer test-token"}
+
+
+def test_creates_observes_and_deletes_reuse_one_connection(k8s_driver: KubernetesDriver, emulator: EmulatorThread) -> None:
+    """Answers read as plain JSON are read to their end, so each connection goes back to the pool:
+    a connection left holding an unread answer would cost a new TLS handshake per request."""
+    specs = [replace(make_spec(), session_id=str(uuid.uuid4())) for _ in range(5)]
+    for spec in specs:
+        k8s_driver.create(spec)
+    assert set(k8s_driver.observe()) == {spec.session_id for spec in specs}
+    for spec in specs:
+        k8s_driver.delete(spec.session_id)
+
+    manager = k8s_driver.core.api_client.rest_client.pool_manager
+    pools = [manager.pools[key] for key in manager.pools.keys()]
+    assert [pool.num_connections for pool in pools] == [1]
