@@ -67,7 +67,7 @@ from labs.drivers.base import CardBinding, HostResources
 from labs.models import Allocation, Card, LabSession, RepairEvent
 from labs.services.agents import InstanceCall, instance_calls_make
 from labs.services.allocation import allocation_pass
-from labs.services.events import events_batch, events_flush
+from labs.services.events import events_batch
 from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock, try_lock
 from labs.services.rows import rows_update
 from labs.services.selftest import selftests_record
@@ -136,7 +136,13 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
             dispatch.controller_dequeued()
             seen = dispatch.controller_generation()
             calls: list[InstanceCall] = []
-            acted = reconcile_once(report, agent_calls=calls)
+            answers: list[tuple[Future, Create | Delete]] = []
+            acted = reconcile_once(report, agent_calls=calls, answers=answers)
+        # The driver's answers are awaited with the lock let go: on a real cluster a batch of
+        # creates takes seconds, and meanwhile another run admits the next launches and starts
+        # their creates. What the answers record (the instance's reference, a failure) is a
+        # fact, not a decision: conditional and idempotent, whichever run records it first.
+        answers_collect(answers, report, calls)
         hand_over = _HandOver(seen)
         instance_calls_make(calls, on_slow=hand_over)
         if hand_over.done:
@@ -168,19 +174,27 @@ class _HandOver:
         self.done = True
 
 
-def reconcile_once(report: ControllerReport | None = None, *, agent_calls: list[InstanceCall] | None = None) -> bool:
+def reconcile_once(
+    report: ControllerReport | None = None,
+    *,
+    agent_calls: list[InstanceCall] | None = None,
+    answers: list[tuple[Future, Create | Delete]] | None = None,
+) -> bool:
     """One round: admit, observe, decide, act. Returns whether another round could do more now.
 
     The node agents' part (registering the instances the round recorded, unregistering those
-    of the sessions it ended) is added to ``agent_calls`` for the caller to make once it has
-    let go of the controller's lock; without a list, the round makes the calls at its end.
+    of the sessions it ended) is added to ``agent_calls``, and the driver calls it started to
+    ``answers``, for the caller to collect (``answers_collect``) and make once it has let go of
+    the controller's lock; without the lists, the round does both at its end.
     """
-    if agent_calls is None:
+    report = report or ControllerReport()
+    if agent_calls is None or answers is None:
         calls: list[InstanceCall] = []
-        acted = reconcile_once(report, agent_calls=calls)
+        pending: list[tuple[Future, Create | Delete]] = []
+        acted = reconcile_once(report, agent_calls=calls, answers=pending)
+        answers_collect(pending, report, calls)
         instance_calls_make(calls)
         return acted
-    report = report or ControllerReport()
     report.rounds += 1
     with events_batch():
         report.admitted += len(allocation_pass().admitted)
@@ -202,7 +216,7 @@ def reconcile_once(report: ControllerReport | None = None, *, agent_calls: list[
         for action in actions:
             name = type(action).__name__
             report.actions[name] = report.actions.get(name, 0) + 1
-        return _execute(actions, sessions, now, report, agent_calls)
+        return _execute(actions, sessions, now, report, agent_calls, answers)
 
 
 def _seen(observed: Observed) -> Seen:
@@ -285,7 +299,14 @@ def _stored_reason(code: str, params: dict) -> Reason | None:
 # -- carrying out the decisions ---------------------------------------------------------------
 
 
-def _execute(actions: list, sessions: list[Desired], now, report: ControllerReport, agent_calls: list[InstanceCall]) -> bool:
+def _execute(
+    actions: list,
+    sessions: list[Desired],
+    now,
+    report: ControllerReport,
+    agent_calls: list[InstanceCall],
+    answers: list[tuple[Future, Create | Delete]],
+) -> bool:
     by_id = {s.session_id: s for s in sessions}
     freed = False
     creates = [a.session_id for a in actions if isinstance(a, Create)]
@@ -335,26 +356,36 @@ def _execute(actions: list, sessions: list[Desired], now, report: ControllerRepo
     finished = _finish(finishing, agent_calls)
     report.finished += finished
     freed = freed or finished > 0
-    # Admitted and starting, running, stopped: the pages hear now (one message per group for all
-    # of it), before the driver's answers are awaited.
-    events_flush()
-    # Wait for the driver's answers, but not for ever: a slow cluster must not hold the loop
-    # (and its lock) for a whole batch. Answers that come later are not lost: the instance
-    # shows in the next observe() and is bound then; a failed create is tried again when its
-    # lease ends.
-    done, _ = wait([future for future, _ in pending], timeout=settings.LAB_CONTROLLER_WAIT_SECONDS)
-    created: dict[str, str] = {}
-    for future, action in pending:
-        if future in done:
-            _collect(future, action, report, created)
-        else:
-            report.in_flight += 1
-    _bind_created(created)
-    agent_calls.extend(_registrations(bound + list(created)))
-    _simulated_selftests(list(created))
+    agent_calls.extend(_registrations(bound))
+    answers.extend(pending)
     # Another round is worth it when the driver was asked for something (a delete may be done
     # already) or a release freed capacity the allocation pass can hand out.
     return bool(pending) or freed
+
+
+def answers_collect(
+    answers: list[tuple[Future, Create | Delete]], report: ControllerReport, agent_calls: list[InstanceCall]
+) -> None:
+    """Wait for a round's driver calls and record their answers: the created instances bound,
+    registered with their nodes (added to ``agent_calls``), failures recorded.
+
+    Not for ever: a slow cluster must not hold the run for a whole batch. Answers that come
+    later are not lost: the instance shows in the next observe() and is bound then; a failed
+    create is tried again when its lease ends.
+    """
+    if not answers:
+        return
+    done, _ = wait([future for future, _ in answers], timeout=settings.LAB_CONTROLLER_WAIT_SECONDS)
+    created: dict[str, str] = {}
+    with events_batch():
+        for future, action in answers:
+            if future in done:
+                _collect(future, action, report, created)
+            else:
+                report.in_flight += 1
+        _bind_created(created)
+    agent_calls.extend(_registrations(list(created)))
+    _simulated_selftests(list(created))
 
 
 @lru_cache(maxsize=1)

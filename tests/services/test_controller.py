@@ -328,6 +328,42 @@ def test_a_slow_create_does_not_hold_the_run_and_its_answer_is_bound_later_witho
     assert not RepairEvent.objects.exists()
 
 
+def test_a_run_lets_go_of_the_lock_while_it_waits_for_the_drivers_answers(world, driver, monkeypatch):
+    """On a real cluster a batch of creates takes seconds: meanwhile another run must be able to take the next launches."""
+    import threading
+
+    import psycopg
+    from django.db import connection
+
+    from labs.services.locks import CONTROLLER_LOCK_KEY
+
+    monkeypatch.setattr(driver, "create_delay_seconds", 1.0)
+    session = launch(world)
+    db = connection.settings_dict
+    taken: list[bool] = []
+
+    def another_run_tries_the_lock() -> None:
+        time.sleep(0.5)  # the run has started its create and waits for the answer
+        with psycopg.connect(
+            host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"] or None, dbname=db["NAME"],
+            autocommit=True,
+        ) as other:  # fmt: skip
+            got = other.execute("SELECT pg_try_advisory_lock(%s)", [CONTROLLER_LOCK_KEY]).fetchone()[0]
+            taken.append(got)
+            if got:
+                other.execute("SELECT pg_advisory_unlock(%s)", [CONTROLLER_LOCK_KEY])
+
+    other = threading.Thread(target=another_run_tries_the_lock)
+    other.start()
+    report = controller_run(max_rounds=1)
+    other.join()
+
+    assert taken == [True]
+    assert report.created == 1  # and the run still collected its answer
+    session.refresh_from_db()
+    assert session.driver_ref
+
+
 def test_the_launch_spec_carries_the_memory_of_the_card_the_share_sits_on(world, driver):
     session = launch(world)
     reconcile_once()
