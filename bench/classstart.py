@@ -14,6 +14,16 @@ What runs, all on this machine and all real processes, each run with its own res
     NPU here: what is measured is the portal's own path, HTTP -> queued -> allocation pass ->
     admitted -> start task -> poll tasks -> running.
 
+--driver kubernetes runs the same class on the Kubernetes driver instead: a fresh local control
+plane (labs.devcluster: the real kube-apiserver, scheduler with its "volcano" profile,
+controller-manager and etcd from `make controlplane`; a node simulator in this process plays
+the kubelets, with --servers fake FlexNPU nodes whose pods come up --start-delay seconds after
+they are bound), deploy/base applied, the course's namespace from `manage.py course_manifests`,
+and the driver authenticated as the ServiceAccount deploy/ makes, giving each lab its pod,
+Secret, Service and Ingress. After all run, every student presses Stop at once, and the run
+waits until every session is stopped and the API server holds nothing of the class (pods,
+secrets, services, ingresses); it fails if anything is left or an allocation is not released.
+
 Data: --servers nodes of 8 x Ascend 910B with 64 GiB each, one course whose quota fits every
 launch, K enrolled students, one "small" template (5 % AI Core, 4 GiB). One 8-card server takes
 128 such instances, so launches beyond 128 x servers wait for room (and the run says so).
@@ -37,11 +47,13 @@ Everything it started is stopped and every resource given back on exit, on Ctrl-
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -81,7 +93,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--servers", type=int, default=1, help="nodes of 8 x 910B 64 GiB, default 1 (128 small instances each)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes, default 2")
     parser.add_argument("--concurrency", type=int, default=4, help="prefork children per worker, default 4")
-    parser.add_argument("--start-delay", type=float, default=1.0, help="the simulator's start time in seconds, default 1.0")
+    parser.add_argument(
+        "--driver",
+        choices=("simulator", "kubernetes"),
+        default="simulator",
+        help="simulator: the simulator driver (default); kubernetes: the Kubernetes driver against a fresh local "
+        "control plane (python -m labs.devcluster) with --servers fake FlexNPU nodes, deploy/ applied; the class is "
+        "then stopped too, until the API server holds nothing of it",
+    )
+    parser.add_argument(
+        "--start-delay", type=float, default=1.0, help="seconds a lab takes to start (simulator, or node simulator), default 1.0"
+    )
     parser.add_argument("--threads", type=int, default=32, help="client threads sending the launches, default 32")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds from the first launch to give up, default 180")
     parser.add_argument(
@@ -109,7 +131,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def portal_env(*, database_url: str, redis_url: str, var_dir: Path, start_delay: float, channels_prefix: str) -> dict[str, str]:
+def portal_env(
+    *,
+    database_url: str,
+    redis_url: str,
+    var_dir: Path,
+    start_delay: float,
+    channels_prefix: str,
+    driver: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The portal's environment; ``driver``: the ``LAB_DRIVER*`` variables (default: the simulator, ``start_delay``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "LAB_", "CELERY_")) and k != "PORTAL_VAR_DIR"}
     env.update(
         DJANGO_SETTINGS_MODULE="portal.settings",
@@ -117,14 +148,51 @@ def portal_env(*, database_url: str, redis_url: str, var_dir: Path, start_delay:
         REDIS_URL=redis_url,
         SECRET_KEY=new_token(),
         DEBUG="0",
-        LAB_DRIVER="labs.drivers.simulator.SimulatorDriver",
-        LAB_SIMULATOR_DELAY_SECONDS=str(start_delay),
         PORTAL_VAR_DIR=str(var_dir),
         CHANNELS_PREFIX=channels_prefix,
         PYTHONPATH=str(ROOT),
         PYTHONUNBUFFERED="1",
     )
+    env.update(
+        driver
+        or {"LAB_DRIVER": "labs.drivers.simulator.SimulatorDriver", "LAB_SIMULATOR_DELAY_SECONDS": str(start_delay)}
+    )
     return env
+
+
+def server_name(index: int) -> str:
+    """The name of the bench's ``index``-th server (0-based): the portal's Node and, on Kubernetes, the node's."""
+    return f"npu-{index + 1:03d}"
+
+
+def start_cluster(res: Resources, temp: Path, args: argparse.Namespace) -> tuple[object, dict[str, str]]:
+    """A local control plane with ``--servers`` fake FlexNPU nodes, deploy/ applied; it and the driver's variables.
+
+    The driver authenticates with a token of the ServiceAccount deploy/ makes (the shipped RBAC),
+    and gives each lab an Ingress, as a portal with LAB_K8S_INGRESS_HOST does.
+    """
+    from kubernetes import client
+
+    from labs.devcluster.cluster import DevCluster
+    from labs.devcluster.nodes import FakeNode
+    from labs.devcluster.portal import deploy_portal, portal_driver_options, portal_token
+
+    began = time.monotonic()
+    nodes = [FakeNode(name=server_name(i), profile="flexnpu") for i in range(args.servers)]
+    cluster = DevCluster(temp / "cluster", nodes=nodes, start_delay_seconds=args.start_delay)
+    res.on_close("stop the control plane", cluster.stop)
+    cluster.start()
+    deploy_portal(cluster)
+    options = portal_driver_options(
+        cluster,
+        portal_token(client.CoreV1Api(cluster.api), seconds=24 * 3600),
+        namespace_prefix="lab-",
+        profile="flexnpu",
+        ingress_host="labs.bench.example",
+    )
+    print(f"control plane with {args.servers} fake node(s), deploy/ applied: {time.monotonic() - began:.1f} s", flush=True)
+    driver = {"LAB_DRIVER": "labs.drivers.kubernetes.KubernetesDriver", "LAB_DRIVER_OPTIONS": json.dumps(options)}
+    return cluster, driver
 
 
 def build_class(launches: int, servers: int):
@@ -136,7 +204,7 @@ def build_class(launches: int, servers: int):
 
     institution = Institution.objects.create(name="Bench University", slug="bench")
     for s in range(servers):
-        node = Node.objects.create(name=f"npu-{s + 1:03d}")
+        node = Node.objects.create(name=server_name(s))
         Card.objects.bulk_create(
             Card(node=node, index=i, die_id=f"{node.name}-die-{i}", chip_type="Ascend910B", memory_mib=64 * 1024)
             for i in range(8)
@@ -328,12 +396,14 @@ def run(args: argparse.Namespace) -> dict:
         redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
         res.on_close(f"release {redis_url}", lambda: redis_release_database(redis_url, owner))
         (temp / "var").mkdir()
+        cluster, driver = start_cluster(res, temp, args) if args.driver == "kubernetes" else (None, None)
         env = portal_env(
             database_url=database_url,
             redis_url=redis_url,
             var_dir=temp / "var",
             start_delay=args.start_delay,
             channels_prefix=f"bench-{rid}",
+            driver=driver,
         )
         os.environ.update(env)  # this process reads the same database (data, login sessions, polling)
 
@@ -347,6 +417,10 @@ def run(args: argparse.Namespace) -> dict:
         setup_started = time.monotonic()
         call_command("migrate", interactive=False, verbosity=0)
         course, template, students = build_class(args.launches, args.servers)
+        if cluster is not None:
+            from labs.devcluster.portal import apply_course_manifests
+
+            apply_course_manifests(cluster, course.code, profile="flexnpu")
         base_url = start_services(res, env, args, rid)
         if args.http_login:
             cookies = login_cookies_http(base_url, students, args.threads)
@@ -398,27 +472,80 @@ def run(args: argparse.Namespace) -> dict:
         figures["peak_db_connections"] = sampler.peak
         figures["max_connections"] = sampler.max_connections
         figures["db_connection_limit"] = args.db_connection_limit
+        if cluster is not None and figures["time_to_all_running"] is not None:
+            figures.update(stop_class(cluster, course, base_url, cookies, args))
         report(figures, args)
         return figures
     finally:
         res.close()
 
 
+def stop_class(cluster, course, base_url: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace) -> dict:
+    """Every student presses Stop at once; until every session is stopped and the API server holds nothing of the class."""
+    from django.db.models import Count
+
+    from labs.devcluster.portal import lab_objects_left
+    from labs.drivers.kubernetes.builders import namespace_name
+    from labs.models import Allocation, LabSession
+
+    sessions = dict(LabSession.objects.filter(course=course).values_list("student_id", "pk"))
+
+    def stop(user_pk: int):
+        cookie, csrf = cookies[user_pk]
+        headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Accept": "application/json"}
+        return lambda: http_request("POST", f"{base_url}/sessions/{sessions[user_pk]}/stop/", headers=headers)
+
+    fired = fire_at_once([(str(pk), stop(pk)) for pk in sessions], threads=args.threads)
+    started = min(f.sent_at for f in fired)
+    deadline = started + args.timeout
+    namespace = namespace_name(course.code, namespace_prefix="lab-")
+    stopped_after = left_after = None
+    by_state: dict[str, int] = {}
+    left: dict[str, list[str]] = {}
+    while time.time() < deadline:
+        if stopped_after is None:
+            by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
+            if by_state.get("stopped", 0) == len(sessions):
+                stopped_after = time.time() - started
+        left = lab_objects_left(cluster.api, namespace)
+        if stopped_after is not None and not left:
+            left_after = time.time() - started
+            break
+        time.sleep(0.2)
+    unreleased = Allocation.objects.filter(session__course=course, released_at__isnull=True).count()
+    return {
+        "stop_statuses": status_counts(fired),
+        "time_to_all_stopped": stopped_after,
+        "stopped_by_state": by_state,
+        "time_to_nothing_left": left_after,
+        "left_in_api_server": {kind: len(names) for kind, names in left.items()},
+        "unreleased_allocations": unreleased,
+    }
+
+
 def collect(course, fired, retried, started: float, submitted: float, launches: int, by_state: dict[str, int]) -> dict:
     from labs.models import LabSession
 
     sent = {int(f.key): f.sent_at for f in fired}  # a retried launch counts from the first press
-    rows = list(LabSession.objects.filter(course=course).values_list("student_id", "created_at", "admitted_at", "running_at"))
+    fields = ("student_id", "created_at", "admitted_at", "started_at", "running_at")
+    rows = [(s, c, a, r) for s, c, a, _, r in LabSession.objects.filter(course=course).values_list(*fields)]
     launch_to_running = [r.timestamp() - sent[s] for s, _, _, r in rows if r is not None]
     queued_to_admitted = [(a - c).total_seconds() for _, c, a, _ in rows if a is not None]
     admitted_to_running = [(r - a).total_seconds() for _, _, a, r in rows if a is not None and r is not None]
+    starts = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
+    admitted_to_started = [(s - a).total_seconds() for a, s, _ in starts if a is not None and s is not None]
+    started_to_running = [(r - s).total_seconds() for _, s, r in starts if s is not None and r is not None]
     running = by_state.get("running", 0)
+    failures = Counter(
+        session.reason for session in LabSession.objects.filter(course=course, state__in=("failed", "stopping", "stopped"))
+    )
     last_running = max((r.timestamp() for *_, r in rows if r is not None), default=None)
     return {
         "accepted": sum(1 for f in fired if f.status == 201),
         "sessions": len(rows),
         "running": running,
         "stuck": {state: n for state, n in by_state.items() if state != "running"},
+        "failures": dict(failures.most_common(5)),
         "http_statuses": status_counts(fired),
         "retry_statuses": status_counts(retried) if retried else "",
         "submit_seconds": submitted,
@@ -428,14 +555,17 @@ def collect(course, fired, retried, started: float, submitted: float, launches: 
         "launch_to_running_p99": percentile(launch_to_running, 99),
         "queued_to_admitted_p50": percentile(queued_to_admitted, 50),
         "admitted_to_running_p50": percentile(admitted_to_running, 50),
+        "admitted_to_started_p50": percentile(admitted_to_started, 50),
+        "started_to_running_p50": percentile(started_to_running, 50),
     }
 
 
 def report(f: dict, args: argparse.Namespace) -> None:
     capacity = INSTANCES_PER_SERVER * args.servers
+    where = "simulator" if args.driver == "simulator" else "Kubernetes driver, real control plane, node simulator"
     print(
         f"portal class start: {f['launches']} launches, {args.servers} server(s) x 8 x 910B 64 GiB, "
-        f"{args.workers} worker(s) x concurrency {args.concurrency} (prefork), simulator start {args.start_delay:g} s"
+        f"{args.workers} worker(s) x concurrency {args.concurrency} (prefork), {where}, start {args.start_delay:g} s"
     )
     if f["launches"] > capacity:
         print(f"  note: only {capacity} small instances fit on {args.servers} server(s); the rest wait for room")
@@ -453,6 +583,8 @@ def report(f: dict, args: argparse.Namespace) -> None:
             f"  NOT all running: {f['running']} of {f['launches']} running "
             f"({f['sessions']} sessions created); stuck by state: {stuck}; timeout {args.timeout:g} s"
         )
+        for why, n in f["failures"].items():
+            print(f"    {n} ended with: {why}")
         if f["time_to_last_running"] is not None:
             print(f"  the last of those {f['running']} was running after {f['time_to_last_running']:.2f} s")
     print(
@@ -461,12 +593,27 @@ def report(f: dict, args: argparse.Namespace) -> None:
     )
     print(
         f"  queued -> admitted p50 {fmt_seconds(f['queued_to_admitted_p50'])}; "
-        f"admitted -> running p50 {fmt_seconds(f['admitted_to_running_p50'])}"
+        f"admitted -> running p50 {fmt_seconds(f['admitted_to_running_p50'])} "
+        f"(admitted -> created {fmt_seconds(f['admitted_to_started_p50'])}, "
+        f"created -> running {fmt_seconds(f['started_to_running_p50'])})"
     )
     print(
         f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
         f"(limit of the run's role {f['db_connection_limit']}; server max_connections {f['max_connections']})"
     )
+    if "stop_statuses" in f:
+        print(f"  stop: HTTP statuses {f['stop_statuses']}; ", end="")
+        if f["time_to_all_stopped"] is None:
+            stuck = ", ".join(f"{state}: {n}" for state, n in sorted(f["stopped_by_state"].items()))
+            print(f"NOT all stopped ({stuck})")
+        else:
+            print(f"all stopped after {f['time_to_all_stopped']:.2f} s", end="")
+            if f["time_to_nothing_left"] is not None:
+                print(f", nothing of the class left in the API server after {f['time_to_nothing_left']:.2f} s")
+            else:
+                left = ", ".join(f"{n} {kind}" for kind, n in f["left_in_api_server"].items())
+                print(f"; still in the API server at the timeout: {left}")
+        print(f"  allocations not released: {f['unreleased_allocations']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -478,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; everything started was stopped and removed", file=sys.stderr)
         return 130
     write_json(args.json, figures)
-    return 0 if figures["time_to_all_running"] is not None else 1
+    cleared = figures.get("time_to_nothing_left", 0) is not None and not figures.get("unreleased_allocations")
+    return 0 if figures["time_to_all_running"] is not None and cleared else 1
 
 
 if __name__ == "__main__":
