@@ -72,6 +72,7 @@ from bench.harness import (
     POSTGRES_SERVER_URL,
     REDIS_SERVER_URL,
     ROOT,
+    CpuMeter,
     Resources,
     percentile,
     postgres_create_database,
@@ -597,106 +598,6 @@ def run_locust(
 
 # --- where the CPU goes ------------------------------------------------------------------------------
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def proc_stat_fields(text: str) -> tuple[int, int]:
-    """``(ppid, utime + stime in clock ticks)`` from the text of ``/proc/<pid>/stat``.
-
-    The command name (field 2) is in parentheses and may itself hold spaces or parentheses, so
-    the fields are counted from the last ``)``.
-    """
-    rest = text[text.rindex(")") + 2 :].split()
-    # rest[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-    return int(rest[1]), int(rest[11]) + int(rest[12])
-
-
-def machine_busy_ticks(text: str) -> tuple[int, int]:
-    """``(busy, total)`` clock ticks of all cores from the first line of ``/proc/stat`` (idle and iowait are not busy)."""
-    values = [int(v) for v in text.splitlines()[0].split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = values
-    return user + nice + system + irq + softirq + steal, sum(values)
-
-
-def machine_steal_ticks(text: str) -> int:
-    """Clock ticks the hypervisor ran something else while this machine's cores wanted to run
-    (``steal``, the eighth value of ``/proc/stat``'s first line): a virtual machine shared with
-    busy neighbours gets less CPU, and every figure of the run is worse for it."""
-    return int(text.splitlines()[0].split()[8])
-
-
-def cpu_shares(before: dict[str, dict[int, int]], after: dict[str, dict[int, int]], seconds: float) -> dict[str, float]:
-    """Per group, the CPU its processes used between two readings, in % of one core (a process that
-    started in between counts from zero; one that ended in between is not seen)."""
-    shares = {}
-    for group, now in after.items():
-        then = before.get(group, {})
-        ticks = sum(max(0, t - then.get(pid, 0)) for pid, t in now.items())
-        shares[group] = 100.0 * ticks / CLOCK_TICKS / seconds if seconds > 0 else math.nan
-    return shares
-
-
-class CpuMeter:
-    """CPU use of the run's processes (each with its children) and of the whole machine, between ``start`` and ``stop``.
-
-    Linux only (``/proc``). ``groups`` maps a name to the root pids of that group; ``match`` maps
-    a name to a test on a process's command line (PostgreSQL's backends name their database).
-    """
-
-    def __init__(self, groups: dict[str, list[int]], match: dict[str, Callable[[str], bool]]) -> None:
-        self.groups = groups
-        self.match = match
-        self.before: tuple[float, dict[str, dict[int, int]], tuple[int, int, int]] | None = None
-        self.shares: dict[str, float] = {}
-
-    def read(self) -> tuple[float, dict[str, dict[int, int]], tuple[int, int, int]]:
-        table: dict[int, tuple[int, int, str]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                ppid, ticks = proc_stat_fields((entry / "stat").read_text())
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except (OSError, ValueError, IndexError):
-                continue  # ended while being read
-            table[int(entry.name)] = (ppid, ticks, command)
-        children: dict[int, list[int]] = defaultdict(list)
-        for pid, (ppid, _, _) in table.items():
-            children[ppid].append(pid)
-        readings: dict[str, dict[int, int]] = {}
-        for group, roots in self.groups.items():
-            found, stack = {}, list(roots)
-            while stack:
-                pid = stack.pop()
-                if pid in table and pid not in found:
-                    found[pid] = table[pid][1]
-                    stack.extend(children[pid])
-            readings[group] = found
-        for group, test in self.match.items():
-            readings[group] = {pid: ticks for pid, (_, ticks, command) in table.items() if test(command)}
-        stat = Path("/proc/stat").read_text()
-        return time.monotonic(), readings, (*machine_busy_ticks(stat), machine_steal_ticks(stat))
-
-    def start(self) -> None:
-        self.before = self.read()
-
-    def stop(self) -> None:
-        if self.before is None:
-            return
-        began, before, (busy0, total0, steal0) = self.before
-        ended, after, (busy1, total1, steal1) = self.read()
-        seconds = ended - began
-        self.shares = cpu_shares(before, after, seconds)
-        processes = sum(self.shares.values())
-        cores = os.cpu_count() or 1
-        busy = (busy1 - busy0) / max(1, total1 - total0) * 100.0 * cores
-        stolen = (steal1 - steal0) / max(1, total1 - total0) * 100.0 * cores
-        self.shares["the whole machine"] = busy
-        self.shares[STOLEN] = stolen
-        self.shares["everything else (other work on the machine, this script)"] = busy - stolen - processes
-
-
-STOLEN = "stolen by the hypervisor (counted in the whole machine; other guests ran)"
 
 
 def run(args: argparse.Namespace) -> dict:

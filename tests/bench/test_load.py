@@ -17,7 +17,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from bench.harness import ROOT
+from bench.harness import ROOT, cpu_shares, machine_busy_ticks, machine_steal_ticks, proc_stat_fields
 from bench.load import (
     COURSE_PAGE,
     DASHBOARD,
@@ -31,14 +31,10 @@ from bench.load import (
     EndpointStats,
     Sample,
     build_world,
-    cpu_shares,
     csrf_token_of,
     endpoint_stats,
     launch_forms_of,
-    machine_busy_ticks,
-    machine_steal_ticks,
     parse_args,
-    proc_stat_fields,
     results_read,
     student_pace,
     summarise,
@@ -186,7 +182,7 @@ def test_the_ticks_stolen_by_the_hypervisor_are_the_eighth_value():
 
 
 def test_cpu_shares_are_per_cent_of_one_core_and_new_processes_count_from_zero():
-    from bench.load import CLOCK_TICKS
+    from bench.harness import CLOCK_TICKS
 
     before = {"Daphne": {10: 0}, "workers": {20: CLOCK_TICKS}}
     after = {"Daphne": {10: 5 * CLOCK_TICKS}, "workers": {20: 2 * CLOCK_TICKS, 21: CLOCK_TICKS}}
@@ -258,7 +254,7 @@ def test_a_quick_run_measures_every_endpoint(tmp_path):
 def test_the_cpu_meter_reports_what_the_hypervisor_took_apart_from_everything_else():
     import os
 
-    from bench.load import STOLEN, CpuMeter
+    from bench.harness import STOLEN, CpuMeter
 
     meter = CpuMeter({"this test": [os.getpid()]}, {})
     meter.start()
