@@ -59,9 +59,10 @@ MO_FILES := $(foreach locale,$(LOCALES),locale/$(locale)/LC_MESSAGES/django.mo)
 compilemessages: $(MO_FILES)
 
 # --check includes the placeholders; a literal "%" in a message that is not a format string
-# carries "# xgettext:no-python-format" in the source (the "(% of one card)" labels).
-locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po
-	msgfmt --check -o $@ $<
+# carries "# xgettext:no-python-format" in the source (the "(% of one card)" labels). Without
+# GNU gettext (a fresh machine), polib compiles it (tools/compile_catalogue.py).
+locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po | $(VENV)/.installed-runtime
+	if command -v msgfmt >/dev/null; then msgfmt --check -o $@ $<; else $(PY) tools/compile_catalogue.py $< $@; fi
 
 ## demo: the embedded portal on http://127.0.0.1:8000/ (SQLite, local Redis, local JupyterLab driver)
 # Redis database 15 unless REDIS_URL says otherwise: a Redis already on 6379 is likely someone

@@ -152,3 +152,35 @@ def test_the_compiled_catalogue_is_built_from_the_committed_one(catalogue):
         if not ok:
             stale.append(key(entry))
     assert not stale, f"{MO.relative_to(ROOT)} is older than the catalogue: run make compilemessages\n{listed(stale)}"
+
+
+def test_without_msgfmt_the_catalogue_compiles_to_the_same_translations(tmp_path):
+    """A fresh machine has no GNU gettext: make compiles with polib (tools/compile_catalogue.py)."""
+    made = tmp_path / "polib.mo"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "compile_catalogue.py"), str(PO), str(made)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    with made.open("rb") as fh, MO.open("rb") as reference:
+        ours, msgfmts = gettext.GNUTranslations(fh), gettext.GNUTranslations(reference)
+    header = ""  # the header's fields come in another order; the messages must not differ
+    assert {k: v for k, v in ours._catalog.items() if k != header} == {k: v for k, v in msgfmts._catalog.items() if k != header}
+    assert len(ours._catalog) > 900  # every message, not an empty file that happens to match an empty one
+
+
+def test_the_catalogue_compiler_refuses_what_is_not_a_catalogue(tmp_path):
+    broken = tmp_path / "django.po"
+    broken.write_text("this is not a catalogue\n")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "compile_catalogue.py"), str(broken), str(tmp_path / "django.mo")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and "cannot read" in result.stderr
+    assert not (tmp_path / "django.mo").exists()
+    missing = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "compile_catalogue.py"), str(tmp_path / "none.po"), str(tmp_path / "django.mo")],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 1 and "is not a file" in missing.stderr
