@@ -42,7 +42,7 @@ from kubernetes import client, config
 from labs.devcluster.binaries import Release, require_built
 from labs.devcluster.nodes import SIMULATED_LABEL, FakeNode, fake_nodes
 from labs.devcluster.pki import CertFiles, CertificateAuthority, service_account_keys
-from labs.devcluster.simulator import NodeSimulator
+from labs.devcluster.simulator import NodeSimulator, checked_pod_ip
 
 SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_IP = "10.96.0.1"
@@ -95,6 +95,8 @@ class DevCluster:
     ``start_delay_seconds``: how long a bound pod takes to be Running and Ready.
     ``node_monitor_grace_seconds``: how long a node may miss its lease before the
     controller-manager marks it NotReady (a real cluster's default is 50).
+    ``pod_ip``: the address every running pod reports, e.g. ``"127.0.0.1"`` where one stub
+    server answers for all of them; ``None`` (the default): each pod an address of its own.
 
     Start it from a thread that outlives it (the main thread): each component is told to end
     when the thread that started it does, so none outlives a killed test run.
@@ -107,6 +109,7 @@ class DevCluster:
         nodes: int | Sequence[FakeNode] = 3,
         start_delay_seconds: float = 1.0,
         node_monitor_grace_seconds: int = 8,
+        pod_ip: str | None = None,
         release: Release | None = None,
         keep_directory: bool = False,
     ) -> None:
@@ -115,6 +118,7 @@ class DevCluster:
         self.nodes = fake_nodes(nodes) if isinstance(nodes, int) else list(nodes)
         self.start_delay_seconds = start_delay_seconds
         self.node_monitor_grace_seconds = node_monitor_grace_seconds
+        self.pod_ip = checked_pod_ip(pod_ip)
         self.keep_directory = keep_directory
         self.components: list[Component] = []
         self.simulator: NodeSimulator | None = None
@@ -188,6 +192,7 @@ class DevCluster:
             start_delay_seconds=self.start_delay_seconds,
             lease_duration_seconds=max(4, self.node_monitor_grace_seconds),
             kubelet_version=self.release.kubernetes,
+            pod_ip=self.pod_ip,
         )
         self.simulator.start()
         self.wait_for_nodes_ready()

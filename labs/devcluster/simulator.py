@@ -7,6 +7,8 @@ What a kubelet tells the API server, and nothing it does on the host:
   real controller-manager sees a live node;
 * watches the pods bound to its nodes: a new one goes to Pending/ContainerCreating at once and,
   ``start_delay_seconds`` later, to Running and Ready (pod IP, conditions, container statuses);
+  each pod gets an address of its own from ``POD_NETWORK``, or every pod the one ``pod_ip``
+  (a server on this machine that answers for all of them, as a benchmark's stub does);
 * finishes the delete of a pod being deleted (a kubelet's last step: delete with grace 0);
 * fails a pod on request (``fail_pod``, or the pod's ``FAILURE_ANNOTATION``): ``ErrImagePull``
   (waiting ``ErrImagePull``, then ``ImagePullBackOff``, with the kubelet's events) or
@@ -143,8 +145,21 @@ def container_statuses(pod: dict[str, Any], state: Callable[[dict[str, Any]], di
     return statuses
 
 
+def checked_pod_ip(value: str | None) -> str | None:
+    """``value`` as an IP address's text, or ``None``; ``ValueError`` saying so for anything else."""
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"pod_ip must be an IP address such as 127.0.0.1, got {value!r}") from None
+
+
 class NodeSimulator:
-    """The kubelets of ``nodes``, talking to the API server through ``api`` (a ``kubernetes`` ``ApiClient``)."""
+    """The kubelets of ``nodes``, talking to the API server through ``api`` (a ``kubernetes`` ``ApiClient``).
+
+    ``pod_ip``: the address every pod reports (``status.podIP``); ``None``: one of its own each.
+    """
 
     def __init__(
         self,
@@ -155,9 +170,11 @@ class NodeSimulator:
         lease_duration_seconds: int = 10,
         kubelet_version: str = "v0.0.0",
         workers: int = 4,
+        pod_ip: str | None = None,
     ) -> None:
         if start_delay_seconds < 0:
             raise ValueError(f"start_delay_seconds must be 0 or more, got {start_delay_seconds!r}")
+        pod_ip = checked_pod_ip(pod_ip)
         if len({node.name for node in nodes}) != len(nodes):
             raise ValueError("the fake nodes' names must be unique")
         self.api = api
@@ -171,7 +188,8 @@ class NodeSimulator:
         self._lost: set[str] = set()
         self._pods: dict[str, _Pod] = {}
         self._planned: dict[tuple[str, str], str] = {}
-        self._pod_ips = (str(ip) for ip in itertools.islice(POD_NETWORK.hosts(), 1, None))
+        self.pod_ip = pod_ip
+        self._pod_ips = itertools.repeat(pod_ip) if pod_ip else (str(ip) for ip in itertools.islice(POD_NETWORK.hosts(), 1, None))
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
