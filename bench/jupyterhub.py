@@ -1,6 +1,7 @@
 """The same class start on JupyterHub, for a side-by-side figure: K users start a server at once.
 
     .venv/bin/python -m bench.jupyterhub --launches 128
+    .venv/bin/python -m bench.jupyterhub --launches 128 --driver kubernetes
 
 Installs, once, into a cache directory outside the repository (~/.cache/npu-lab-bench/, or
 $NPU_LAB_BENCH_CACHE): JupyterHub from PyPI (pinned, in a virtualenv of its own so the project's
@@ -9,19 +10,46 @@ pins are untouched) and configurable-http-proxy from the npm registry (pinned, n
 cookie secret and the logs; the Hub, its proxy and a stub "notebook" server on free ports on
 127.0.0.1.
 
-The spawner (OneSecondSpawner, written into the config) is the counterpart of the portal's
-simulator driver: no process is started per user. Its start() waits --start-delay seconds
-(asyncio.sleep, 1 s by default: the "pod" coming up) and returns the URL of one shared tiny HTTP
-server (a ThreadingHTTPServer in its own process answering 200 and X-JupyterHub-Version to any
-path). Everything else is JupyterHub's own spawn path: the API handler and its spawn-limit check,
+--driver simulator (the default): the spawner (OneSecondSpawner, written into the config) is the
+counterpart of the portal's simulator driver: no process is started per user. Its start() waits
+--start-delay seconds (asyncio.sleep, 1 s by default: the "pod" coming up) and returns the URL of
+one shared tiny HTTP server (a ThreadingHTTPServer in its own process answering 200 and
+X-JupyterHub-Version to any path). Everything else is JupyterHub's own spawn path: the API handler and its spawn-limit check,
 the server's API token, Spawner.start, the Hub's HTTP check that the server is up (a real request
 to the stub), adding the user's route to configurable-http-proxy over its REST API, the database
 writes. Like KubeSpawner, start() returns only once the "pod" is up.
 
+--driver kubernetes: KubeSpawner (PyPI jupyterhub-kubespawner, pinned, installed once into the
+same cached virtualenv; kubernetes_asyncio pinned too) against a fresh labs.devcluster started by
+the run in its temp dir: the real kube-apiserver, kube-scheduler (profile "volcano") and
+kube-controller-manager from `make controlplane`, with ceil(K / 128) fake FlexNPU nodes (8 cards
+each) named npu-001, npu-002, ... as bench.classstart names its servers, whose simulated kubelet
+runs a bound pod --start-delay seconds after it is bound. The simulator gives every pod the podIP
+127.0.0.1 and KubeSpawner's port is the stub's, so the URL KubeSpawner returns
+(http://<podIP>:<port>) is the stub's and the Hub's HTTP check is the same request as above.
+KubeSpawner's one profile ("small") asks for what the portal's pod asks for with bench.classstart's
+"small" template (5 % of a card, 4 GiB) on the flexnpu device profile -- computed here by the
+portal's own builders (labs.drivers.kubernetes: host_resources, FlexNPUProfile.render): the same
+CPU, memory and scratch-disk requests and limits and volcano.sh/flexnpu-{num,core.percentage,
+memory.128mi}, with schedulerName volcano and a node selector for FlexNPU nodes; the run checks a
+created pod against them. No node pin (the portal's ledger picks a node; KubeSpawner leaves it to
+the scheduler) and no storage (no PVC). The image is never pulled (any name does).
+
+Credentials, least privilege: the Hub's pods live in a namespace of their own ("jupyterhub"); a
+ServiceAccount there is bound to a Role allowing what KubeSpawner does here (pods: get, list,
+watch, create, delete; events: get, list, watch), and the Hub gets a kubeconfig with that
+account's token (TokenRequest API) and the cluster's CA (KUBECONFIG). After all servers run, the
+bench stops them through the Hub's API (DELETE .../server; KubeSpawner deletes each pod and waits
+for it to go), then counts what is left in the namespace (pods, services, secrets, PVCs: 0
+expected). The Hub's own cleanup_servers is off: the dev cluster is torn down at the end anyway
+and a Hub killed mid-cleanup would only slow the teardown. Printed as well: the time to all
+stopped and the load average before and after.
+
 Settings: DummyAuthenticator, concurrent_spawn_limit = 0 (no limit; --default-spawn-limit keeps
 JupyterHub's default of 100), active_server_limit = 0, slow_spawn_timeout = 0 (the POST answers
 202 at once instead of holding the request up to 10 s, as for any slow spawner; the portal's
-POST answers at once too), a service with the admin role whose token the bench uses.
+POST answers at once too; slow_stop_timeout = 0 likewise for the stops), a service with the
+admin role whose token the bench uses.
 
 The run: create K users with one POST /hub/api/users, then K POST /hub/api/users/{name}/server
 queued at once on a pool of --threads threads (through the proxy, as a browser would), then
@@ -63,6 +91,9 @@ from bench.harness import (
 
 JUPYTERHUB_VERSION = "6.1.1"
 CHP_VERSION = "5.3.0"
+KUBESPAWNER_VERSION = "7.1.0"  # needs JupyterHub >= 4
+KUBERNETES_ASYNCIO_VERSION = "36.1.0"  # KubeSpawner's API client
+DRIVERS = ("simulator", "kubernetes")
 CACHE = Path(os.environ.get("NPU_LAB_BENCH_CACHE", Path.home() / ".cache" / "npu-lab-bench"))
 
 STUB_SERVER = """\
@@ -95,6 +126,27 @@ ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
 """
 
 CONFIG = """\
+c = get_config()  # noqa: F821
+c.JupyterHub.bind_url = "http://127.0.0.1:{proxy_port}"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.auth_token = {proxy_token!r}
+c.ConfigurableHTTPProxy.pid_file = {proxy_pid!r}
+c.JupyterHub.db_url = {db_url!r}
+c.JupyterHub.cookie_secret_file = {cookie_secret!r}
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.concurrent_spawn_limit = {spawn_limit!r}
+c.JupyterHub.active_server_limit = 0
+c.JupyterHub.api_page_default_limit = 1000000
+c.JupyterHub.api_page_max_limit = 1000000
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0, "slow_stop_timeout": 0}}
+c.JupyterHub.services = [{{"name": "bench", "api_token": {api_token!r}}}]
+c.JupyterHub.load_roles = [{{"name": "admin", "services": ["bench"]}}]
+"""
+
+SIMULATOR_SPAWNER = """\
 import asyncio
 
 from jupyterhub.spawner import Spawner
@@ -120,27 +172,27 @@ class OneSecondSpawner(Spawner):
         self._running = False
 
 
-c = get_config()  # noqa: F821
-c.JupyterHub.bind_url = "http://127.0.0.1:{proxy_port}"
-c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.ConfigurableHTTPProxy.command = [{chp!r}]
-c.ConfigurableHTTPProxy.auth_token = {proxy_token!r}
-c.ConfigurableHTTPProxy.pid_file = {proxy_pid!r}
-c.JupyterHub.db_url = {db_url!r}
-c.JupyterHub.cookie_secret_file = {cookie_secret!r}
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allow_all = True
 c.JupyterHub.spawner_class = OneSecondSpawner
 c.OneSecondSpawner.start_delay = {start_delay!r}
 c.OneSecondSpawner.server_url = "http://127.0.0.1:{stub_port}"
-c.JupyterHub.concurrent_spawn_limit = {spawn_limit!r}
-c.JupyterHub.active_server_limit = 0
-c.JupyterHub.api_page_default_limit = 1000000
-c.JupyterHub.api_page_max_limit = 1000000
-c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
-c.JupyterHub.services = [{{"name": "bench", "api_token": {api_token!r}}}]
-c.JupyterHub.load_roles = [{{"name": "admin", "services": ["bench"]}}]
+"""
+
+KUBESPAWNER = """\
+c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+c.JupyterHub.cleanup_servers = False
+c.KubeSpawner.namespace = {namespace!r}
+c.KubeSpawner.image = {image!r}
+c.KubeSpawner.scheduler_name = "volcano"
+c.KubeSpawner.node_selector = {node_selector!r}
+# Every pod's podIP is 127.0.0.1 (the node simulator's pod_ip): with the stub's port, the URL
+# KubeSpawner returns, http://<podIP>:<port>, is the stub server's.
+c.KubeSpawner.port = {stub_port!r}
+c.KubeSpawner.storage_pvc_ensure = False
+c.KubeSpawner.start_timeout = {timeout!r}
+c.KubeSpawner.http_timeout = {timeout!r}
+c.KubeSpawner.k8s_api_request_timeout = 30
+c.KubeSpawner.k8s_api_request_retry_timeout = {timeout!r}
+c.KubeSpawner.profile_list = {profile_list!r}
 """
 
 
@@ -149,7 +201,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m bench.jupyterhub", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--launches", type=int, default=128, help="users starting a server at once (K), default 128")
-    parser.add_argument("--start-delay", type=float, default=1.0, help="the spawner's start time in seconds, default 1.0")
+    parser.add_argument(
+        "--driver",
+        choices=DRIVERS,
+        default="simulator",
+        help="simulator: a spawner that sleeps (default); kubernetes: KubeSpawner on a fresh labs.devcluster",
+    )
+    parser.add_argument(
+        "--start-delay",
+        type=float,
+        default=1.0,
+        help="seconds a server takes to start (the spawner's sleep, or the node simulator's delay), default 1.0",
+    )
     parser.add_argument("--threads", type=int, default=32, help="client threads sending the requests, default 32")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds from the first request to give up, default 180")
     parser.add_argument(
@@ -164,19 +227,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.launches < 1 or args.threads < 1:
         parser.error("--launches and --threads must be >= 1")
+    if args.start_delay < 0 or args.timeout <= 0:
+        parser.error("--start-delay must be >= 0 and --timeout > 0")
     return args
 
 
-def install() -> tuple[Path, Path]:
-    """JupyterHub's virtualenv and configurable-http-proxy's command, installed once into the cache."""
+def install(*, kubespawner: bool = False) -> tuple[Path, Path]:
+    """JupyterHub's virtualenv (KubeSpawner too, if asked) and configurable-http-proxy's command, installed once."""
     venv = CACHE / f"jupyterhub-{JUPYTERHUB_VERSION}"
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     if not (venv / ".installed").exists():
         print(f"installing jupyterhub=={JUPYTERHUB_VERSION} into {venv} ...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"jupyterhub=={JUPYTERHUB_VERSION}"], check=True
-        )
+        subprocess.run([*pip, f"jupyterhub=={JUPYTERHUB_VERSION}"], check=True)
         (venv / ".installed").touch()
+    marker = venv / f".installed-kubespawner-{KUBESPAWNER_VERSION}-{KUBERNETES_ASYNCIO_VERSION}"
+    if kubespawner and not marker.exists():
+        print(f"installing jupyterhub-kubespawner=={KUBESPAWNER_VERSION} into {venv} ...", flush=True)
+        # JupyterHub named again so that pip keeps it at its pin.
+        subprocess.run(
+            [*pip, f"jupyterhub=={JUPYTERHUB_VERSION}", f"jupyterhub-kubespawner=={KUBESPAWNER_VERSION}",
+             f"kubernetes_asyncio=={KUBERNETES_ASYNCIO_VERSION}"],
+            check=True,
+        )  # fmt: skip
+        marker.touch()
     prefix = CACHE / f"configurable-http-proxy-{CHP_VERSION}"
     chp = prefix / "node_modules" / ".bin" / "configurable-http-proxy"
     if not (prefix / ".installed").exists():
@@ -192,29 +266,53 @@ def install() -> tuple[Path, Path]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    venv, chp = install()
+    kubernetes = args.driver == "kubernetes"
+    venv, chp = install(kubespawner=kubernetes)
     rid = run_id()
     res = Resources(keep_temp=args.keep_logs)
-    figures: dict = {"bench": "jupyterhub", "launches": args.launches, "jupyterhub": JUPYTERHUB_VERSION, "chp": CHP_VERSION}
+    figures: dict = {
+        "bench": "jupyterhub",
+        "driver": args.driver,
+        "launches": args.launches,
+        "jupyterhub": JUPYTERHUB_VERSION,
+        "chp": CHP_VERSION,
+        "load_average_before": os.getloadavg(),
+    }
     try:
         temp = res.make_temp_dir(f"npu-lab-bench-jupyterhub-{rid}-")
         ports = {"proxy_port": free_port(), "hub_port": free_port(), "proxy_api_port": free_port(), "stub_port": free_port()}
         token = new_token()
-        (temp / "stub_server.py").write_text(STUB_SERVER)
-        (temp / "jupyterhub_config.py").write_text(
-            CONFIG.format(
-                **ports,
-                chp=str(chp),
-                proxy_token=new_token(),
-                proxy_pid=str(temp / "proxy.pid"),
-                db_url=f"sqlite:///{temp / 'jupyterhub.sqlite'}",
-                cookie_secret=str(temp / "cookie_secret"),
-                start_delay=args.start_delay,
-                spawn_limit=100 if args.default_spawn_limit else 0,
-                api_token=token,
-            )
+        setup_started = time.monotonic()
+        config = CONFIG.format(
+            **ports,
+            chp=str(chp),
+            proxy_token=new_token(),
+            proxy_pid=str(temp / "proxy.pid"),
+            db_url=f"sqlite:///{temp / 'jupyterhub.sqlite'}",
+            cookie_secret=str(temp / "cookie_secret"),
+            spawn_limit=100 if args.default_spawn_limit else 0,
+            api_token=token,
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "CONFIGPROXY_", "PYTHON"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "CONFIGPROXY_", "PYTHON", "KUBE"))}
+        cluster = None
+        if kubernetes:
+            from bench.jupyterhub_kubernetes import HubCluster
+
+            cluster = HubCluster.start(res, temp, launches=args.launches, start_delay=args.start_delay)
+            figures.update(kubespawner=KUBESPAWNER_VERSION, nodes=len(cluster.devcluster.nodes), namespace=cluster.namespace)
+            env["KUBECONFIG"] = str(cluster.hub_kubeconfig)
+            config += KUBESPAWNER.format(
+                namespace=cluster.namespace,
+                image=cluster.image,
+                node_selector=cluster.node_selector,
+                stub_port=ports["stub_port"],
+                timeout=args.timeout,
+                profile_list=cluster.profile_list(),
+            )
+        else:
+            config += SIMULATOR_SPAWNER.format(start_delay=args.start_delay, stub_port=ports["stub_port"])
+        (temp / "stub_server.py").write_text(STUB_SERVER)
+        (temp / "jupyterhub_config.py").write_text(config)
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         python = str(venv / "bin" / "python")
         stub = res.start(
@@ -225,7 +323,6 @@ def run(args: argparse.Namespace) -> dict:
         )
         base = f"http://127.0.0.1:{ports['proxy_port']}/hub/api"
         auth = {"Authorization": f"token {token}"}
-        setup_started = time.monotonic()
         wait_until(
             lambda: http_request("GET", f"{base}/users?limit=1", headers=auth, timeout=5).status == 200,
             timeout=90,
@@ -238,7 +335,8 @@ def run(args: argparse.Namespace) -> dict:
         )
         if created.status != 201:
             raise RuntimeError(f"creating {len(names)} users answered HTTP {created.status}: {created.body[:300]!r}")
-        print(f"set-up (hub and proxy start, {len(names)} users created): {time.monotonic() - setup_started:.1f} s", flush=True)
+        what = "dev cluster, hub and proxy start" if kubernetes else "hub and proxy start"
+        print(f"set-up ({what}, {len(names)} users created): {time.monotonic() - setup_started:.1f} s", flush=True)
 
         def spawn(name: str):
             return lambda: http_request("POST", f"{base}/users/{name}/server", headers=auth, body=b"")
@@ -285,6 +383,10 @@ def run(args: argparse.Namespace) -> dict:
                 "launch_to_running_p99": percentile(launch_to_ready, 99),
             }
         )
+        if cluster is not None:
+            figures["pod_resources_as_portal"] = cluster.pod_resources_as_portal()
+            figures.update(stop_all(base, auth, names, cluster, args))
+        figures["load_average_after"] = os.getloadavg()
         report(figures, args)
         return figures
     finally:
@@ -307,11 +409,44 @@ def poll_ready(base: str, auth: dict[str, str], names: set[str], deadline: float
     return ready_at
 
 
+def stop_all(base: str, auth: dict[str, str], names: list[str], cluster, args: argparse.Namespace) -> dict:
+    """Stop every server through the Hub's API; wait until no user has a server and no pod is left; count what is left."""
+
+    def stop(name: str):
+        return lambda: http_request("DELETE", f"{base}/users/{name}/server", headers=auth)
+
+    fired = fire_at_once([(name, stop(name)) for name in names], threads=args.threads)
+    started = min(f.sent_at for f in fired)
+    deadline = started + args.timeout
+    wanted = set(names)
+    stopped_at = None
+    while time.time() < deadline:
+        response = http_request("GET", f"{base}/users?limit={len(names)}", headers=auth, timeout=30)
+        if response.status == 200:
+            serving = [u["name"] for u in response.json() if u["name"] in wanted and u.get("servers")]
+            if not serving and not cluster.pods():
+                stopped_at = time.time()
+                break
+        time.sleep(0.2)
+    return {
+        "stop_http_statuses": status_counts(fired),
+        "time_to_all_stopped": (stopped_at - started) if stopped_at else None,
+        "left_in_api_server": cluster.left_over(),
+    }
+
+
 def report(f: dict, args: argparse.Namespace) -> None:
     limit = "default 100" if args.default_spawn_limit else "0 (no limit)"
+    if f["driver"] == "kubernetes":
+        spawner = (
+            f"KubeSpawner {f['kubespawner']} on labs.devcluster ({f['nodes']} FlexNPU node(s)), "
+            f"pods start {args.start_delay:g} s after binding"
+        )
+    else:
+        spawner = f"spawner start {args.start_delay:g} s"
     print(
         f"JupyterHub {f['jupyterhub']} class start: {f['launches']} launches, configurable-http-proxy {f['chp']}, "
-        f"concurrent_spawn_limit {limit}, spawner start {args.start_delay:g} s"
+        f"concurrent_spawn_limit {limit}, {spawner}"
     )
     print(f"  submitting: {f['launches']} POSTs from {args.threads} threads took {f['submit_seconds']:.2f} s")
     print(f"  HTTP statuses: {f['http_statuses']} (429s: {f['first_round_429']})")
@@ -325,6 +460,33 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"  launch -> running per user: p50 {fmt_seconds(f['launch_to_running_p50'])}, "
         f"p99 {fmt_seconds(f['launch_to_running_p99'])}"
     )
+    if f["driver"] == "kubernetes":
+        same = f["pod_resources_as_portal"]
+        print(f"  a pod's requests and limits are the portal's small FlexNPU lab's: {'yes' if same is True else same}")
+        stopped = f["time_to_all_stopped"]
+        when = f"{stopped:.2f} s" if stopped is not None else f"NOT within {args.timeout:g} s"
+        print(f"  stop all: HTTP statuses {f['stop_http_statuses']}; every server and pod gone: {when}")
+        left = f["left_in_api_server"]
+        print(f"  left in the API server (namespace {f['namespace']}): " + ", ".join(f"{n} {kind}" for kind, n in left.items()))
+    before, after = f["load_average_before"], f["load_average_after"]
+    print(f"  load average (1, 5, 15 min): before {fmt_load(before)}, after {fmt_load(after)} on {os.cpu_count()} CPUs")
+
+
+def fmt_load(values) -> str:
+    return " ".join(f"{v:.2f}" for v in values)
+
+
+def succeeded(figures: dict) -> bool:
+    """Every server ran; on Kubernetes also every one stopped, nothing left, and the pods asked for the portal's resources."""
+    if figures["time_to_all_running"] is None:
+        return False
+    if figures["driver"] != "kubernetes":
+        return True
+    return (
+        figures["time_to_all_stopped"] is not None
+        and not any(figures["left_in_api_server"].values())
+        and figures["pod_resources_as_portal"] is True
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_keyboard_interrupt_on_sigterm()
     try:
         if args.install_only:
-            venv, chp = install()
+            venv, chp = install(kubespawner=args.driver == "kubernetes")
             print(f"installed: {venv}, {chp}")
             return 0
         figures = run(args)
@@ -340,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; everything started was stopped and removed", file=sys.stderr)
         return 130
     write_json(args.json, figures)
-    return 0 if figures["time_to_all_running"] is not None else 1
+    return 0 if succeeded(figures) else 1
 
 
 if __name__ == "__main__":
