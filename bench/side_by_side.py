@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.side_by_side --launches 128 --repeats 3
     .venv/bin/python -m bench.side_by_side --launches 128,512
+    .venv/bin/python -m bench.side_by_side --launches 128 --driver kubernetes
 
 For each K in --launches, runs ``python -m bench.classstart`` and ``python -m bench.jupyterhub``
 (each a fresh process with fresh services, database and temp dir) --repeats times, alternating
@@ -11,6 +12,11 @@ Both use the same client thread pool, start delay (1 s) and timeout. Each run's 
 shown indented; then the medians of both and the ratio "portal / JupyterHub time to all running"
 (above 1: the portal is slower). A run that did not get every session running within the timeout
 counts as "not all running" (an infinite time) in the median.
+
+--driver kubernetes is passed on to both benches: each run then starts a fresh labs.devcluster
+(the real API server, scheduler and controller-manager, ceil(K / 128) fake FlexNPU nodes, the same
+start delay) and the portal's Kubernetes driver, or JupyterHub's KubeSpawner, makes a pod per
+launch. --driver simulator (the default) is passed on to neither: both benches' own default.
 """
 
 from __future__ import annotations
@@ -40,6 +46,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each bench per K, default 3")
     parser.add_argument("--workers", type=int, default=2, help="portal: Celery worker processes, default 2")
     parser.add_argument("--concurrency", type=int, default=4, help="portal: prefork children per worker, default 4")
+    parser.add_argument(
+        "--driver",
+        choices=("simulator", "kubernetes"),
+        default="simulator",
+        help="both: simulated labs (default), or pods on a fresh dev cluster (labs.devcluster) per run",
+    )
     parser.add_argument("--start-delay", type=float, default=1.0, help="both: seconds a lab takes to start, default 1.0")
     parser.add_argument("--threads", type=int, default=32, help="both: client threads, default 32")
     parser.add_argument("--timeout", type=float, default=180.0, help="both: seconds to give up on a run, default 180")
@@ -100,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     raise_keyboard_interrupt_on_sigterm()
     began = time.monotonic()
     common = ["--start-delay", str(args.start_delay), "--threads", str(args.threads), "--timeout", str(args.timeout)]
+    if args.driver != "simulator":
+        common += ["--driver", args.driver]
     results: dict[int, dict[str, list[dict]]] = {}
     try:
         for k in args.launches:
@@ -122,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
     print()
-    print(f"side by side, median of {args.repeats} run(s) each, alternating order, start delay {args.start_delay:g} s:")
+    print(
+        f"side by side, median of {args.repeats} run(s) each, alternating order, start delay {args.start_delay:g} s, "
+        f"driver {args.driver}:"
+    )
     summary = {}
     for k, runs in results.items():
         p = [seconds(f, "time_to_all_running") for f in runs["portal"]]
@@ -134,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         p99p = statistics.median(seconds(f, "launch_to_running_p99") for f in runs["portal"])
         p99j = statistics.median(seconds(f, "launch_to_running_p99") for f in runs["jupyterhub"])
         servers = max(1, math.ceil(k / INSTANCES_PER_SERVER))
-        print(f"  K = {k} ({servers} portal server(s)):")
+        where = f"{servers} fake node(s) for each" if args.driver == "kubernetes" else f"{servers} portal server(s)"
+        print(f"  K = {k} ({where}):")
         print(f"    time to all running: portal {fmt(pm)}, JupyterHub {fmt(jm)}")
         print(f"      runs: portal {', '.join(fmt(x) for x in p)}; JupyterHub {', '.join(fmt(x) for x in j)}")
         print(f"    launch -> running p50: portal {fmt(p50p)}, JupyterHub {fmt(p50j)}")
