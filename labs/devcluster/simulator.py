@@ -59,6 +59,12 @@ MERGE_PATCH = "application/merge-patch+json"
 KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 
 
+def _read(response: Any) -> None:
+    """Read an answer taken with ``_preload_content=False`` to its end: only then does its
+    connection go back to the pool (else every request opens a connection, TLS and all)."""
+    response.data  # noqa: B018
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -284,7 +290,7 @@ class NodeSimulator:
             },
         }
         try:
-            self.coordination.create_namespaced_lease(LEASE_NAMESPACE, lease, _preload_content=False)
+            _read(self.coordination.create_namespaced_lease(LEASE_NAMESPACE, lease, _preload_content=False))
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -318,11 +324,12 @@ class NodeSimulator:
                 "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
             },
         }
-        self.core.patch_node_status(node.name, {"status": status}, _content_type=MERGE_PATCH, _preload_content=False)
+        _read(self.core.patch_node_status(node.name, {"status": status}, _content_type=MERGE_PATCH, _preload_content=False))
 
     def _renew(self, name: str) -> None:
         body = {"spec": {"holderIdentity": name, "renewTime": _micro_time(_now())}}
-        self.coordination.patch_namespaced_lease(name, LEASE_NAMESPACE, body, _content_type=MERGE_PATCH, _preload_content=False)
+        lease = self.coordination.patch_namespaced_lease
+        _read(lease(name, LEASE_NAMESPACE, body, _content_type=MERGE_PATCH, _preload_content=False))
 
     def _renew_leases(self) -> None:
         # A kubelet renews at a quarter of the lease's duration.
@@ -412,9 +419,8 @@ class NodeSimulator:
         """Report ``status``, unless the pod is gone (deleted meanwhile: nobody to tell)."""
         meta = pod["metadata"]
         try:
-            self.core.patch_namespaced_pod_status(
-                meta["name"], meta["namespace"], {"status": status}, _content_type=MERGE_PATCH, _preload_content=False
-            )
+            patch = self.core.patch_namespaced_pod_status
+            _read(patch(meta["name"], meta["namespace"], {"status": status}, _content_type=MERGE_PATCH, _preload_content=False))
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -548,7 +554,7 @@ class NodeSimulator:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False)
+            _read(self.core.create_namespaced_event(meta["namespace"], event, _preload_content=False))
         except ApiException as exc:
             # A kubelet's events are best effort: none in a namespace being deleted, or gone.
             if exc.status not in (403, 404):
@@ -558,7 +564,7 @@ class NodeSimulator:
         """The containers are gone: remove the pod for good (grace 0, only this pod, not a new one of the same name)."""
         body = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
         try:
-            self.core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False)
+            _read(self.core.delete_namespaced_pod(name, namespace, body=body, _preload_content=False))
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
