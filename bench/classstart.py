@@ -61,6 +61,7 @@ from bench.harness import (
     POSTGRES_SERVER_URL,
     REDIS_SERVER_URL,
     ROOT,
+    CpuMeter,
     Fired,
     Resources,
     fire_at_once,
@@ -357,6 +358,24 @@ def poll_until_running(course, expected: int, started: float, timeout: float, re
         time.sleep(0.2)
 
 
+def cpu_meter(res: Resources, cluster, db_name: str) -> CpuMeter:
+    """The CPU of the run's processes from the first launch to the last lab running: where the time went."""
+    groups = {
+        "Daphne": [s.process.pid for s in res.services if s.name.startswith("daphne")],
+        "Celery workers": [s.process.pid for s in res.services if s.name.startswith("worker")],
+        "Celery beat": [s.process.pid for s in res.services if s.name == "beat"],
+    }
+    if cluster is not None:
+        groups.update({name: [pid] for name, pid in cluster.pids().items()})
+    match = {
+        "PostgreSQL (this run's backends)": lambda command: f" {db_name} " in command,
+        "Redis server (shared with other work)": lambda command: command.startswith("redis-server"),
+    }
+    # This process (the node simulator, the client threads, the polling) is in "everything else":
+    # a group would count its children, the services above, twice.
+    return CpuMeter(groups, match)
+
+
 class ConnectionSampler(threading.Thread):
     """Counts the connections to the run's database every 0.1 s (as the server's superuser: not within the run's limit)."""
 
@@ -445,7 +464,9 @@ def run(args: argparse.Namespace) -> dict:
             }
             return lambda: http_request("POST", f"{base_url}/sessions/launch/", headers=headers, body=body)
 
+        meter = cpu_meter(res, cluster, db_name)
         sampler = ConnectionSampler(POSTGRES_SERVER_URL, db_name)
+        meter.start()
         fired = fire_at_once([(str(u.pk), launch(u.pk)) for u in students], threads=args.threads)
         started = min(f.sent_at for f in fired)
         submitted = max(f.done_at for f in fired) - started
@@ -465,11 +486,13 @@ def run(args: argparse.Namespace) -> dict:
         )
         retrier.start()
         by_state = poll_until_running(course, args.launches, started, args.timeout, retrier)
+        meter.stop()
         sampler.stop()
         retrier.join(timeout=1)
         figures.update(collect(course, fired, retried, started, submitted, args.launches, by_state))
         figures["threads"] = args.threads
         figures["peak_db_connections"] = sampler.peak
+        figures["cpu_percent_of_one_core"] = meter.shares
         figures["max_connections"] = sampler.max_connections
         figures["db_connection_limit"] = args.db_connection_limit
         if cluster is not None and figures["time_to_all_running"] is not None:
@@ -601,6 +624,11 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
         f"(limit of the run's role {f['db_connection_limit']}; server max_connections {f['max_connections']})"
     )
+    if f.get("cpu_percent_of_one_core"):
+        print("  CPU from the first launch to the last lab running, in % of one core (the machine has "
+              f"{os.cpu_count()}):")  # fmt: skip
+        for name, share in sorted(f["cpu_percent_of_one_core"].items(), key=lambda item: -item[1]):
+            print(f"    {share:6.1f}  {name}")
     if "stop_statuses" in f:
         print(f"  stop: HTTP statuses {f['stop_statuses']}; ", end="")
         if f["time_to_all_stopped"] is None:
