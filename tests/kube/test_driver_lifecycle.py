@@ -82,6 +82,25 @@ def test_a_lab_over_the_course_quota_is_refused_with_the_api_servers_reason(
         core.delete_namespace(course.namespace)
 
 
+def test_a_repeated_create_of_a_lab_that_fills_the_quota_finds_its_pod_instead_of_a_refusal(
+    deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
+) -> None:
+    """A create whose answer came too late is asked again; the quota, full with its own pod, answers 403 first."""
+    quota = {"core_percent": 25, "memory_mib": 8192, "instance_count": 1}
+    course = make_lab_course(deployed, settings, profile="flexnpu", quota=quota)
+    try:
+        driver = portal_driver(deployed, core, course)
+        spec = lab_spec(course, core_percent=25, memory_mib=8192)
+        uid = driver.create(spec)
+
+        assert driver.create(spec) == uid
+        with pytest.raises(DriverRefused, match="exceeded quota"):  # another lab is still refused
+            driver.create(lab_spec(course, core_percent=25, memory_mib=8192))
+        assert set(driver.observe()) == {spec.session_id}
+    finally:
+        core.delete_namespace(course.namespace)
+
+
 def test_a_lab_no_node_can_hold_waits_with_the_schedulers_reason(
     deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
 ) -> None:

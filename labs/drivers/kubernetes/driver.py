@@ -265,11 +265,17 @@ class KubernetesDriver(ClusterDriver):
         """
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            answer = self._call(what, create, namespace, body, passthrough=(409,), _preload_content=False)
-        except ApiException:
+            answer = self._call(what, create, namespace, body, passthrough=(403, 409), _preload_content=False)
+        except ApiException as exc:
+            # A repeated create (its first answer came too late) meets the namespace's
+            # ResourceQuota before the name's existence: with the quota full of the class, the
+            # API server answers 403 "exceeded quota" for a pod that is there. Only a pod that is
+            # not there makes the 403 a refusal.
             try:
-                answer = self._call(f"reading {what}", read, name, namespace, passthrough=(404,), _preload_content=False)
+                answer = self._call(f"reading {what}", read, name, namespace, passthrough=(403, 404), _preload_content=False)
             except ApiException:
+                if exc.status == 403:
+                    raise DriverRefused(f"The cluster refused {what}: {_api_message(exc)}.") from exc
                 raise DriverError(f"{what.capitalize()} disappeared right after it was created; try again.") from None
         return json.loads(answer.data)
 
