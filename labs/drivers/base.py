@@ -25,12 +25,18 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
     starting, ``RUNNING`` once it serves requests, ``FAILED`` when it will never run or died),
     the reason for it (how far a start got, why it failed), the access URL, its reference, the
     node and, where the platform says so, the card it really runs on; ``deleting`` once its
-    removal has been requested. The reason is a ``labs.domain.reasons.Reason`` with a
-    ``driver.*`` code, never a sentence: the portal puts it into each reader's language. What
-    only the platform can say (a scheduler's or a container's own words) goes in as a
-    parameter, as it is; where there is nothing but such words, ``session.driver``. An
-    instance that is not in the result does not exist. Raises ``DriverError`` when the cluster
-    cannot be read at all: then nothing may be concluded from absence.
+    removal has been requested; ``restarts``, how many times the lab ended and the platform
+    started it again (or is about to: a container waiting to be restarted counts), with
+    ``last_exit``, why it ended the last time (a driver whose labs are never restarted reports
+    0 and ``None``). A restarting lab is ``PENDING`` until it serves again, never ``FAILED``
+    for the restart: how many restarts a start may take is the controller's decision
+    (``LAB_START_RESTARTS``), and a running lab that restarted stays running. The reason is a
+    ``labs.domain.reasons.Reason`` with a ``driver.*`` code, never a sentence: the portal puts it
+    into each reader's language. What only the platform can say (a scheduler's or a container's
+    own words) goes in as a parameter, as it is; where there is nothing but such words,
+    ``session.driver``. An instance that is not in the result does not exist. Raises
+    ``DriverError`` when the cluster cannot be read at all: then nothing may be concluded from
+    absence.
 
 ``delete(session_id) -> None``
     Ask for the instance and everything made for it to be removed, and return without waiting;
@@ -77,6 +83,8 @@ class PollResult:
     status: PollStatus
     reason: Reason | None = None
     access_url: str = ""
+    restarts: int = 0  # see ``Observed``
+    last_exit: Reason | None = None
 
 
 @dataclass(frozen=True)
@@ -92,9 +100,15 @@ class Observed:
     # The card the platform reports the instance on; ``None`` where it does not say.
     card_index: int | None = None
     deleting: bool = False
+    # Times the lab ended and was (or is about to be) started again, and why it ended the last
+    # time, e.g. "OOMKilled, exit code 137" (see ``observe``).
+    restarts: int = 0
+    last_exit: Reason | None = None
 
     def as_poll_result(self) -> PollResult:
-        return PollResult(self.status, reason=self.reason, access_url=self.access_url)
+        return PollResult(
+            self.status, reason=self.reason, access_url=self.access_url, restarts=self.restarts, last_exit=self.last_exit
+        )
 
 
 def launches_vllm_serve(command: Sequence[str]) -> bool:

@@ -225,8 +225,9 @@ def _jupyter_container(spec: LaunchSpec, options: PodOptions, profile: DevicePro
         "env": [{"name": "JUPYTER_TOKEN_FILE", "value": f"{SECRET_MOUNT_PATH}/{SECRET_KEY}"}],
         # /api answers without a token once the server is up.
         "readinessProbe": {**api, "periodSeconds": 2, "failureThreshold": 3},
-        # Up within five minutes (an image pulled cold, a large home), then restarted (the pod
-        # fails: restartPolicy Never) when it stops answering for two minutes.
+        # Up within five minutes (an image pulled cold, a large home), then restarted by the
+        # kubelet (restartPolicy OnFailure; the student's card says so) when it stops answering
+        # for two minutes.
         "startupProbe": {**api, "periodSeconds": 2, "failureThreshold": 150},
         "livenessProbe": {**api, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 4},
     }
@@ -372,7 +373,14 @@ def make_pod(spec: LaunchSpec, *, profile: DeviceProfile, namespace: str, option
     metadata["annotations"] = {**metadata["annotations"], **device.annotations}
     pod_spec: dict = {
         "schedulerName": options.scheduler_name,
-        "restartPolicy": "Never",
+        # OnFailure: a lab whose container fails is started again in the same pod, on the same
+        # share. The CCE FlexNPU guide: "批量创建FlexNPU实例时，可能因资源初始化耗时较长导致Pod短暂重启，
+        # 属正常现象，请耐心等待实例就绪" (when many instances are created at once, a pod may restart
+        # briefly while its resources initialise; this is normal, wait for the instance to be ready).
+        # The controller bounds those restarts (LAB_START_RESTARTS) and tells the student of a
+        # running lab's (an OOM kill). Not Always: a JupyterLab the student shuts down, or a
+        # vLLM server that exits cleanly, ends the lab and frees the share.
+        "restartPolicy": "OnFailure",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": dict(device.node_selector),

@@ -44,7 +44,9 @@ from labs.drivers.statefile import canonical_session_id
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 REFUSED_STATUSES = frozenset({400, 403, 422})
 IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
-START_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"})
+# Not CrashLoopBackOff: that is a container waiting to be restarted, which the controller judges
+# (``Observed.restarts``), as it does a terminated container that its pod's restart policy restarts.
+START_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 DEFAULT_URL_PATTERN = builders.PodOptions.url_pattern
 
@@ -391,6 +393,7 @@ class KubernetesDriver(ClusterDriver):
             result = self._pod_result(pod, session_id)
             spec = pod.get("spec") or {}
             metadata = pod.get("metadata") or {}
+            restarts, last_exit = _restarts(pod)
             observed[session_id] = Observed(
                 session_id,
                 result.status,
@@ -400,6 +403,8 @@ class KubernetesDriver(ClusterDriver):
                 # Where it runs once scheduled, else where it is pinned.
                 node=spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL, ""),
                 deleting=metadata.get("deletionTimestamp") is not None,
+                restarts=restarts,
+                last_exit=last_exit,
             )
         return observed
 
@@ -416,6 +421,7 @@ class KubernetesDriver(ClusterDriver):
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.being_stopped"))
         if phase in {"Failed", "Succeeded"}:
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.lab_stopped", cause=self._stop_reason(status, phase)))
+        policy = spec.get("restartPolicy") or "Always"
         for container in status.get("containerStatuses") or []:
             state = container.get("state") or {}
             waiting, terminated = state.get("waiting") or {}, state.get("terminated")
@@ -425,8 +431,8 @@ class KubernetesDriver(ClusterDriver):
             if waiting.get("reason") in START_FAILURES:
                 reason = Reason.of("driver.container_not_started", detail=waiting.get("message") or waiting["reason"])
                 return PollResult(PollStatus.FAILED, reason=reason)
-            if terminated:
-                reason = Reason.of("driver.lab_stopped", cause=self._terminated_reason(terminated))
+            if terminated and not _restarted_after(terminated, policy):
+                reason = Reason.of("driver.lab_stopped", cause=_terminated_reason(terminated))
                 return PollResult(PollStatus.FAILED, reason=reason)
         if phase == "Running":
             if (conditions.get("Ready") or {}).get("status") == "True":
@@ -488,22 +494,11 @@ class KubernetesDriver(ClusterDriver):
 
         return max(warnings, key=when)
 
-    @staticmethod
-    def _terminated_reason(terminated: Mapping[str, Any]) -> Reason:
-        """Why the container ended, e.g. "OOMKilled, exit code 137": its reason and message in Kubernetes's words."""
-        exit_code = terminated.get("exitCode")
-        if terminated.get("reason"):
-            reason = Reason.of("driver.container_exit", reason=terminated["reason"], exit_code=exit_code)
-        else:
-            reason = Reason.of("driver.container_exit_code", exit_code=exit_code)
-        message = terminated.get("message")
-        return Reason.of("driver.with_detail", reason=reason, detail=message) if message else reason
-
     def _stop_reason(self, status: Mapping[str, Any], phase: str) -> Reason:
         for container in status.get("containerStatuses") or []:
             terminated = (container.get("state") or {}).get("terminated")
             if terminated:
-                return self._terminated_reason(terminated)
+                return _terminated_reason(terminated)
         parts = [part for part in (status.get("reason"), status.get("message")) if part]
         if parts:
             return Reason.of("session.driver", message=": ".join(parts))
@@ -536,6 +531,50 @@ class KubernetesDriver(ClusterDriver):
 
 def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
     return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def _terminated_reason(terminated: Mapping[str, Any]) -> Reason:
+    """Why the container ended, e.g. "OOMKilled, exit code 137": its reason and message in Kubernetes's words."""
+    exit_code = terminated.get("exitCode")
+    if isinstance(exit_code, bool) or not isinstance(exit_code, int | str):
+        exit_code = "?"
+    if terminated.get("reason"):
+        reason = Reason.of("driver.container_exit", reason=str(terminated["reason"]), exit_code=exit_code)
+    else:
+        reason = Reason.of("driver.container_exit_code", exit_code=exit_code)
+    message = terminated.get("message")
+    return Reason.of("driver.with_detail", reason=reason, detail=str(message)) if message else reason
+
+
+def _restarted_after(terminated: Mapping[str, Any], policy: str) -> bool:
+    """Whether the kubelet starts a container that ended so again, under the pod's ``restartPolicy``."""
+    return policy == "Always" or (policy == "OnFailure" and terminated.get("exitCode") != 0)
+
+
+def _restarts(pod: Mapping[str, Any]) -> tuple[int, Reason | None]:
+    """How many times the pod's containers ended and were, or are about to be, started again, and
+    why the last one ended (``Observed.restarts``, ``Observed.last_exit``).
+
+    ``restartCount`` counts the restarts the kubelet made. A container that ended and waits for
+    its restart counts once more: still ``terminated``, or ``waiting`` with the end as its
+    ``lastState`` (CrashLoopBackOff), since the kubelet counts a restart only once it makes it.
+    """
+    policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+    restarts, last_exit = 0, None
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        count = container.get("restartCount")
+        restarts += count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+        state = container.get("state") or {}
+        previous = (container.get("lastState") or {}).get("terminated")
+        ended = state.get("terminated")
+        if ended and _restarted_after(ended, policy):
+            restarts += 1
+            previous = ended
+        elif previous and state.get("waiting"):
+            restarts += 1
+        if previous:
+            last_exit = _terminated_reason(previous)
+    return restarts, last_exit
 
 
 def _age_seconds(created: str | None) -> float | None:

@@ -143,7 +143,11 @@ class Kubelet:
             },
         )
 
-    def running(self, pod: Any, *, ready: bool = True) -> None:
+    def running(self, pod: Any, *, ready: bool = True, restart_count: int = 0, last_end: dict | None = None) -> None:
+        """Running (and Ready); after ``restart_count`` restarts, the last container having ended as ``last_end``."""
+        container = _container({"running": {"startedAt": "2026-01-01T00:00:00Z"}}, ready=ready, restart_count=restart_count)
+        if last_end is not None:
+            container["lastState"] = {"terminated": last_end}
         self.patch(
             pod,
             {
@@ -152,7 +156,33 @@ class Kubelet:
                     {"type": "PodScheduled", "status": "True"},
                     {"type": "Ready", "status": "True" if ready else "False"},
                 ],
-                "containerStatuses": [_container({"running": {"startedAt": "2026-01-01T00:00:00Z"}}, ready=ready)],
+                "containerStatuses": [container],
+            },
+        )
+
+    def ended(self, pod: Any, *, exit_code: int, reason: str, restart_count: int = 0) -> None:
+        """The container ended and the pod is still Running: the kubelet has yet to restart it (or, if it exited
+        cleanly under ``OnFailure``, will not)."""
+        ended = {"terminated": {"exitCode": exit_code, "reason": reason}}
+        self.patch(
+            pod,
+            {
+                "phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+                "containerStatuses": [_container(ended, ready=False, restart_count=restart_count)],
+            },
+        )
+
+    def backing_off(self, pod: Any, *, exit_code: int, reason: str, restart_count: int) -> None:
+        """CrashLoopBackOff: the container ended again (``lastState``) and waits for its next restart."""
+        container = _container({"waiting": {"reason": "CrashLoopBackOff"}}, ready=False, restart_count=restart_count)
+        container["lastState"] = {"terminated": {"exitCode": exit_code, "reason": reason}}
+        self.patch(
+            pod,
+            {
+                "phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+                "containerStatuses": [container],
             },
         )
 
@@ -196,8 +226,15 @@ class Kubelet:
             self._thread.join(5)
 
 
-def _container(state: dict, *, ready: bool) -> dict:
-    return {"name": "lab", "image": "npu-lab/jupyter:1", "imageID": "", "ready": ready, "restartCount": 0, "state": state}
+def _container(state: dict, *, ready: bool, restart_count: int = 0) -> dict:
+    return {
+        "name": "lab",
+        "image": "npu-lab/jupyter:1",
+        "imageID": "",
+        "ready": ready,
+        "restartCount": restart_count,
+        "state": state,
+    }
 
 
 def _name_and_namespace(pod: dict | client.V1Pod) -> tuple[str, str]:
