@@ -11,6 +11,12 @@ the same instances. Failures can be injected three ways:
   cluster API), ``delete_failure_rate`` the same for ``delete``;
 * an image starting with ``"leaky:"`` makes the instance's isolation self-test see the whole
   card instead of its cap (``simulated_selftest_mib``), as a device plugin that does not isolate;
+* ``restart_fraction``: that share of instances restart once while starting, as FlexNPU pods do
+  when a class's instances are created at once: ``start_delay_seconds`` after ``create`` the lab
+  ends ("Error, exit code 1") and is started again, running another ``start_delay_seconds`` later;
+* ``inject_restart(session_id, reason, exit_code)`` makes the lab end that way and start again
+  (pending for ``start_delay_seconds``), as a kubelet restarts an OOM-killed container; from any
+  process;
 * ``access_url``: where a running instance says its lab is (``{session_id}`` is filled in); a
   bench points it at a stand-in lab server that answers the idle check's questions;
 * ``inject_failure(session_id, message)`` makes a running or starting instance ``FAILED`` (with
@@ -61,6 +67,15 @@ def _failure(stored: dict | str) -> Reason:
     return Reason.from_json(stored)
 
 
+# Why a simulated lab restarting while it starts ended: a kubelet's words for a non-zero exit.
+START_RESTART_EXIT = Reason.of("driver.container_exit", reason="Error", exit_code=1)
+
+
+def _restart(at: float, ended: Reason, restarts: int = 0) -> dict:
+    """A record's fields for a lab that ends at ``at`` (seconds since the epoch) for ``ended`` and starts again."""
+    return {"restart_at": at, "restarts": restarts + 1, "last_exit": ended.to_json()}
+
+
 def _check_rate(name: str, rate: float) -> float:
     if not 0.0 <= float(rate) <= 1.0:
         raise ValueError(f"{name} must be between 0 and 1, got {rate!r}")
@@ -84,6 +99,7 @@ class SimulatorDriver(ClusterDriver):
             "create_delay_seconds",
             "create_failure_rate",
             "delete_failure_rate",
+            "restart_fraction",
             "access_url",
         }
     )
@@ -97,6 +113,7 @@ class SimulatorDriver(ClusterDriver):
         create_delay_seconds: float = 0.0,
         create_failure_rate: float = 0.0,
         delete_failure_rate: float = 0.0,
+        restart_fraction: float = 0.0,
         access_url: str = ACCESS_URL,
     ) -> None:
         if "{session_id}" not in access_url or not access_url.startswith(("http://", "https://")):
@@ -104,6 +121,7 @@ class SimulatorDriver(ClusterDriver):
         self.access_url = access_url
         self.create_failure_rate = _check_rate("create_failure_rate", create_failure_rate)
         self.delete_failure_rate = _check_rate("delete_failure_rate", delete_failure_rate)
+        self.restart_fraction = _check_rate("restart_fraction", restart_fraction)
         _check_delay("start_delay_seconds", start_delay_seconds)
         # A slow cluster API: create() blocks this long before recording the instance, which
         # gives fault-injection tests a window to kill the worker mid-task.
@@ -130,18 +148,21 @@ class SimulatorDriver(ClusterDriver):
             if spec.image in self.fail_images:
                 failure = Reason.of("driver.image_pull_failed", detail=f"{spec.image} (simulated)").to_json()
             ref = str(uuid.uuid4())
+            now = time.time()
             # Wall-clock time, because another process computes the delay from it.
             record = {
                 "ref": ref,
                 "kind": spec.kind,
                 "image": spec.image,
-                "created": time.time(),
+                "created": now,
                 "failure": failure,
                 "node": spec.card.node,
                 "card": spec.card.card_index,
                 # What the simulated lab's self-test sees: its cap, or the whole card if leaky.
                 "visible_mib": spec.card.card_memory_mib if spec.image.startswith(LEAKY_PREFIX) else spec.card.memory_mib,
             }
+            if self.restart_fraction and random.random() < self.restart_fraction:
+                record.update(_restart(now + self.start_delay_seconds, START_RESTART_EXIT))
             self.state.write(sid, record)
             return ref
 
@@ -163,7 +184,13 @@ class SimulatorDriver(ClusterDriver):
         where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if record.get("failure"):
             return Observed(sid, PollStatus.FAILED, reason=_failure(record["failure"]), **where)
-        if now - record["created"] < self.start_delay_seconds:
+        restart_at = record.get("restart_at")
+        if restart_at is not None and now >= restart_at:
+            # The lab ended at restart_at and is starting again: up start_delay_seconds later.
+            where.update(restarts=record["restarts"], last_exit=Reason.from_json(record["last_exit"]))
+            if now - restart_at < self.start_delay_seconds:
+                return Observed(sid, PollStatus.PENDING, reason=Reason.of("driver.simulated_starting"), **where)
+        elif now - record["created"] < self.start_delay_seconds:
             return Observed(sid, PollStatus.PENDING, reason=Reason.of("driver.simulated_starting"), **where)
         return Observed(sid, PollStatus.RUNNING, access_url=self.access_url.format(session_id=sid), **where)
 
@@ -215,6 +242,16 @@ class SimulatorDriver(ClusterDriver):
     def inject_card(self, session_id: str, card_index: int) -> None:
         """Report the session's instance on ``card_index``; ``DriverError`` when it has none."""
         self._change_record(session_id, card=card_index)
+
+    def inject_restart(self, session_id: str, *, reason: str = "OOMKilled", exit_code: int = 137) -> None:
+        """Make the session's lab end now with ``reason`` and ``exit_code`` and start again (running
+        ``start_delay_seconds`` later), one restart more; ``DriverError`` when it has no instance."""
+        ended = Reason.of("driver.container_exit", reason=reason, exit_code=exit_code)
+        with self.state.lock(session_id) as sid:
+            record = self.state.read(sid)
+            if record is None:
+                raise DriverError(f"no simulated instance for session {sid}")
+            self.state.write(sid, {**record, **_restart(time.time(), ended, record.get("restarts", 0))})
 
     def inject_failure(self, session_id: str, message: str = "") -> None:
         """Make the session's instance ``FAILED``, with ``message`` as the platform's own words

@@ -41,7 +41,7 @@ def test_an_option_with_no_close_match_lists_the_accepted_keys_without_a_guess(t
     assert str(refused.value) == (
         f"LAB_DRIVER: unknown option 'colour' for {SIMULATOR}; "
         "accepted: access_url, create_delay_seconds, create_failure_rate, delete_failure_rate, fail_images, "
-        "start_delay_seconds, state_dir"
+        "restart_fraction, start_delay_seconds, state_dir"
     )
 
 

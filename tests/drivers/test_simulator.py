@@ -180,3 +180,62 @@ def test_injected_api_faults_out_of_range_are_refused_and_change_nothing(state_d
         driver.inject_api_faults(**faults)
 
     assert driver.api_faults() == {"create_failure_rate": 0.0, "delete_failure_rate": 0.0, "create_delay_seconds": 0.0}
+
+
+def _poll_until(driver: SimulatorDriver, session_id: str, done, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not done(result := driver.poll(session_id)):
+        assert time.monotonic() < deadline, result
+        time.sleep(0.02)
+    return result
+
+
+def test_with_a_restart_fraction_of_one_every_lab_restarts_once_while_starting_then_runs(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=1.0, restart_fraction=1.0)
+    spec = make_spec()
+    driver.create(spec)
+
+    assert (driver.poll(spec.session_id).status, driver.poll(spec.session_id).restarts) == (PollStatus.PENDING, 0)
+    restarting = _poll_until(driver, spec.session_id, lambda r: r.restarts or r.status != PollStatus.PENDING)
+    up = wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
+
+    assert (restarting.status, restarting.restarts) == (PollStatus.PENDING, 1)
+    assert str(restarting.last_exit) == "Error, exit code 1"
+    assert (up.status, up.restarts, str(up.last_exit)) == (PollStatus.RUNNING, 1, "Error, exit code 1")
+
+
+def test_without_a_restart_fraction_no_lab_restarts(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    specs = [make_spec() for _ in range(20)]
+    for spec in specs:
+        driver.create(spec)
+
+    assert {(o.status, o.restarts, o.last_exit) for o in driver.observe().values()} == {(PollStatus.RUNNING, 0, None)}
+
+
+def test_an_injected_restart_is_seen_by_another_driver_instance_and_the_lab_comes_back(state_dir: str) -> None:
+    web = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0.5)
+    worker = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0.5)
+    spec = make_spec()
+    web.create(spec)
+    wait_for(web, spec.session_id, PollStatus.RUNNING)
+
+    worker.inject_restart(spec.session_id)
+
+    down = web.poll(spec.session_id)
+    assert (down.status, down.restarts, str(down.last_exit)) == (PollStatus.PENDING, 1, "OOMKilled, exit code 137")
+    up = wait_for(web, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
+    assert (up.status, up.restarts) == (PollStatus.RUNNING, 1)
+    worker.inject_restart(spec.session_id, reason="Error", exit_code=2)
+    assert (web.poll(spec.session_id).restarts, str(web.poll(spec.session_id).last_exit)) == (2, "Error, exit code 2")
+
+
+def test_injecting_a_restart_into_a_missing_instance_raises(state_dir: str) -> None:
+    with pytest.raises(DriverError):
+        SimulatorDriver(state_dir=state_dir).inject_restart(make_spec().session_id)
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.5])
+def test_a_restart_fraction_outside_zero_to_one_is_a_configuration_error(state_dir: str, fraction: float) -> None:
+    with pytest.raises(ValueError, match="restart_fraction must be between 0 and 1"):
+        SimulatorDriver(state_dir=state_dir, restart_fraction=fraction)
