@@ -431,6 +431,10 @@ if not is_image_reference(LAB_VLLM_IMAGE):
 # machine without NPUs, and the student page says so. Set it to override (a test cluster without NPUs).
 LAB_SHARES_ENFORCED = env_bool("LAB_SHARES_ENFORCED", _driver_backend == "labs.drivers.kubernetes.KubernetesDriver")
 LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
+# Restarts a starting lab may take before it fails (within LAB_SPAWN_TIMEOUT_SECONDS still): the
+# CCE FlexNPU guide says a pod may restart briefly while its instance initialises when many are
+# created at once, and that this is normal. 0: a start fails at its first restart.
+LAB_START_RESTARTS = env_int("LAB_START_RESTARTS", 3, minimum=0, maximum=20)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
 LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)
 # Placement policies of the allocation engine (labs.domain.placement), as Volcano's

@@ -247,6 +247,19 @@ def test_a_retention_that_is_not_a_number_in_range_is_refused_naming_the_variabl
     assert name in stderr
 
 
+PRINT_START_RESTARTS = "import django; django.setup(); from django.conf import settings; print(settings.LAB_START_RESTARTS)"
+
+
+def test_a_starting_lab_may_restart_three_times_unless_set_otherwise(tmp_path):
+    assert loaded(run_settings(tmp_path, PRINT_START_RESTARTS)) == 3
+    assert loaded(run_settings(tmp_path, PRINT_START_RESTARTS, LAB_START_RESTARTS="0")) == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "21", "three"])
+def test_a_restart_bound_that_is_not_a_count_in_range_is_refused_naming_the_variable(tmp_path, value):
+    assert "LAB_START_RESTARTS" in refused(run_settings(tmp_path, PRINT_START_RESTARTS, LAB_START_RESTARTS=value))
+
+
 @pytest.fixture
 def fresh_driver():
     """Build the driver from the settings of this test, and forget it afterwards."""

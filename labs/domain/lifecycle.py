@@ -13,7 +13,13 @@ Per session, by ledger state:
   reference if the ledger does not have it, then ``Running`` / ``Fail`` / ``Note`` from its
   phase; an instance recorded but no longer there: ``Fail`` (vanished). The spawn deadline is
   checked only after the observation: a lab that is up is never failed for being late.
-- ``running``: gone or failed: ``Fail``; past its maximum length: ``Expire`` (a normal stop).
+  Restarts while starting are normal (the CCE FlexNPU guide: when many instances are created
+  at once a pod may restart briefly while its resources initialise): a pending instance that
+  restarted is noted "restarting while the NPU initialises (n of limit)" and failed only once
+  it restarted more than ``Timing.start_restarts`` times (or at the spawn deadline).
+- ``running``: gone or failed: ``Fail``; past its maximum length: ``Expire`` (a normal stop);
+  restarted more often than the ledger has recorded: ``Restarted`` (the student reads why; the
+  session keeps running while the platform brings the lab back).
 - ``stopping``: the instance is gone: ``Finish`` (stopped or failed, allocation released); still
   there and not being deleted: ``Delete``; being deleted for too long: ``Delete`` again, noted;
   still there but never recorded (a create whose run died before its bind): ``Bind`` it too.
@@ -51,6 +57,8 @@ class Desired:
     # A running session ends at ``expires_at`` (its template's or course's maximum length).
     expires_at: float | None = None
     lifetime_minutes: int = 0
+    # The restarts of its instance the ledger has recorded (those seen when it came up, and since).
+    restarts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +73,23 @@ class Seen:
     node: str = ""
     card_index: int | None = None
     deleting: bool = False
+    # How many times the lab ended and was, or is about to be, started again by the platform,
+    # and why it ended the last time (``None``: the platform does not say).
+    restarts: int = 0
+    last_exit: Reason | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Timing:
+    """The controller's bounds: seconds to start and to stop, and restarts allowed while starting."""
+
     spawn_timeout_seconds: float = 300.0
     stop_timeout_seconds: float = 120.0
+    start_restarts: int = 3
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.start_restarts, int) or isinstance(self.start_restarts, bool) or self.start_restarts < 0:
+            raise ValueError(f"Timing.start_restarts must be a non-negative int, not {self.start_restarts!r}")
 
 
 class Create(NamedTuple):
@@ -85,6 +104,7 @@ class Bind(NamedTuple):
 class Running(NamedTuple):
     session_id: str
     access_url: str
+    restarts: int = 0  # while it started: recorded, so that only later ones count as a running lab's
 
 
 class Fail(NamedTuple):
@@ -117,7 +137,15 @@ class Expire(NamedTuple):
     minutes: int
 
 
-Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire
+class Restarted(NamedTuple):
+    """A running lab restarted: record ``restarts`` and tell the student ``reason``."""
+
+    session_id: str
+    restarts: int
+    reason: Reason
+
+
+Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire | Restarted
 
 
 def session_limit_minutes(template_minutes: int | None, course_minutes: int | None, extended_minutes: int = 0) -> int | None:
@@ -182,13 +210,21 @@ def _starting(session: Desired, instance: Seen | None, observed: bool, now: floa
     if instance.deleting:
         actions.append(Fail(sid, Reason.of("session.vanished_before_start")))
     elif instance.phase == "running":
-        actions.append(Running(sid, instance.access_url))
+        actions.append(Running(sid, instance.access_url, instance.restarts))
     elif instance.phase == "failed":
         actions.append(Fail(sid, _driver_reason(instance, "session.vanished_before_start")))
+    elif instance.restarts > timing.start_restarts:
+        cause = instance.last_exit or instance.reason or Reason.of("driver.pod_failed")
+        limit = timing.start_restarts
+        reason = Reason.of("session.start_restarts_exceeded", restarts=instance.restarts, limit=limit, cause=cause)
+        actions.append(Fail(sid, _clipped(reason)))
     elif session.started_at is not None and now - session.started_at > timing.spawn_timeout_seconds:
         actions.append(Fail(sid, Reason.of("session.spawn_timeout", seconds=round(timing.spawn_timeout_seconds))))
     else:
-        reason = _driver_reason(instance, "session.starting")
+        if instance.restarts:
+            reason = Reason.of("session.start_restarting", restart=instance.restarts, limit=timing.start_restarts)
+        else:
+            reason = _driver_reason(instance, "session.starting")
         if reason != session.reason:
             actions.append(Note(sid, reason))
 
@@ -206,6 +242,12 @@ def _running(session: Desired, instance: Seen | None, now: float, actions: list[
         actions.append(Fail(session.session_id, _driver_reason(instance, "session.vanished")))
     elif session.expires_at is not None and now >= session.expires_at:
         actions.append(Expire(session.session_id, session.lifetime_minutes))
+    elif instance.restarts > session.restarts:
+        if instance.last_exit is not None:
+            reason = Reason.of("session.restarted", cause=_clipped(instance.last_exit), restarts=instance.restarts)
+        else:
+            reason = Reason.of("session.restarted_unknown", restarts=instance.restarts)
+        actions.append(Restarted(session.session_id, instance.restarts, reason))
 
 
 def _stopping(session: Desired, instance: Seen | None, now: float, timing: Timing, actions: list[Action]) -> None:

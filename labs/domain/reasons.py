@@ -30,6 +30,15 @@ MESSAGES: dict[str, str] = {
     "session.create_retry": gettext_noop("the cluster did not create the instance (try %(attempt)s of %(attempts)s): %(error)s"),
     "session.create_failed": gettext_noop("could not start: %(error)s"),
     "session.spawn_timeout": gettext_noop("did not start within %(seconds)s s"),
+    # A starting lab's container ended and the platform starts it again: normal while many
+    # FlexNPU instances are created at once, within ``LAB_START_RESTARTS`` (``limit``).
+    "session.start_restarting": gettext_noop("restarting while the NPU initialises (%(restart)s of %(limit)s)"),
+    "session.start_restarts_exceeded": gettext_noop(
+        "the lab kept restarting while starting (restart %(restarts)s, %(limit)s allowed); it last ended with %(cause)s"
+    ),
+    # A running lab's container ended and the platform started it again (``cause``: why it ended).
+    "session.restarted": gettext_noop("the lab restarted after %(cause)s (restart %(restarts)s)"),
+    "session.restarted_unknown": gettext_noop("the lab restarted (restart %(restarts)s)"),
     "session.vanished": gettext_noop("the lab's instance disappeared from the cluster"),
     "session.vanished_before_start": gettext_noop("the instance disappeared before it started"),
     "session.cluster_unreachable": gettext_noop("waiting for the cluster: %(error)s"),

@@ -64,6 +64,9 @@ class LabSession(models.Model):
     # Failed requests to create the instance so far, and when the controller may try again.
     create_attempts = models.PositiveSmallIntegerField(default=0)
     retry_at = models.DateTimeField(null=True, blank=True)
+    # How many times the platform restarted the lab's instance, as the controller last recorded
+    # it (when it came up, and at each restart of the running lab, which the student is told of).
+    restarts = models.PositiveSmallIntegerField(default=0)
     # Borrowed capacity another course needs back: the session was warned and stops at this time
     # unless the need goes away first (labs.services.allocation._reclaim_follow).
     reclaim_at = models.DateTimeField(null=True, blank=True)

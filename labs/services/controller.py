@@ -53,6 +53,7 @@ from labs.domain.lifecycle import (
     Finish,
     Note,
     Rebind,
+    Restarted,
     Running,
     Seen,
     Timing,
@@ -211,7 +212,9 @@ def reconcile_once(
             sessions,
             seen,
             now=now.timestamp(),
-            timing=Timing(settings.LAB_SPAWN_TIMEOUT_SECONDS, settings.LAB_STOP_TIMEOUT_SECONDS),
+            timing=Timing(
+                settings.LAB_SPAWN_TIMEOUT_SECONDS, settings.LAB_STOP_TIMEOUT_SECONDS, start_restarts=settings.LAB_START_RESTARTS
+            ),
         )
         for action in actions:
             name = type(action).__name__
@@ -229,6 +232,8 @@ def _seen(observed: Observed) -> Seen:
         node=observed.node,
         card_index=observed.card_index,
         deleting=observed.deleting,
+        restarts=observed.restarts,
+        last_exit=observed.last_exit,
     )
 
 
@@ -250,6 +255,7 @@ def _desired() -> list[Desired]:
         "course__quota__max_session_minutes",
         "extensions_used",
         "course__quota__extension_minutes",
+        "restarts",
     )
     sessions = []
     for (
@@ -269,6 +275,7 @@ def _desired() -> list[Desired]:
         course_limit,
         extensions,
         extension_minutes,
+        restarts,
     ) in rows:
         minutes = session_limit_minutes(lifetime, course_limit, extensions * (extension_minutes or 0))
         sessions.append(
@@ -285,6 +292,7 @@ def _desired() -> list[Desired]:
                 card_index=card,
                 expires_at=session_deadline(running.timestamp() if running else None, minutes),
                 lifetime_minutes=minutes or 0,
+                restarts=restarts,
             )
         )
     return sessions
@@ -330,10 +338,10 @@ def _execute(
                 lease = by_id[session_id].retry_at
                 _bind(session_id, ref, recovered=lease is None or lease <= now.timestamp())
                 bound.append(session_id)
-            case Running(session_id, url):
+            case Running(session_id, url, restarts):
                 kind, secret = links.get(session_id, ("", ""))
                 url = with_jupyter_token(url, kind=kind, secret=secret)
-                running[session_id] = {"access_url": url[:500], **reason_fields(None)}
+                running[session_id] = {"access_url": url[:500], "restarts": restarts, **reason_fields(None)}
             case Fail(session_id, reason):
                 if session_begin_stop(session_id, reason=reason, failed=True):
                     report.failed += 1
@@ -350,6 +358,9 @@ def _execute(
                     report.rebound += 1
             case Expire(session_id, minutes):
                 session_stop(session_id=session_id, reason=Reason.of("session.lifetime", minutes=minutes))
+            case Restarted(session_id, restarts, reason):
+                # Rare (an OOM kill, a crash): one conditional UPDATE each, the count and the student's reason.
+                session_note(session_id, reason=reason, state=SessionState.RUNNING, restarts=restarts)
     # Progress notes, the labs that came up and those whose instance is gone, each kind in one transaction.
     sessions_note(notes, state=SessionState.STARTING)
     report.running += len(sessions_transition(running, to=SessionState.RUNNING, only_from={SessionState.STARTING}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from labs.domain.lifecycle import (
     Finish,
     Note,
     Rebind,
+    Restarted,
     Running,
     Seen,
     Timing,
@@ -187,6 +189,71 @@ def test_a_failed_instance_past_the_spawn_deadline_fails_with_the_drivers_reason
     assert actions == [Fail("s1", oom)]
 
 
+# -- starting: restarts (the CCE FlexNPU guide: a pod may restart briefly in a batch creation) ------
+
+ERROR_EXIT = Reason.of("driver.container_exit", reason="Error", exit_code=1)
+OOM_EXIT = Reason.of("driver.container_exit", reason="OOMKilled", exit_code=137)
+
+
+def test_a_starting_instance_that_restarted_once_is_noted_as_restarting_not_failed():
+    actions = run(starting(driver_ref="pod-1"), instance(ref="pod-1", restarts=1, last_exit=ERROR_EXIT))
+
+    assert actions == [Note("s1", Reason.of("session.start_restarting", restart=1, limit=3))]
+    assert str(actions[0].reason) == "restarting while the NPU initialises (1 of 3)"
+
+
+def test_a_starting_instance_at_the_restart_bound_is_still_only_noted():
+    actions = run(starting(driver_ref="pod-1"), instance(ref="pod-1", restarts=3, last_exit=ERROR_EXIT))
+    assert actions == [Note("s1", Reason.of("session.start_restarting", restart=3, limit=3))]
+
+
+def test_a_restarting_instance_notes_nothing_when_its_restart_is_already_stored():
+    noted = starting(driver_ref="pod-1", reason=Reason.of("session.start_restarting", restart=2, limit=3))
+    assert run(noted, instance(ref="pod-1", restarts=2, last_exit=ERROR_EXIT)) == []
+
+
+def test_a_starting_instance_past_the_restart_bound_fails_with_how_it_last_ended():
+    actions = run(starting(driver_ref="pod-1"), instance(ref="pod-1", restarts=4, last_exit=OOM_EXIT))
+
+    assert actions == [Fail("s1", Reason.of("session.start_restarts_exceeded", restarts=4, limit=3, cause=OOM_EXIT))]
+    assert str(actions[0].reason) == (
+        "the lab kept restarting while starting (restart 4, 3 allowed); it last ended with OOMKilled, exit code 137"
+    )
+
+
+def test_with_no_restarts_allowed_the_first_restart_fails_the_start():
+    actions = decide(
+        [starting(driver_ref="pod-1")],
+        {"s1": instance(ref="pod-1", restarts=1, last_exit=ERROR_EXIT)},
+        now=NOW,
+        timing=Timing(start_restarts=0),
+    )
+    assert actions == [Fail("s1", Reason.of("session.start_restarts_exceeded", restarts=1, limit=0, cause=ERROR_EXIT))]
+
+
+def test_past_the_restart_bound_without_a_known_end_the_drivers_reason_is_the_cause():
+    waiting = Reason.of("driver.waiting_for_answer")
+    actions = run(starting(driver_ref="pod-1"), instance(ref="pod-1", restarts=5, reason=waiting))
+    assert actions == [Fail("s1", Reason.of("session.start_restarts_exceeded", restarts=5, limit=3, cause=waiting))]
+
+
+def test_a_restarting_instance_past_the_spawn_deadline_fails_with_spawn_timeout():
+    late = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=NOW - 301)
+    actions = run(late, instance(ref="pod-1", restarts=1, last_exit=ERROR_EXIT))
+    assert actions == [Fail("s1", Reason.of("session.spawn_timeout", seconds=300))]
+
+
+def test_an_instance_that_came_up_after_restarts_runs_with_them_recorded_even_past_the_bound():
+    up = instance("running", ref="pod-1", access_url="https://lab/s1/", restarts=5, last_exit=ERROR_EXIT)
+    assert run(starting(driver_ref="pod-1"), up) == [Running("s1", "https://lab/s1/", 5)]
+
+
+@pytest.mark.parametrize("start_restarts", [-1, True, 1.5])
+def test_a_restart_bound_that_is_not_a_non_negative_int_is_refused(start_restarts):
+    with pytest.raises(ValueError, match="start_restarts must be a non-negative int"):
+        Timing(start_restarts=start_restarts)
+
+
 # -- running ------------------------------------------------------------------------------------
 
 
@@ -243,6 +310,36 @@ def test_a_running_session_past_its_maximum_length_whose_instance_failed_fails_r
     lost = instance("failed", ref="pod-1", reason=Reason.of("session.driver", message="node lost"))
     actions = run(running(expires_at=NOW - 1, lifetime_minutes=90), lost)
     assert actions == [Fail("s1", Reason.of("session.driver", message="node lost"))]
+
+
+@pytest.mark.parametrize("phase", ["pending", "running"])
+def test_a_running_lab_that_restarted_says_why_and_keeps_running(phase):
+    actions = run(running(), instance(phase, ref="pod-1", restarts=1, last_exit=OOM_EXIT))
+
+    assert actions == [Restarted("s1", 1, Reason.of("session.restarted", cause=OOM_EXIT, restarts=1))]
+    assert str(actions[0].reason) == "the lab restarted after OOMKilled, exit code 137 (restart 1)"
+
+
+def test_a_running_lab_that_restarted_without_a_known_end_says_it_restarted():
+    actions = run(running(restarts=1), instance("running", ref="pod-1", restarts=2))
+    assert actions == [Restarted("s1", 2, Reason.of("session.restarted_unknown", restarts=2))]
+
+
+def test_a_running_lab_whose_restarts_are_recorded_needs_nothing():
+    assert run(running(restarts=2), instance("running", ref="pod-1", restarts=2, last_exit=OOM_EXIT)) == []
+
+
+def test_the_restarts_a_lab_took_while_starting_are_not_reported_once_it_runs():
+    session = starting(driver_ref="pod-1")
+    up = instance("running", ref="pod-1", access_url="https://lab/s1/", restarts=1, last_exit=ERROR_EXIT)
+    [came_up] = run(session, up)
+
+    assert run(running(restarts=came_up.restarts), up) == []
+
+
+def test_a_running_lab_past_its_maximum_length_expires_rather_than_reports_a_restart():
+    actions = run(running(expires_at=NOW), instance("pending", ref="pod-1", restarts=1, last_exit=OOM_EXIT))
+    assert actions == [Expire("s1", 0)]
 
 
 def test_a_running_session_is_left_alone_when_the_driver_could_not_be_read():
@@ -344,7 +441,7 @@ OPEN_STATES = [SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNIN
 REASONS = [None, Reason.of("session.starting"), Reason.of("session.requesting"), Reason.of("session.driver", message="pulling")]
 DRIVER_REASONS = [None, Reason.of("driver.starting_container"), Reason.of("session.driver", message="OOMKilled")]
 # The actions that move a session along its life: at most one of them per session per pass.
-LIFECYCLE = (Create, Running, Fail, Note, Finish, Expire, Delete)
+LIFECYCLE = (Create, Running, Fail, Note, Finish, Expire, Delete, Restarted)
 
 times = st.one_of(st.none(), st.floats(min_value=NOW - 1_000, max_value=NOW + 1_000, allow_nan=False))
 refs = st.sampled_from(["", "pod-a", "pod-b"])
@@ -367,6 +464,7 @@ def desired(draw, session_id: str) -> Desired:
         card_index=draw(cards),
         expires_at=draw(times),
         lifetime_minutes=draw(st.integers(min_value=0, max_value=240)),
+        restarts=draw(st.integers(min_value=0, max_value=5)),
     )
 
 
@@ -381,6 +479,8 @@ def seen_instance(draw, session_id: str) -> Seen:
         node=draw(nodes),
         card_index=draw(cards),
         deleting=draw(st.booleans()),
+        restarts=draw(st.integers(min_value=0, max_value=5)),
+        last_exit=draw(st.sampled_from([None, Reason.of("driver.container_exit", reason="OOMKilled", exit_code=137)])),
     )
 
 
@@ -416,6 +516,10 @@ def test_decide_is_deterministic_consistent_and_concludes_nothing_from_an_unobse
             assert action.session_id in ledger, action
         if isinstance(action, Finish):
             assert seen is not None and action.session_id not in seen
+        if isinstance(action, Restarted):  # only a running lab's restart the ledger has not recorded yet
+            session = next(s for s in sessions if s.session_id == action.session_id)
+            assert session.state == SessionState.RUNNING
+            assert seen is not None and seen[action.session_id].restarts == action.restarts > session.restarts
 
     if seen is None:
         assert all(isinstance(a, Create) for a in actions), actions

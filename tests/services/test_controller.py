@@ -4,7 +4,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from labs.domain.reasons import Reason
@@ -164,6 +164,68 @@ def test_a_lab_that_is_up_is_never_failed_for_being_late(world, driver):
 
     session.refresh_from_db()
     assert session.state == "running"
+
+
+def _reasons_until(session, until, timeout=10):
+    """Run rounds until ``session`` is in a state of ``until``; the reasons it showed on the way, in order."""
+    shown = []
+    deadline = time.monotonic() + timeout
+    while session.state not in until:
+        assert time.monotonic() < deadline, (session.state, session.reason, shown)
+        reconcile_once()
+        session.refresh_from_db()
+        if session.reason and session.reason not in shown:
+            shown.append(session.reason)
+        time.sleep(0.05)
+    return shown
+
+
+def test_a_lab_that_restarts_while_starting_says_so_and_runs(world, driver, monkeypatch):
+    monkeypatch.setattr(driver, "start_delay_seconds", 1.0)  # a second down: the rounds see it
+    monkeypatch.setattr(driver, "restart_fraction", 1.0)
+    session = launch(world)
+
+    shown = _reasons_until(session, until=("running", "failed"))
+
+    assert session.state == "running"
+    assert "restarting while the NPU initialises (1 of 3)" in shown
+    assert (session.restarts, session.reason) == (1, "")
+    reconcile_once()  # a restart while it started is not one of the running lab's
+    session.refresh_from_db()
+    assert (session.state, session.reason) == ("running", "")
+
+
+@override_settings(LAB_START_RESTARTS=0)
+def test_a_lab_that_restarts_more_than_allowed_while_starting_fails_saying_how_it_ended(world, driver, monkeypatch):
+    monkeypatch.setattr(driver, "restart_fraction", 1.0)
+    session = launch(world)
+
+    settle(session, until=("failed",))
+
+    assert session.reason == (
+        "the lab kept restarting while starting (restart 1, 0 allowed); it last ended with Error, exit code 1"
+    )
+    assert Allocation.objects.get(session=session).released_at is not None
+
+
+def test_a_running_lab_that_restarts_after_an_oom_kill_keeps_running_and_says_why(world, driver):
+    session = launch(world)
+    settle(session)
+
+    driver.inject_restart(str(session.pk), reason="OOMKilled", exit_code=137)
+    reconcile_once()
+
+    session.refresh_from_db()
+    said = "the lab restarted after OOMKilled, exit code 137 (restart 1)"
+    assert (session.state, session.restarts, session.reason) == ("running", 1, said)
+    student = Client()
+    student.force_login(world["students"][0])
+    assert said in student.get("/").content.decode()  # on the student's card
+    time.sleep(0.4)  # the simulator's lab is up again
+    version = session.version
+    reconcile_once()
+    session.refresh_from_db()
+    assert (session.state, session.reason, session.version) == ("running", said, version)
 
 
 def test_stopping_before_the_instance_exists_leaves_nothing_behind(world, driver):
