@@ -14,6 +14,12 @@ What a kubelet tells the API server, and nothing it does on the host:
   (waiting ``ErrImagePull``, then ``ImagePullBackOff``, with the kubelet's events) or
   ``OOMKilled`` (terminated ``OOMKilled``, exit code 137; with ``restartPolicy: Never`` the pod
   is Failed);
+* restarts a pod's container once on request (``fail_pod`` with ``RestartOnce``: it ends with
+  ``Error``, exit code 1, as a FlexNPU lab may while its instance initialises; ``OOMKilledOnce``:
+  killed for memory), or every so many pods as they start (``restart_fraction``, e.g. 0.1: every
+  tenth, as when a class's FlexNPU instances are created at once): terminated first, then,
+  ``start_delay_seconds`` later, running and Ready again with ``restartCount`` 1 and the end as
+  its ``lastState`` (with ``restartPolicy: Never`` the pod is Failed instead);
 * loses a node on request (``lose_node``): its lease is no longer renewed and its pods are left
   alone, so the controller-manager marks it NotReady after its grace period, as for a node that
   died.
@@ -50,7 +56,12 @@ FAILURE_ANNOTATION = "devcluster.npu-lab.portal/failure"
 IMAGE_PULL = "ErrImagePull"
 IMAGE_PULL_BACKOFF = "ImagePullBackOff"
 OOM_KILLED = "OOMKilled"
-FAILURES = frozenset({IMAGE_PULL, OOM_KILLED})
+RESTART_ONCE = "RestartOnce"
+OOM_KILLED_ONCE = "OOMKilledOnce"
+# A container that ends once and is started again: its end's reason and exit code.
+RESTARTS = {RESTART_ONCE: ("Error", 1), OOM_KILLED_ONCE: (OOM_KILLED, 137)}
+FAILURES = frozenset({IMAGE_PULL, OOM_KILLED, *RESTARTS})
+PARTS_PER_MILLION = 1_000_000
 LEASE_NAMESPACE = "kube-node-lease"
 POD_NETWORK = ipaddress.ip_network("10.64.0.0/10")
 NODE_NETWORK = ipaddress.ip_network("10.32.0.0/16")
@@ -89,6 +100,7 @@ class _Pod:
     pod_ip: str = ""
     started_at: str = ""
     manifest: dict[str, Any] | None = None
+    restarts: int = 0
 
 
 def _conditions(
@@ -165,6 +177,7 @@ class NodeSimulator:
     """The kubelets of ``nodes``, talking to the API server through ``api`` (a ``kubernetes`` ``ApiClient``).
 
     ``pod_ip``: the address every pod reports (``status.podIP``); ``None``: one of its own each.
+    ``restart_fraction``: the share of pods whose container restarts once as it starts (settable).
     """
 
     def __init__(
@@ -177,6 +190,7 @@ class NodeSimulator:
         kubelet_version: str = "v0.0.0",
         workers: int = 4,
         pod_ip: str | None = None,
+        restart_fraction: float = 0.0,
     ) -> None:
         if start_delay_seconds < 0:
             raise ValueError(f"start_delay_seconds must be 0 or more, got {start_delay_seconds!r}")
@@ -204,6 +218,7 @@ class NodeSimulator:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="devcluster-kubelet")
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
+        self.restart_fraction = restart_fraction
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -232,8 +247,23 @@ class NodeSimulator:
 
     # -- requests from tests ---------------------------------------------------------------------
 
+    @property
+    def restart_fraction(self) -> float:
+        return self._restart_ppm / PARTS_PER_MILLION
+
+    @restart_fraction.setter
+    def restart_fraction(self, fraction: float) -> None:
+        """From now on, that share of the pods that start restart once (counted exactly: 0.1 is
+        every tenth pod, not a tenth on average)."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"restart_fraction must be between 0 and 1, got {fraction!r}")
+        with self._lock:
+            self._restart_ppm = round(fraction * PARTS_PER_MILLION)
+            self._restart_credit = 0
+
     def fail_pod(self, namespace: str, name: str, failure: str) -> None:
-        """Fail the pod ``namespace/name`` with ``failure`` (``ErrImagePull`` or ``OOMKilled``).
+        """Fail the pod ``namespace/name`` with ``failure`` (``ErrImagePull`` or ``OOMKilled``), or
+        restart its container once (``RestartOnce``, ``OOMKilledOnce``).
 
         A pod that has not started yet (or does not exist yet) fails when it would have started;
         a running one fails now.
@@ -247,7 +277,7 @@ class NodeSimulator:
                 return
             manifest = pod.manifest
         if manifest is not None:
-            self._pool.submit(self._guard, self._fail, manifest, failure)
+            self._pool.submit(self._guard, self._restart if failure in RESTARTS else self._fail, manifest, failure)
 
     def lose_node(self, name: str) -> None:
         """Stop being ``name``'s kubelet: no lease renewal, no pod updates; the controller-manager marks it NotReady."""
@@ -449,10 +479,18 @@ class NodeSimulator:
             failure = self._planned.pop((pod.namespace, pod.name), None) or (manifest["metadata"].get("annotations") or {}).get(
                 FAILURE_ANNOTATION
             )
+            if failure is None and self._restart_ppm:
+                self._restart_credit += self._restart_ppm
+                if self._restart_credit >= PARTS_PER_MILLION:
+                    self._restart_credit -= PARTS_PER_MILLION
+                    failure = RESTART_ONCE
             pod.pod_ip = next(self._pod_ips)
             pod.stage = "running"
             moment = _now()
             pod.started_at = _time(moment)
+        if failure in RESTARTS:
+            self._restart(manifest, failure)
+            return
         if failure in FAILURES:
             self._fail(manifest, failure)
             return
@@ -531,6 +569,53 @@ class NodeSimulator:
             }
             for entry in status["containerStatuses"]:
                 entry.update(restartCount=1, lastState={"terminated": terminated})
+        self._patch_status(manifest, status)
+
+    def _restart(self, manifest: dict[str, Any], failure: str) -> None:
+        """The container ends (``RESTARTS[failure]``); ``start_delay_seconds`` later it runs again, one restart more."""
+        uid = manifest["metadata"]["uid"]
+        with self._lock:
+            pod = self._pods.get(uid)
+            if pod is None or pod.stage != "running":
+                return
+            if manifest["spec"].get("restartPolicy", "Always") == "Never":
+                pod.stage = "failed"
+            network = {"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]}
+            started_at, restarts, failed = pod.started_at, pod.restarts, pod.stage == "failed"
+        moment = _now()
+        reason, exit_code = RESTARTS[failure]
+        ended = {"exitCode": exit_code, "reason": reason, "startedAt": started_at or _time(moment), "finishedAt": _time(moment)}
+        status = {
+            "phase": "Failed" if failed else "Running",
+            **network,
+            "conditions": _conditions(manifest, moment, ready=False, sandbox=not failed, reason="PodFailed" if failed else ""),
+            **container_statuses(manifest, lambda _c: {"terminated": ended}, ready=False),
+        }
+        for entry in status["containerStatuses"]:
+            entry["restartCount"] = restarts
+        self._patch_status(manifest, status)
+        if not failed:
+            self._later(self.start_delay_seconds, self._run_again, manifest, ended)
+
+    def _run_again(self, manifest: dict[str, Any], ended: dict[str, Any]) -> None:
+        with self._lock:
+            pod = self._pods.get(manifest["metadata"]["uid"])
+            if pod is None or pod.stage != "running" or pod.node in self._lost:
+                return
+            pod.restarts += 1
+            moment = _now()
+            pod.started_at = _time(moment)
+            network = {"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]}
+            restarts = pod.restarts
+        running = {"running": {"startedAt": _time(moment)}}
+        status = {
+            "phase": "Running",
+            **network,
+            "conditions": _conditions(manifest, moment, ready=True, sandbox=True),
+            **container_statuses(manifest, lambda _c: running, ready=True),
+        }
+        for entry in status["containerStatuses"]:
+            entry.update(restartCount=restarts, lastState={"terminated": ended})
         self._patch_status(manifest, status)
 
     def _event(self, manifest: dict[str, Any], container: str, reason: str, message: str) -> None:

@@ -1,4 +1,4 @@
-"""The simulator's failures as a kubelet would report them: image pull, OOMKilled, a lost node."""
+"""The simulator's failures as a kubelet would report them: image pull, OOMKilled, a restart, a lost node."""
 
 from __future__ import annotations
 
@@ -65,6 +65,59 @@ def test_an_oomkilled_pod_that_restarts_backs_off(devcluster: DevCluster, core: 
     [status] = core.read_namespaced_pod("lab", namespace).status.container_statuses
     assert status.last_state.terminated.reason == "OOMKilled"
     assert status.restart_count == 1
+
+
+def _pod(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod:
+    return core.read_namespaced_pod(name, namespace)
+
+
+def _ready(pod: client.V1Pod) -> bool:
+    return {c.type: c.status for c in pod.status.conditions or []}.get("Ready") == "True"
+
+
+def test_a_pod_that_restarts_once_while_starting_ends_running_with_one_restart(
+    devcluster: DevCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    devcluster.simulator.fail_pod(namespace, "lab", "RestartOnce")
+    core.create_namespaced_pod(namespace, pod_manifest("lab", restartPolicy="OnFailure"))
+
+    pod = wait_for("the pod Running and Ready again", lambda: _ready(p := _pod(core, namespace, "lab")) and p)
+    [status] = pod.status.container_statuses
+    assert status.restart_count == 1
+    assert (status.last_state.terminated.reason, status.last_state.terminated.exit_code) == ("Error", 1)
+    assert status.state.running is not None and pod.status.phase == "Running"
+
+
+def test_a_running_pod_killed_for_memory_once_comes_back_with_one_restart(
+    devcluster: DevCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    core.create_namespaced_pod(namespace, pod_manifest("lab", restartPolicy="OnFailure"))
+    wait_for("the pod Ready", lambda: _ready(_pod(core, namespace, "lab")))
+
+    devcluster.simulator.fail_pod(namespace, "lab", "OOMKilledOnce")
+
+    pod = wait_for(
+        "the pod Ready after a restart",
+        lambda: _ready(p := _pod(core, namespace, "lab")) and p.status.container_statuses[0].restart_count == 1 and p,
+    )
+    assert pod.status.container_statuses[0].last_state.terminated.reason == "OOMKilled"
+
+
+def test_a_pod_that_is_never_restarted_fails_when_its_container_ends(
+    devcluster: DevCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    devcluster.simulator.fail_pod(namespace, "lab", "RestartOnce")
+    core.create_namespaced_pod(namespace, pod_manifest("lab"))  # restartPolicy Never
+
+    pod = wait_for("the pod Failed", lambda: (p := _pod(core, namespace, "lab")).status.phase == "Failed" and p)
+    assert pod.status.container_statuses[0].state.terminated.reason == "Error"
+    assert pod.status.container_statuses[0].restart_count == 0
+
+
+def test_a_restart_fraction_outside_zero_to_one_is_refused(devcluster: DevCluster) -> None:
+    with pytest.raises(ValueError, match="restart_fraction must be between 0 and 1"):
+        devcluster.simulator.restart_fraction = 1.5
+    assert devcluster.simulator.restart_fraction == 0.0
 
 
 def test_a_lost_node_is_marked_not_ready_by_the_controller_manager(devcluster: DevCluster, core: client.CoreV1Api) -> None:
