@@ -8,7 +8,16 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
+from labs.drivers.base import (
+    ClusterDriver,
+    DriverError,
+    DriverRefused,
+    LaunchSpec,
+    NodePod,
+    Observed,
+    PollResult,
+    PollStatus,
+)
 from labs.drivers.options import check_options
 
 __all__ = [
@@ -16,6 +25,7 @@ __all__ = [
     "DriverError",
     "DriverRefused",
     "LaunchSpec",
+    "NodePod",
     "Observed",
     "PollResult",
     "PollStatus",

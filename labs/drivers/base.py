@@ -43,6 +43,15 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
     idempotent, a missing instance is not an error. The NPU share is free once ``observe()``
     no longer lists the instance.
 
+``pods_on(node) -> dict[str, NodePod]``
+    Every pod bound to ``node`` now, whoever made it (the portal's labs and anyone else's: a
+    researcher's job on the same server), by UID. FlexNPU names each instance by its pod's UID
+    (the entity-id), and the CCE guide calls an instance residual when "存在entity-id但不存在Pod的UID"
+    (its entity-id exists but no pod of that UID does): this is the list the node reconciler
+    compares the agent's entity-ids against. A pod being deleted is still listed until it is
+    gone. Raises ``DriverError`` when the pods cannot be read: then nothing may be concluded
+    from absence.
+
 ``shutdown() -> None``
     Called when the portal process that owns the instances stops (the local driver stops its
     processes); the default does nothing, since cluster instances outlive the portal.
@@ -109,6 +118,17 @@ class Observed:
         return PollResult(
             self.status, reason=self.reason, access_url=self.access_url, restarts=self.restarts, last_exit=self.last_exit
         )
+
+
+@dataclass(frozen=True)
+class NodePod:
+    """One pod on a node, as ``pods_on`` lists it: its UID (an entity-id, once FlexNPU registers
+    its instance), a name an operator can find it by (``namespace/name`` on Kubernetes) and
+    whether it is one of the portal's own labs."""
+
+    uid: str
+    name: str
+    portal: bool
 
 
 def launches_vllm_serve(command: Sequence[str]) -> bool:
@@ -234,6 +254,9 @@ class ClusterDriver:
         raise NotImplementedError
 
     def delete(self, session_id: str) -> None:
+        raise NotImplementedError
+
+    def pods_on(self, node: str) -> dict[str, NodePod]:
         raise NotImplementedError
 
     def card_truth(self, labels: Mapping[str, str], *, die_ids_known: bool) -> str:

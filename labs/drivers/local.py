@@ -45,7 +45,7 @@ from typing import Any
 
 from labs.domain.reasons import Reason
 from labs.drivers import limits
-from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollStatus
+from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, NodePod, Observed, PollStatus
 from labs.drivers.statefile import StateDir
 
 STOP_GRACE_SECONDS = 5.0
@@ -145,6 +145,16 @@ class LocalDriver(ClusterDriver):
         with contextlib.suppress(BlockingIOError):
             _update_record(self.state, sid, record["ref"], blocking=False, ready=True)
         return Observed(sid, PollStatus.RUNNING, access_url=self._access_url(record), **where)
+
+    def pods_on(self, node: str) -> dict[str, NodePod]:
+        """The labs recorded on ``node`` (by reference), running or not: a lab is this machine's
+        process, and processes of other owners hold no FlexNPU instance the portal could see."""
+        pods = {}
+        for sid in self.state.session_ids():
+            record = self.state.read(sid)
+            if record is not None and record.get("node") == node:
+                pods[record["ref"]] = NodePod(record["ref"], f"lab {sid}", portal=True)
+        return pods
 
     def delete(self, session_id: str) -> None:
         with self.state.lock(session_id) as sid:

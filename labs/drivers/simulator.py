@@ -23,6 +23,9 @@ the same instances. Failures can be injected three ways:
   ``message`` as a platform's own words, or ``driver.simulated_died`` without one), and
   ``inject_card(session_id, index)`` moves it to another card, as a device plugin that chose
   another card than the ledger would show; both from any process;
+* ``foreign_pod_add(node, name)`` puts a pod the portal did not make on a node (a researcher's
+  job) and returns its UID, as an entity-id an agent may report; ``foreign_pod_remove(uid)``
+  takes it away. ``pods_on(node)`` lists them beside the node's simulated labs, in any process;
 * ``inject_api_faults(...)`` gives every driver on the state directory, in any process, other
   failure rates and create delay until ``clear_api_faults()`` (``make chaos`` opens a window of a
   flaky cluster API this way, without restarting the workers that read the settings).
@@ -46,6 +49,7 @@ from labs.drivers.base import (
     DriverError,
     DriverRefused,
     LaunchSpec,
+    NodePod,
     Observed,
     PollStatus,
     canonical_session_id,
@@ -57,6 +61,8 @@ LEAKY_PREFIX = "leaky:"
 ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
 # In the state directory beside the records (not a session id, so never listed as an instance).
 API_FAULTS_FILE = "api-faults.json"
+# One file per pod of another owner, ``foreign-<uid>.json``: added and removed without a lock.
+FOREIGN_POD_PREFIX = "foreign-"
 
 
 def _failure(stored: dict | str) -> Reason:
@@ -200,6 +206,39 @@ class SimulatorDriver(ClusterDriver):
             raise DriverError("the cluster API did not answer (simulated)")
         with self.state.lock(session_id) as sid:
             self.state.remove(sid)
+
+    def pods_on(self, node: str) -> dict[str, NodePod]:
+        """The node's simulated labs (by reference) and the foreign pods put there (``foreign_pod_add``)."""
+        pods = {}
+        for sid in self.state.session_ids():
+            record = self.state.read(sid)
+            if record is not None and record.get("node") == node:
+                pods[record["ref"]] = NodePod(record["ref"], f"lab {sid}", portal=True)
+        for path in Path(self.state.path).glob(f"{FOREIGN_POD_PREFIX}*.json"):
+            with contextlib.suppress(FileNotFoundError):  # removed since the directory was listed
+                foreign = json.loads(path.read_text(encoding="utf-8"))
+                if foreign["node"] == node:
+                    pods[foreign["uid"]] = NodePod(foreign["uid"], foreign["name"], portal=False)
+        return pods
+
+    def foreign_pod_add(self, node: str, name: str = "research/train-0") -> str:
+        """Put a pod the portal did not make on ``node``, seen by every driver on this state
+        directory; its UID (a new UUID, as the API server gives)."""
+        uid = str(uuid.uuid4())
+        fd, tmp = tempfile.mkstemp(dir=self.state.path, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"uid": uid, "node": node, "name": name}, fh)
+            os.replace(tmp, Path(self.state.path, f"{FOREIGN_POD_PREFIX}{uid}.json"))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return uid
+
+    def foreign_pod_remove(self, uid: str) -> None:
+        """Take the foreign pod ``uid`` away (nothing happens when there is none)."""
+        Path(self.state.path, f"{FOREIGN_POD_PREFIX}{uuid.UUID(uid)}.json").unlink(missing_ok=True)
 
     def api_faults(self) -> dict[str, float]:
         """The failure rates and create delay in force: the injected ones while there are any

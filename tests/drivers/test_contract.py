@@ -176,3 +176,18 @@ def test_observe_of_a_deleted_instance_no_longer_lists_it(driver: ClusterDriver,
 
 def test_observe_with_no_instances_is_empty(driver: ClusterDriver) -> None:
     assert driver.observe() == {}
+
+
+def test_pods_on_lists_an_instance_by_its_ref_on_its_node_only(driver: ClusterDriver, new_spec: SpecFactory) -> None:
+    spec = new_spec()
+    ref = driver.create(spec)
+    # Running: on Kubernetes a pod is on a node once it is scheduled there.
+    wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
+
+    pods = driver.pods_on(spec.card.node)
+
+    assert pods[ref].uid == ref and pods[ref].portal
+    assert ref not in driver.pods_on("another-node")
+    driver.delete(spec.session_id)
+    wait_gone(driver, spec.session_id)
+    assert ref not in driver.pods_on(spec.card.node)

@@ -83,6 +83,25 @@ def test_an_injected_failure_is_seen_by_another_driver_instance(state_dir: str) 
     assert str(result.reason) == "the NPU card fell off the bus (simulated)"
 
 
+def test_a_foreign_pod_is_listed_on_its_node_beside_the_labs_for_every_driver_until_removed(state_dir: str) -> None:
+    web = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    worker = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    spec = make_spec()
+    ref = web.create(spec)
+
+    uid = worker.foreign_pod_add(spec.card.node, "research/train-0")
+
+    pods = web.pods_on(spec.card.node)
+    assert {(p.uid, p.name, p.portal) for p in pods.values()} == {
+        (ref, f"lab {spec.session_id}", True),
+        (uid, "research/train-0", False),
+    }
+    assert web.pods_on("another-node") == {}
+    assert web.list() == {spec.session_id}  # a foreign pod is no lab of the portal's
+    worker.foreign_pod_remove(uid)
+    assert set(web.pods_on(spec.card.node)) == {ref}
+
+
 def test_injecting_a_failure_into_a_missing_instance_raises(state_dir: str) -> None:
     driver = SimulatorDriver(state_dir=state_dir)
 

@@ -30,6 +30,7 @@ from tests.drivers.test_contract import (  # noqa: F401 - collected here with th
     test_observe_of_a_deleted_instance_no_longer_lists_it,
     test_observe_reports_every_instance_with_its_reference_and_node,
     test_observe_with_no_instances_is_empty,
+    test_pods_on_lists_an_instance_by_its_ref_on_its_node_only,
     test_poll_is_pending_with_a_reason_the_portal_can_translate_right_after_create,
     test_poll_of_an_unknown_session_is_gone,
 )

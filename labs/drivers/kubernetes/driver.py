@@ -36,7 +36,16 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from labs.domain.reasons import Reason
-from labs.drivers.base import ClusterDriver, DriverError, DriverRefused, LaunchSpec, Observed, PollResult, PollStatus
+from labs.drivers.base import (
+    ClusterDriver,
+    DriverError,
+    DriverRefused,
+    LaunchSpec,
+    NodePod,
+    Observed,
+    PollResult,
+    PollStatus,
+)
 from labs.drivers.kubernetes import builders
 from labs.drivers.kubernetes.profiles import HOSTNAME_LABEL, PROFILES, DeviceProfile, get_profile
 from labs.drivers.statefile import canonical_session_id
@@ -49,6 +58,8 @@ IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidIma
 START_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 DEFAULT_URL_PATTERN = builders.PodOptions.url_pattern
+# The API server answers a list with only each object's metadata when asked for this.
+PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
 def _as_bool(value: object) -> bool:
@@ -190,6 +201,7 @@ class KubernetesDriver(ClusterDriver):
         )
         self.core = client.CoreV1Api(self.api_client)
         self.networking = client.NetworkingV1Api(self.api_client)
+        self.metadata_api = PodMetadataApi(self.api_client)
         self._ensured_namespaces: set[str] = set()
 
     @staticmethod
@@ -297,6 +309,35 @@ class KubernetesDriver(ClusterDriver):
             raise DriverError("The cluster API answered the list of lab pods with something that is not a pod list.")
         # Filtered here too: the selector is the API server's job, but a wrong pod here would be deleted.
         return [pod for pod in items if isinstance(pod, dict) and self._owns(pod.get("metadata") or {})]
+
+    def pods_on(self, node: str) -> dict[str, NodePod]:
+        """Every pod bound to ``node``, in every namespace and of every owner, read as metadata only.
+
+        One list per call with ``fieldSelector=spec.nodeName=<node>``, under the cluster-wide pod
+        reader the portal holds already (``deploy/base/rbac.yaml``): the portal's labs and
+        anyone else's, so the reconciler can tell a residual instance (no pod of its UID) from
+        a foreign one (another owner's pod) as the FlexNPU guide does.
+        """
+        if not _DNS_NAME.fullmatch(node):
+            raise DriverError(f"Not a node name: {node!r}.")
+        listing = self.metadata_api.list_pod_for_all_namespaces
+        answer = self._call(f"listing the pods on node {node}", listing, field_selector=f"spec.nodeName={node}")
+        not_a_list = DriverError(f"The cluster API answered the list of pods on {node} with something that is not a list.")
+        try:
+            # An empty list comes with "items": null.
+            items = json.loads(answer.data).get("items") or []
+        except (ValueError, AttributeError) as exc:
+            raise not_a_list from exc
+        if not isinstance(items, list):
+            raise not_a_list
+        pods = {}
+        for item in items:
+            metadata = (item.get("metadata") if isinstance(item, dict) else None) or {}
+            uid = metadata.get("uid")
+            if uid:
+                name = f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
+                pods[uid] = NodePod(uid, name, portal=self._owns(metadata))
+        return pods
 
     def _session_pods(self, session_id: str) -> list[dict[str, Any]]:
         pods = self._list_pods(f"{builders.SESSION_LABEL}={session_id}")
@@ -527,6 +568,31 @@ class KubernetesDriver(ClusterDriver):
             self._call(f"deleting {what}", method, name, namespace, passthrough=(404,), _preload_content=False).data  # noqa: B018
         except ApiException:
             pass  # already gone
+
+
+class PodMetadataApi:
+    """The one call the generated client cannot make: a pod list answered as metadata only.
+
+    ``CoreV1Api`` sets the ``Accept`` header itself, so it cannot ask for a
+    ``PartialObjectMetadataList``; this asks the same endpoint (``GET /api/v1/pods``, the
+    ``list`` verb on pods, nothing more) with that header. The answer is left unread
+    (``_preload_content=False``): the caller reads its JSON.
+    """
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+
+    def list_pod_for_all_namespaces(self, *, field_selector: str, _request_timeout: float) -> Any:
+        return self.api_client.call_api(
+            "/api/v1/pods",
+            "GET",
+            query_params=[("fieldSelector", field_selector)],
+            header_params={"Accept": PARTIAL_METADATA_LIST},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _preload_content=False,
+            _request_timeout=_request_timeout,
+        )
 
 
 def _labels(pod: Mapping[str, Any]) -> dict[str, str]:

@@ -247,3 +247,9 @@ def test_creates_observes_and_deletes_reuse_one_connection(k8s_driver: Kubernete
     manager = k8s_driver.core.api_client.rest_client.pool_manager
     pools = [manager.pools[key] for key in manager.pools.keys()]
     assert [pool.num_connections for pool in pools] == [1]
+
+
+@pytest.mark.parametrize("node", ["", "a,metadata.namespace=x", "Node_1", "../n1"])
+def test_pods_on_refuses_what_is_not_a_node_name_before_asking_the_api(k8s_driver: KubernetesDriver, node: str) -> None:
+    with pytest.raises(DriverError, match="Not a node name"):
+        k8s_driver.pods_on(node)
