@@ -26,6 +26,7 @@ def reconcile_task() -> dict[str, int]:
     return {
         "rebound": report.rebound,
         "residuals_unregistered": report.residuals_unregistered,
+        "foreign_seen": report.foreign_seen,
         "sessions_failed": report.sessions_failed,
         "nodes_unreachable": len(report.nodes_unreachable),
         "breaches": report.breaches,

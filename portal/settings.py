@@ -485,7 +485,7 @@ LAB_AGENT_DEADLINE_SECONDS = env_float("LAB_AGENT_DEADLINE_SECONDS", 2.0, minimu
 # With the local and simulator drivers nothing on the node registers instances (on Kubernetes the
 # FlexNPU device plugin does): the portal registers each session's instance with the agent itself.
 LAB_AGENT_REGISTERS_INSTANCES = env_bool("LAB_AGENT_REGISTERS_INSTANCES", True)
-# An instance the ledger does not know is unregistered only after it has been seen this long.
+# An instance whose pod exists nowhere (the FlexNPU residual rule) is unregistered only after it has been seen this long.
 LAB_RESIDUAL_GRACE_SECONDS = env_int("LAB_RESIDUAL_GRACE_SECONDS", 300, minimum=0)
 # Guarantee monitor: an instance that demanded at least its floor but got less than the floor minus
 # this tolerance (percent of the card; the openFuyao bound is 10) in every sample of the window.

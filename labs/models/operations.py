@@ -9,6 +9,7 @@ class RepairEvent(models.Model):
     class Kind(models.TextChoices):
         RESIDUAL_SEEN = "residual_seen", _("residual instance seen")
         RESIDUAL_UNREGISTERED = "residual_unregistered", _("residual instance unregistered")
+        FOREIGN_INSTANCE = "foreign_instance", _("instance of another owner's pod, left alone")
         ORPHAN_DELETED = "orphan_deleted", _("instance without a session deleted")
         SESSION_BOUND = "session_bound", _("instance bound to its session")
         SESSION_FAILED = "session_failed", _("session failed: its instance vanished")
@@ -39,7 +40,7 @@ class RepairEvent(models.Model):
 
 
 class ResidualCandidate(models.Model):
-    """An instance an agent reports that the ledger does not know, and since when.
+    """An instance an agent reports whose pod exists nowhere (a residual by the FlexNPU guide), and since when.
 
     Only one seen for longer than the grace window is unregistered: a pod that has just
     started may be reported by the agent before the portal has recorded its UID.

@@ -12,10 +12,18 @@ unregister, conditional state changes). What it repairs, each recorded as a ``Re
 - an open session's instance that a reachable agent does not list, where the portal itself
   registers instances (local and simulator drivers: the agent restarted or missed one), is
   registered again — never failed: whether the lab lives is the driver's to say;
-- an instance of a session that has ended is unregistered at once (its stop is done);
-- an instance an agent reports that no open session owns (a residual left by a force-deleted
-  pod) is unregistered once it has been seen for ``LAB_RESIDUAL_GRACE_SECONDS`` — never sooner,
-  and never because it has not used the NPU yet: a fresh Jupyter session is idle by nature;
+- an instance is residual by the CCE FlexNPU guide's rule only: "若发现存在entity-id但不存在Pod的UID，
+  则说明此NPU虚拟化设备为残留设备" (an entity-id with no pod of that UID is a residual device). The
+  node's pods, of every owner, come from the driver (``pods_on``), read after the agent's list:
+  a pod exists before its instance is registered, so an entity-id listed first whose pod is not
+  in the later list has none. An instance of a pod the portal did not make (a researcher's job on
+  the same server) is reported once (``foreign_instance``) and never removed; one of the
+  portal's own pods that no open session owns yet, or any more, is the controller's to settle;
+- a residual of a session that has ended is unregistered at once (its stop is done); any other
+  residual once it has been seen for ``LAB_RESIDUAL_GRACE_SECONDS`` — never sooner, and never
+  because it has not used the NPU yet: a fresh Jupyter session is idle by nature. When the pods
+  cannot be read, or the list lacks the pod of a running lab the agent reports there (the
+  cluster spells the node otherwise), nothing on that node is unregistered that round;
 - an agent that does not answer makes its node unavailable for placements; nothing on it is
   released on a guess. Such a node's agent is asked only briefly (``nodes_recheck``'s quick
   check) until it answers again, and then its instances are reconciled at once;
@@ -39,6 +47,7 @@ from django.utils import timezone
 from labs.agent.client import AgentError
 from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
+from labs.drivers import DriverError, NodePod, get_driver
 from labs.models import Allocation, Card, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
 from labs.services.agents import (
     agent_client,
@@ -62,7 +71,10 @@ class ReconcileReport:
     sessions_failed: int = 0
     residuals_seen: int = 0
     residuals_unregistered: int = 0
+    foreign_seen: int = 0
     nodes_unreachable: list[str] = field(default_factory=list)
+    # Nodes whose pods could not be told this round: nothing on them was unregistered.
+    pods_unknown: list[str] = field(default_factory=list)
     breaches: int = 0
     cards_over: int = 0
 
@@ -77,7 +89,16 @@ def reconcile() -> ReconcileReport:
             report.nodes_unreachable.append(node.name)
             continue
         _reconcile_node(node, report, synced=checked)
-    if any((report.rebound, report.sessions_failed, report.residuals_unregistered, report.nodes_unreachable)):
+    if any(
+        (
+            report.rebound,
+            report.sessions_failed,
+            report.residuals_unregistered,
+            report.foreign_seen,
+            report.nodes_unreachable,
+            report.pods_unknown,
+        )
+    ):
         logger.info("reconcile: %s", report)
     return report
 
@@ -104,7 +125,11 @@ def _reconcile_node(node: Node, report: ReconcileReport, *, synced: bool = False
     _follow_cards(node, reported, report)
     if settings.LAB_AGENT_REGISTERS_INSTANCES:
         _register_missing(node, reported, report)
-    _residuals(node, reported, owned, now, report)
+    strangers = [entity_id for entity_id in reported if entity_id not in owned]
+    if not strangers:
+        ResidualCandidate.objects.filter(node=node).delete()
+    elif (pods := _node_pods(node, reported, report)) is not None:
+        _residuals(node, strangers, pods, now, report)
     _record_samples(node, instances, now)
     report.breaches += _check_guarantees(node, now)
     report.cards_over += _check_card_totals(node, now)
@@ -169,16 +194,53 @@ def _follow_cards(node: Node, reported: dict, report: ReconcileReport) -> None:
             report.rebound += 1
 
 
-def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileReport) -> None:
+def _node_pods(node: Node, reported: dict, report: ReconcileReport) -> dict[str, NodePod] | None:
+    """Every pod on ``node`` by UID, from the driver; ``None`` when nothing may be concluded from it.
+
+    Read after the agent's instances (see the module docstring). A list that lacks the pod of a
+    running lab whose instance the agent reports there does not describe this node — the cluster
+    names it otherwise, or answered from a stale cache — and judged by it every instance would
+    look residual, a researcher's among them.
+    """
+    try:
+        pods = get_driver().pods_on(node.name)
+    except DriverError as exc:
+        logger.warning("reconcile: the pods on %s cannot be read, nothing there is unregistered: %s", node.name, exc)
+        report.pods_unknown.append(node.name)
+        return None
+    running = LabSession.objects.filter(
+        state=SessionState.RUNNING,
+        allocation__card__node=node,
+        allocation__released_at__isnull=True,
+        driver_ref__in=list(reported),
+    ).values_list("driver_ref", flat=True)
+    missing = sorted(ref for ref in running if ref not in pods)
+    if missing:
+        logger.warning(
+            "reconcile: the driver lists no pod on %s for running labs %s, nothing there is unregistered",
+            node.name,
+            ", ".join(missing[:5]),
+        )
+        report.pods_unknown.append(node.name)
+        return None
+    return pods
+
+
+def _residuals(node: Node, strangers: list[str], pods: dict[str, NodePod], now, report: ReconcileReport) -> None:
+    """``strangers``: the entity-ids the agent reports that no open session owns; ``pods``: the node's."""
     grace = timedelta(seconds=settings.LAB_RESIDUAL_GRACE_SECONDS)
-    strangers = [entity_id for entity_id in reported if entity_id not in owned]
-    ResidualCandidate.objects.filter(node=node).exclude(entity_id__in=strangers).delete()
-    # An instance of a session that has ended is no stranger: its stop is done and the pod or
-    # process is gone, so what the node still holds is a leftover that keeps its card's memory
-    # booked. It goes now; the grace window is for instances the ledger does not know yet.
+    _report_foreign(node, [pods[e] for e in strangers if e in pods and not pods[e].portal], report)
+    # The vendor's rule: residual is an entity-id whose pod exists nowhere. A pod of the portal's
+    # own that no open session owns (a bind not yet recorded, a stop not yet done) is the
+    # controller's, and its instance goes with it.
+    residuals = [entity_id for entity_id in strangers if entity_id not in pods]
+    ResidualCandidate.objects.filter(node=node).exclude(entity_id__in=residuals).delete()
+    # A residual of a session that has ended is certain: its stop is done and its pod or process
+    # is gone, so what the node still holds is a leftover that keeps its card's memory booked.
+    # It goes now; the grace window is for instances the ledger does not know yet.
     ended = set(
-        Allocation.objects.filter(entity_id__in=strangers, session__state__in=TERMINAL).values_list("entity_id", flat=True)
-    ) | set(LabSession.objects.filter(driver_ref__in=strangers, state__in=TERMINAL).values_list("driver_ref", flat=True))
+        Allocation.objects.filter(entity_id__in=residuals, session__state__in=TERMINAL).values_list("entity_id", flat=True)
+    ) | set(LabSession.objects.filter(driver_ref__in=residuals, state__in=TERMINAL).values_list("driver_ref", flat=True))
     for entity_id in sorted(ended):
         if instance_unregister(node, entity_id):
             report.residuals_unregistered += 1
@@ -188,8 +250,8 @@ def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileRe
                 entity_id=entity_id,
                 message="unregistered the instance of a session that has ended",
             )
-    strangers = [entity_id for entity_id in strangers if entity_id not in ended]
-    for entity_id in strangers:
+    residuals = [entity_id for entity_id in residuals if entity_id not in ended]
+    for entity_id in residuals:
         candidate, created = ResidualCandidate.objects.get_or_create(
             node=node, entity_id=entity_id, defaults={"first_seen_at": now}
         )
@@ -199,7 +261,7 @@ def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileRe
                 kind=RepairEvent.Kind.RESIDUAL_SEEN,
                 node=node,
                 entity_id=entity_id,
-                message=f"no open session owns this instance; it is unregistered if still so after {grace.total_seconds():.0f} s",
+                message=f"no pod has this instance's UID; it is unregistered if still so after {grace.total_seconds():.0f} s",
             )
         if now - candidate.first_seen_at < grace:
             continue
@@ -219,6 +281,31 @@ def _residuals(node: Node, reported: dict, owned: dict, now, report: ReconcileRe
             message=f"unregistered a residual instance seen for {(now - candidate.first_seen_at).total_seconds():.0f} s"
             if outcome
             else "the residual instance was already gone",
+        )
+
+
+def _report_foreign(node: Node, foreign: list[NodePod], report: ReconcileReport) -> None:
+    """Record once, for operators, each instance on ``node`` of a pod the portal did not make.
+
+    It is never unregistered: its pod exists, so by the vendor's rule it is no residual, and
+    removing it would break another owner's job. It does hold a share of its card.
+    """
+    if not foreign:
+        return
+    known = set(
+        RepairEvent.objects.filter(
+            kind=RepairEvent.Kind.FOREIGN_INSTANCE, node=node, entity_id__in=[pod.uid for pod in foreign]
+        ).values_list("entity_id", flat=True)
+    )
+    for pod in foreign:
+        if pod.uid in known:
+            continue
+        report.foreign_seen += 1
+        RepairEvent.objects.create(
+            kind=RepairEvent.Kind.FOREIGN_INSTANCE,
+            node=node,
+            entity_id=pod.uid,
+            message=f"an instance of pod {pod.name}, which the portal did not make: left alone"[:500],
         )
 
 

@@ -115,7 +115,9 @@ def test_the_instance_of_an_ended_session_is_unregistered_without_waiting_for_th
     settings.LAB_RESIDUAL_GRACE_SECONDS = 300
     live = running_session(world)
     ended = running_session(world, 1)
-    # Its stop finished while the agent did not answer, so the registration stayed behind.
+    # Its stop finished (the instance's pod is gone) while the agent did not answer, so the
+    # registration stayed behind.
+    cluster_driver.delete(str(ended.pk))
     LabSession.objects.filter(pk=ended.pk).update(state="stopped", ended_at=timezone.now())
     Allocation.objects.filter(session=ended).update(released_at=timezone.now())
 
