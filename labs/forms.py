@@ -11,7 +11,14 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
-from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, HOST_DEFAULTS, MEMORY_GRANULE_MIB, Scenario
+from labs.domain.units import (
+    CARD_INSTANCE_CAP,
+    CORE_PERCENT_MAX,
+    HOST_DEFAULTS,
+    MEMORY_GRANULE_MIB,
+    NODE_INSTANCE_CAP,
+    Scenario,
+)
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
 from labs.selectors.console import Allotment, ClusterFacts
@@ -116,7 +123,8 @@ class QuotaForm(forms.Form):
     """A course's guarantee, cohort, borrowing and lending limits and per-student rules.
 
     Checked against the cluster's healthy cards (vendor limits: AI Core 100 % per card, 16
-    development or 8 inference instances per card, the cards' memory on the nodes' step) and
+    development or 8 inference instances per card and at most 128 or 64 per node, the cards'
+    memory on the nodes' step) and
     against the institution's allotment less what its other courses guarantee.
     """
 
@@ -256,12 +264,16 @@ class QuotaForm(forms.Form):
         limits = {
             "instance_count": (
                 facts.instance_cap(cap_scenario),
-                _("The cluster's %(cards)s healthy cards hold at most %(limit)s %(kind)s instances (%(per)s per card).")
+                _(
+                    "The cluster's %(cards)s healthy cards hold at most %(limit)s %(kind)s instances "
+                    "(%(per)s per card, %(per_node)s per node)."
+                )
                 % {
                     "cards": facts.cards,
                     "limit": facts.instance_cap(cap_scenario),
                     "kind": _("inference") if self.inference else _("development"),
                     "per": CARD_INSTANCE_CAP[cap_scenario],
+                    "per_node": NODE_INSTANCE_CAP[cap_scenario],
                 },
             ),
             "core_percent": (

@@ -37,7 +37,7 @@ from labs.domain.placement import (
     instance_charge,
 )
 from labs.domain.quota import Resources
-from labs.domain.units import CORE_PERCENT_MAX, Scenario
+from labs.domain.units import CORE_PERCENT_MAX, Scenario, node_instance_slots
 
 # A booking longer than this many slots is a mistake (a term of daily classes is under 200).
 MAX_SLOTS = 400
@@ -127,8 +127,7 @@ def _totals(nodes: Sequence[NodeCapacity]) -> Resources:
         usable: list[CardCapacity] = [c for c in node.cards if c.healthy]
         core += CORE_PERCENT_MAX * len(usable)
         memory += sum(c.memory_mib for c in usable)
-        # The development scenario's caps: 16 per card, 128 per node (DESIGN §1).
-        instances += min(16 * len(usable), 128)
+        instances += node_instance_slots(len(usable), Scenario.DEVELOPMENT)
     return Resources(core, memory, instances)
 
 

@@ -32,6 +32,16 @@ def node_instance_cap(scenarios: Iterable[Scenario]) -> int:
     return min((NODE_INSTANCE_CAP[s] for s in scenarios), default=NODE_INSTANCE_CAP[Scenario.DEVELOPMENT])
 
 
+def node_instance_slots(cards: int, scenario: Scenario) -> int:
+    """How many ``scenario`` instances a node with ``cards`` usable cards holds: both caps at once.
+
+    A 16-card server still holds at most 128 development (64 inference) instances, not 16 x 16.
+    """
+    if not isinstance(cards, int) or isinstance(cards, bool) or cards < 0:
+        raise ValueError(f"cards must be a whole number >= 0, not {cards!r}")
+    return min(cards * CARD_INSTANCE_CAP[Scenario(scenario)], NODE_INSTANCE_CAP[Scenario(scenario)])
+
+
 def memory_units_128mi(memory_mib: int) -> int:
     """``volcano.sh/flexnpu-memory.128mi`` counts 128 MiB units: 38400 MiB -> 300."""
     if memory_mib % MEMORY_GRANULE_MIB:

@@ -19,7 +19,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from labs.domain.states import TERMINAL
-from labs.domain.units import CARD_INSTANCE_CAP, CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
+from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario, node_instance_slots
 from labs.exports import csv_document
 from labs.models import Allocation, Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabSession, Node
 from labs.selectors.courses import QuotaUse, staff_courses
@@ -214,13 +214,19 @@ def courses_taught(*, user, include_archived: bool = False) -> list[TaughtCourse
 class ClusterFacts:
     """What the cluster's healthy cards can hold at most, for checking guarantees and templates."""
 
-    cards: int
+    cards_by_node: tuple[int, ...]  # the healthy cards of each node
     largest_card_mib: int
     memory_total_mib: int
     memory_step_mib: int  # the step every node allocates memory in (128 MiB, 1 GiB on vNPU-only clusters)
 
+    @property
+    def cards(self) -> int:
+        return sum(self.cards_by_node)
+
     def instance_cap(self, scenario: Scenario) -> int:
-        return self.cards * CARD_INSTANCE_CAP[scenario]
+        """Per node, its cards times the per-card cap but never past the per-node cap (a 16-card
+        node: 128 development instances, not 256)."""
+        return sum(node_instance_slots(cards, scenario) for cards in self.cards_by_node)
 
     @property
     def core_total_percent(self) -> int:
@@ -229,12 +235,12 @@ class ClusterFacts:
 
 def cluster_facts() -> ClusterFacts:
     usable = Card.objects.filter(healthy=True, disabled=False)
-    cards = usable.aggregate(n=Count("id"), total=Sum("memory_mib"))
+    by_node = list(usable.values("node_id").annotate(n=Count("id"), total=Sum("memory_mib")).values_list("n", "total").order_by())
     largest = usable.order_by("-memory_mib").values_list("memory_mib", flat=True).first()
     steps = set(Node.objects.filter(cards__in=usable).values_list("memory_granule_mib", flat=True))
     # A guarantee must be placeable on every node it may land on: the coarsest step wins.
     step = max(steps, default=MEMORY_GRANULE_MIB)
-    return ClusterFacts(cards["n"] or 0, largest or 0, cards["total"] or 0, step)
+    return ClusterFacts(tuple(n for n, _ in by_node), largest or 0, sum(total for _, total in by_node), step)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ OWN_HOST = {
     "host_memory_limit_mib": "12288",
     "ephemeral_storage_mib": "20480",
 }
-FACTS = ClusterFacts(cards=8, largest_card_mib=65536, memory_total_mib=8 * 65536, memory_step_mib=1024)
+FACTS = ClusterFacts(cards_by_node=(8,), largest_card_mib=65536, memory_total_mib=8 * 65536, memory_step_mib=1024)
 CASES = list(itertools.product(("jupyter", "vllm"), ("development", "inference"), ("defaults", "own")))
 
 

@@ -31,7 +31,7 @@ from labs.services.controller import launch_spec
 from labs.services.courses import quota_set
 from labs.services.sessions import LaunchRefused, session_launch, session_stop
 from tests.drivers.kubernetes.test_builders import SESSION_ID, assert_golden
-from tests.factories import TemplateFactory, UserFactory, affiliate, course_with_students
+from tests.factories import TemplateFactory, UserFactory, affiliate, course_with_students, node_with_cards
 
 GIB = 1024
 VLLM_IMAGE = "registry.example.edu/npu-lab/vllm-ascend:v0.18.0"
@@ -181,7 +181,11 @@ def test_the_quota_is_entered_in_gib_and_stored_on_the_128_mib_grid(world):
     ("overrides", "field", "message"),
     [
         ({"memory_mib": "3.3"}, "memory_mib", "Memory is reserved in steps of 0.125 GiB: use 3.25 GiB or 3.375 GiB."),
-        ({"instance_count": 129}, "instance_count", "8 healthy cards hold at most 128 development instances (16 per card)"),
+        (
+            {"instance_count": 129},
+            "instance_count",
+            "8 healthy cards hold at most 128 development instances (16 per card, 128 per node)",
+        ),
         ({"core_percent": 801}, "core_percent", "have 800 % of AI Core in all"),
         ({"memory_mib": "513"}, "memory_mib", "have 512 GiB of memory in all"),
         ({"lend_instances": 5, "cohort": "x", "instance_count": 4}, "lend_instances", "cannot lend more than it is guaranteed"),
@@ -207,7 +211,25 @@ def test_inference_templates_lower_the_instance_limit_to_8_per_card(world):
     course = world["course"]
     course.templates.add(TemplateFactory(institution=course.institution, scenario="inference", slug="inf"))
     response = logged_in(world["instructor"]).post(url(course, "quota/"), quota_data(instance_count=65))
-    assert "at most 64 inference instances (8 per card)" in str(response.context["form"].errors["instance_count"])
+    assert "at most 64 inference instances (8 per card, 64 per node)" in str(response.context["form"].errors["instance_count"])
+
+
+def test_a_16_card_node_still_holds_at_most_128_development_and_64_inference_instances(world):
+    course = world["course"]
+    node_with_cards(name="n16", cards=16)  # beside the 8-card node: 24 cards, but 128 + 128 instances
+    teacher = logged_in(world["instructor"])
+
+    refused = teacher.post(url(course, "quota/"), quota_data(instance_count=257))
+    assert "24 healthy cards hold at most 256 development instances (16 per card, 128 per node)" in str(
+        refused.context["form"].errors["instance_count"]
+    )
+    assert teacher.post(url(course, "quota/"), quota_data(instance_count=256)).status_code == 302
+
+    course.templates.add(TemplateFactory(institution=course.institution, scenario="inference", slug="inf"))
+    refused = teacher.post(url(course, "quota/"), quota_data(instance_count=129))
+    assert "24 healthy cards hold at most 128 inference instances (8 per card, 64 per node)" in str(
+        refused.context["form"].errors["instance_count"]
+    )
 
 
 def test_the_institution_allotment_caps_the_sum_of_guarantees_and_the_page_shows_what_is_left(world):
