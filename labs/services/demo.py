@@ -23,6 +23,13 @@ from labs.services.affiliations import affiliation_ensure
 DEMO_STUDENTS = 128
 DEMO_PASSWORD = "npu-lab-demo"  # printed by `make demo`; the demo is for a laptop, not a network
 CARD_MEMORY_MIB = 64 * 1024
+# A card filled with one template books at most 95 % of its HBM: the vNPU field notes advise
+# "把显存总和控制在物理卡显存的 95% 以内，留出系统保留内存" (keep the total within 95 % of the card's
+# memory, leaving the system its reserve; an idle 910B shows some 3.3 GiB in use). 16 small
+# labs a card (the development cap) book 16 x 3.75 GiB = 60 GiB, 93.75 %; 8 medium ones
+# 8 x 7.5 GiB = 60 GiB too.
+SMALL_MEMORY_MIB = 3840
+MEDIUM_MEMORY_MIB = 7680
 DEMO_NODE = "npu-node-1"
 DEMO_AGENT_PORT = 9410
 # The institution's allow-list: what a course's own templates may run (kind, image or model,
@@ -38,7 +45,7 @@ DEMO_ALLOW_LIST = [
 @transaction.atomic
 def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWORD) -> dict[str, object]:
     """One institution; course "AI Practice" with ``students`` students and one instructor;
-    Jupyter templates small (5 %, 4 GiB) and medium (10 %, 8 GiB); one node of 8 x 910B 64 GiB."""
+    Jupyter templates small (5 %, 3.75 GiB) and medium (10 %, 7.5 GiB); one node of 8 x 910B 64 GiB."""
     User = get_user_model()
     # No allotment: AI101 guarantees the whole server to its 128 students, so a second course
     # made in the console would have nothing left; an operator sets one per institution.
@@ -69,7 +76,7 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
             "kind": LabTemplate.Kind.JUPYTER,
             "image": "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest",
             "core_percent": 5,
-            "memory_mib": 4096,
+            "memory_mib": SMALL_MEMORY_MIB,
         },
     )
     medium, _ = LabTemplate.objects.update_or_create(
@@ -81,7 +88,7 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
             "kind": LabTemplate.Kind.JUPYTER,
             "image": "swr.cn-south-1.myhuaweicloud.com/ascendhub/jupyterlab:latest",
             "core_percent": 10,
-            "memory_mib": 8192,
+            "memory_mib": MEDIUM_MEMORY_MIB,
         },
     )
     course.templates.add(small, medium)
