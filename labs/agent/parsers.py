@@ -31,7 +31,8 @@ row per FlexNPU instance::
   takes (both are kept); ``AICore(%)`` the floor; ``Memory-Limit(MB)`` the memory cap;
   ``Memory-Usage(MB)`` and ``AICore-Util(%)`` what the instance uses now;
 - ``+---+`` rule lines and ``|`` separators are optional: without ``|`` the columns are split on
-  whitespace. A ``|``-table must end with a rule line; lines before the header (a banner) are
+  whitespace. A ``|``-table must end with a rule line, and its rule lines are as wide as its
+  header row (a shorter one was cut); lines before the header (a banner) are
   skipped; a single cell ``No ... found`` stands for no instances; an instance on several cards
   (``flexnpu-num`` > 1) has one row per card, with the same Entity-ID.
 
@@ -47,10 +48,11 @@ Process id in container]``, rows or ``No running processes found in NPU n``).
   FlexNPU/vNPU instance lands on, so chips, not NPUs, are the unit returned;
 - the process table is optional: the 310B prints none (checked), nor, as reported, do 20.x/21.x
   drivers (not checked: no real output of theirs was found). Output is complete
-  when it ends with a rule line (``+----+``); a paste cut anywhere (in the chip table or the
-  process table) does not, and is refused with the line where it stops. A cut falling exactly
-  on a rule line between two NPU blocks cannot be told from a smaller node (npu-smi prints no
-  count), and a process table header with no row after it is refused;
+  when it ends with a rule line (``+----+``) as wide as the table; a paste cut anywhere (in the
+  chip table, the process table, or inside the closing rule line itself) does not, and is
+  refused with the line where it stops. A cut falling exactly at the end of a rule line between
+  two NPU blocks cannot be told from a smaller node (npu-smi prints no count), and a process
+  table header with no row after it is refused;
 - processes are returned (an empty name is allowed: real rows have it), but an empty table
   never means an idle card: a workload in another container uses HBM and lists no process.
   Use the chip's memory in use;
@@ -189,8 +191,13 @@ def parse_flexnpu_smi_info(output: str | bytes) -> list[FlexnpuInstance]:
     instances: list[FlexnpuInstance] = []
     seen: dict[str, int] = {}
     no_instances_row = None
+    width = len(lines[header_at].strip())
     for number, line in enumerate(lines[header_at + 1 :], start=header_at + 2):
-        if not line.strip() or _is_rule(line):
+        if not line.strip():
+            continue
+        if _is_rule(line):
+            if piped:
+                _check_rule_width(lines, number, width)
             continue
         if NO_INSTANCES.fullmatch(line.strip().strip("|").strip()):
             no_instances_row = number
@@ -239,10 +246,12 @@ def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
     pending: tuple[int, dict[str, str]] | None = None
     process_columns: int | None = None
     process_rows = 0
+    width = len(lines[first_at].strip())
     for number, line in enumerate(lines[second_at + 1 :], start=second_at + 2):
         if not line.strip():
             continue
         if _is_rule(line):
+            _check_rule_width(lines, number, width)
             if pending is not None:
                 raise ParseError(number, f"NPU row on line {pending[0]} has no chip row")
             continue
@@ -326,6 +335,21 @@ def _lines(output: str | bytes) -> list[str]:
 def _is_rule(line: str) -> bool:
     stripped = line.strip()
     return len(stripped) >= 2 and stripped[0] == "+" and set(stripped) <= set("+-=|")
+
+
+def _check_rule_width(lines: list[str], number: int, width: int) -> None:
+    """A rule line spans the table, as wide as its header row; a shorter one was cut.
+
+    The last line of an output cut inside its closing rule (and given a newline by whatever
+    stored it) still looks like a rule: without this, the table above it would read as a
+    whole node with fewer cards.
+    """
+    rule = lines[number - 1].strip()
+    if len(rule) == width:
+        return
+    if not any(line.strip() for line in lines[number:]):
+        raise ParseError(number, f"the output ends with a rule line cut short: {len(rule)} of {width} characters (truncated?)")
+    raise ParseError(number, f"rule line is {len(rule)} characters wide, the table {width} (cut short?)")
 
 
 def _cells(line: str, number: int, piped: bool) -> list[str]:

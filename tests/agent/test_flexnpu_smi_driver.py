@@ -167,3 +167,11 @@ def test_it_does_not_register_instances(tmp_path):
         driver.register(A, 0, 10, 1024)
     with pytest.raises(NotSupported):
         driver.set_demand(A, 50)
+
+
+def test_an_npu_smi_output_cut_inside_its_last_rule_is_refused_not_read_as_a_one_card_node(tmp_path):
+    driver, _, npu = driver_for(tmp_path, npu_output="npu_smi_info_last_rule_cut.txt")
+
+    with pytest.raises(DriverError, match=r"npu-smi info' printed output that did not parse \(line 9: the output ends with"):
+        driver.inventory()
+    assert npu.calls() == [["info"]]

@@ -116,6 +116,16 @@ def test_a_flexnpu_smi_table_that_is_not_closed_is_refused():
         parse_flexnpu_smi_info(text)
 
 
+def test_a_flexnpu_smi_table_whose_closing_rule_is_cut_is_refused():
+    text = "\n".join([*several_lines()[:-1], several_lines()[-1][:20]]) + "\n"
+
+    with pytest.raises(ParseError) as caught:
+        parse_flexnpu_smi_info(text)
+
+    width = len(several_lines()[1].strip())
+    assert caught.value.reason == f"the output ends with a rule line cut short: 20 of {width} characters (truncated?)"
+
+
 def test_npu_smi_info_of_an_8_card_910b_server_parses_every_chip_and_process():
     info = parse_npu_smi_info(fixture("npu_smi_info_910b.txt"))
 
@@ -208,6 +218,8 @@ def test_the_wide_26_layout_with_its_container_pid_column_parses():
     [
         ("npu_smi_info_empty.txt", 1, "empty output"),
         ("npu_smi_info_truncated.txt", 19, "output stops in the middle of a line (truncated?)"),
+        # Cut inside the rule under NPU 0 (a newline added by whatever stored it): not a one-card node.
+        ("npu_smi_info_last_rule_cut.txt", 9, "the output ends with a rule line cut short: 15 of 98 characters (truncated?)"),
         ("npu_smi_info_garbled.bin", 1, "output is not UTF-8 text (binary junk?)"),
         ("npu_smi_info_wrong_columns.txt", 1, "no npu-smi header row ('| NPU Name | Health | ...') in 9 line(s)"),
         ("npu_smi_info_command_not_found.txt", 1, "no npu-smi header row ('| NPU Name | Health | ...') in 1 line(s)"),
@@ -233,6 +245,9 @@ def npu_lines() -> list[str]:
         (lambda lines: lines[:35] + ["| 1       0    | 2317810       | python3.11        |"], 36, "process row has 3"),
         (lambda lines: lines[:29], 29, "the output does not end with a rule line (truncated?)"),
         (lambda lines: lines[:28], 28, "NPU row on line 28 has no chip row (truncated?)"),
+        (lambda lines: lines[:8] + [lines[8][:30]], 9, "the output ends with a rule line cut short: 30 of 98"),
+        (lambda lines: lines[:48] + [lines[48][:97]], 49, "the output ends with a rule line cut short: 97 of 98"),
+        (lambda lines: lines[:8] + [lines[8][:30]] + lines[9:], 9, "rule line is 30 characters wide, the table 98"),
         (lambda lines: lines[:33], 33, "the process table has no rows"),
     ],
 )
