@@ -1,5 +1,8 @@
+from django import forms
 from django.contrib import admin
 
+from labs.domain.units import default_scenario
+from labs.forms import scenario_field
 from labs.models import (
     Affiliation,
     Allocation,
@@ -89,8 +92,23 @@ class CourseQuotaAdmin(admin.ModelAdmin):
     list_select_related = ["course"]
 
 
+class LabTemplateAdminForm(forms.ModelForm):
+    """A template's scenario left empty is the default of its kind (a vLLM template: inference);
+    the admin gives it its model and fields."""
+
+    scenario = scenario_field(label=LabTemplate._meta.get_field("scenario").verbose_name)
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("kind")
+        if not data.get("scenario") and kind in LabTemplate.Kind.values:
+            data["scenario"] = default_scenario(kind).value
+        return data
+
+
 @admin.register(LabTemplate)
 class LabTemplateAdmin(admin.ModelAdmin):
+    form = LabTemplateAdminForm
     list_display = [
         "name",
         "kind",

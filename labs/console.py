@@ -278,10 +278,10 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
 @course_view()
 @require_GET
 def template_preview(request: HttpRequest, course) -> HttpResponse:
-    form = PreviewForm(request.GET)
+    form = PreviewForm(request.GET, institution=course.institution)
     if not form.is_valid():
         return JsonResponse({"errors": {k: [str(m) for m in v] for k, v in form.errors.items()}}, status=400)
-    preview = catalog.fit_preview(course=course, **form.cleaned_data)
+    preview = catalog.fit_preview(course=course, **form.share_fields())
     return JsonResponse(
         {
             "cluster": preview.cluster,

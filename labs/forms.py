@@ -18,6 +18,7 @@ from labs.domain.units import (
     MEMORY_GRANULE_MIB,
     NODE_INSTANCE_CAP,
     Scenario,
+    default_scenario,
 )
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
@@ -326,6 +327,12 @@ class QuotaForm(forms.Form):
 # --- templates -----------------------------------------------------------------------------------
 
 
+def scenario_field(**kwargs) -> forms.ChoiceField:
+    """A template's scenario; empty (the initial choice): the default of its kind (``default_scenario``)."""
+    of_the_kind = ("", gettext_lazy("The default of the kind (vLLM: inference, JupyterLab: development)"))
+    return forms.ChoiceField(choices=[of_the_kind, *LabTemplate.ScenarioChoice.choices], required=False, initial="", **kwargs)
+
+
 class TemplateForm(forms.Form):
     """A course's own template: what runs (from the institution's allow-list) and its NPU share."""
 
@@ -344,10 +351,8 @@ class TemplateForm(forms.Form):
         initial=10,
     )
     memory_mib = GiBField(label=gettext_lazy("NPU memory cap (GiB)"), min_value=Decimal("0.125"), initial=Decimal(8))
-    scenario = forms.ChoiceField(
+    scenario = scenario_field(
         label=gettext_lazy("Scenario"),
-        choices=LabTemplate.ScenarioChoice.choices,
-        initial=LabTemplate.ScenarioChoice.DEVELOPMENT,
         help_text=gettext_lazy("Inference instances take more of a card: 8 fit on one card instead of 16."),
     )
     # Host resources of the lab's pod; empty: the defaults of the kind (HOST_DEFAULTS).
@@ -392,6 +397,8 @@ class TemplateForm(forms.Form):
                 % {"limit": gib_text(self.facts.largest_card_mib)},
             )
         allowed = data.get("image")
+        if allowed is not None and not data.get("scenario"):
+            data["scenario"] = default_scenario(allowed.kind).value
         if allowed is not None and not any(name in self.errors for name in self.HOST_FIELDS):
             defaults = HOST_DEFAULTS[allowed.kind]
             for name in self.HOST_FIELDS:
@@ -448,11 +455,25 @@ class BudgetGrantForm(forms.Form):
 
 
 class PreviewForm(forms.Form):
-    """The template form's share fields, for the live "how many fit" preview."""
+    """The template form's share fields, for the live "how many fit" preview; an empty scenario is
+    the default of the chosen allow-list entry's kind (of JupyterLab when none is chosen)."""
 
     core_percent = forms.IntegerField(validators=[MinValueValidator(1), MaxValueValidator(CORE_PERCENT_MAX)])
     memory_mib = GiBField(min_value=Decimal("0.125"))
-    scenario = forms.ChoiceField(choices=LabTemplate.ScenarioChoice.choices)
+    scenario = scenario_field()
+    image = forms.ModelChoiceField(queryset=AllowedImage.objects.none(), required=False)
+
+    def __init__(self, *args, institution, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["image"].queryset = AllowedImage.objects.filter(institution=institution)
+
+    def share_fields(self) -> dict:
+        """The share to preview: ``core_percent``, ``memory_mib`` and ``scenario``."""
+        data = self.cleaned_data
+        allowed = data["image"]
+        kind = allowed.kind if allowed is not None else LabTemplate.Kind.JUPYTER
+        scenario = data["scenario"] or default_scenario(kind).value
+        return {"core_percent": data["core_percent"], "memory_mib": data["memory_mib"], "scenario": scenario}
 
 
 # --- roster --------------------------------------------------------------------------------------

@@ -23,6 +23,19 @@ CARD_INSTANCE_CAP = {Scenario.DEVELOPMENT: 16, Scenario.INFERENCE: 8}
 NODE_INSTANCE_CAP = {Scenario.DEVELOPMENT: 128, Scenario.INFERENCE: 64}
 
 
+# The scenario a template of each kind is in unless its author says otherwise: a vLLM server is
+# the guide's 小模型推理场景 (8 per card, 64 per server), a JupyterLab its 模型开发 / 算子调测场景.
+KIND_SCENARIO = {"jupyter": Scenario.DEVELOPMENT, "vllm": Scenario.INFERENCE}
+
+
+def default_scenario(kind: str) -> Scenario:
+    """The scenario of a ``kind`` ("jupyter" or "vllm") template whose author picked none."""
+    try:
+        return KIND_SCENARIO[kind]
+    except KeyError:
+        raise ValueError(f"unknown template kind {kind!r}; expected one of {sorted(KIND_SCENARIO)}") from None
+
+
 def card_instance_cap(scenarios: Iterable[Scenario]) -> int:
     """The tightest per-card cap among the scenarios present (development alone: 16)."""
     return min((CARD_INSTANCE_CAP[s] for s in scenarios), default=CARD_INSTANCE_CAP[Scenario.DEVELOPMENT])

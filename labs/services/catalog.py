@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from labs.domain.placement import Cluster, LaunchRequest
-from labs.domain.units import Scenario
+from labs.domain.units import Scenario, default_scenario
 from labs.models import Course, Institution, LabTemplate
 from labs.selectors.courses import course_quota_use
 from labs.services.allocation import capacity_snapshot, placement_config
@@ -92,7 +92,9 @@ def catalogue_template_create(*, institution: Institution, by=None, **fields) ->
 
 
 def _template_new(*, institution: Institution, course: Course | None, slug_base: str, **fields) -> LabTemplate:
-    """A new template with a slug not yet taken in the institution (inside the caller's transaction)."""
+    """A new template with a slug not yet taken in the institution (inside the caller's transaction);
+    without a ``scenario``, the default of its kind (a vLLM template: inference)."""
+    fields.setdefault("scenario", default_scenario(fields.get("kind", LabTemplate.Kind.JUPYTER)).value)
     base = slugify(slug_base)[:40] or "template"
     slug, n = base, 1
     while LabTemplate.objects.filter(institution=institution, slug=slug).exists():
