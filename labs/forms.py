@@ -20,6 +20,7 @@ from labs.domain.units import (
     Scenario,
     default_scenario,
 )
+from labs.domain.vllm import VENDOR_MODELS, vendor_supports
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
 from labs.selectors.console import Allotment, ClusterFacts
@@ -333,6 +334,14 @@ def scenario_field(**kwargs) -> forms.ChoiceField:
     return forms.ChoiceField(choices=[of_the_kind, *LabTemplate.ScenarioChoice.choices], required=False, initial="", **kwargs)
 
 
+def allowed_label(allowed: AllowedImage) -> str:
+    """An allow-list entry as the template form offers it; a vLLM model the vendor does not list says so."""
+    label = f"{allowed.get_kind_display()}: {allowed.label or allowed.reference}"
+    if allowed.kind == LabTemplate.Kind.VLLM and not vendor_supports(allowed.reference):
+        return _("%(entry)s (not on the vendor's list of supported models)") % {"entry": label}
+    return label
+
+
 class TemplateForm(forms.Form):
     """A course's own template: what runs (from the institution's allow-list) and its NPU share."""
 
@@ -384,7 +393,11 @@ class TemplateForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.facts = facts
         self.fields["image"].queryset = AllowedImage.objects.filter(institution=institution)
-        self.fields["image"].label_from_instance = lambda a: f"{a.get_kind_display()}: {a.label or a.reference}"
+        self.fields["image"].label_from_instance = allowed_label
+        self.fields["image"].help_text = _(
+            "JupyterLab images and vLLM models your institution allows. The vendor supports these models with "
+            "vLLM Ascend on FlexNPU: %(models)s. Others may run, but are not on its list."
+        ) % {"models": ", ".join(VENDOR_MODELS)}
         self.fields["memory_mib"].set_step(facts.memory_step_mib)
 
     def clean(self):

@@ -25,6 +25,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from labs.domain.vllm import VENDOR_MODELS
 from labs.forms import TemplateForm, filter_text
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
 from labs.selectors.console import cluster_facts
@@ -304,7 +305,11 @@ def tenancy(request: HttpRequest) -> HttpResponse:
         }
         for i in institutions
     ]
-    return render(request, "labs/ops/tenancy.html", {"rows": rows, "scope": scope, "vllm_image": settings.LAB_VLLM_IMAGE})
+    return render(
+        request,
+        "labs/ops/tenancy.html",
+        {"rows": rows, "scope": scope, "vllm_image": settings.LAB_VLLM_IMAGE, "vendor_models": VENDOR_MODELS},
+    )
 
 
 # --- repairs and audit ------------------------------------------------------------------------
