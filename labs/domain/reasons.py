@@ -97,6 +97,22 @@ MESSAGES: dict[str, str] = {
     "driver.container_exit_code": gettext_noop("exit code %(exit_code)s"),
     "driver.pod_completed": gettext_noop("completed"),
     "driver.pod_failed": gettext_noop("failed"),
+    # vLLM's own log says why (labs/domain/vllm.py); the advice is the FlexNPU user guide's 常见问题.
+    "vllm.alloc_sq_cq_fail": gettext_noop(
+        "vLLM could not get an NPU stream (“Alloc sq cq fail”, %(cause)s): the card's streams are used up. "
+        "The vendor advises a lower --max-num-batched-tokens (this lab ran with %(tokens)s) in the template's "
+        "arguments and, if that is not enough, --enforce-eager (single-operator mode instead of ACL graphs)"
+    ),
+    "vllm.alloc_sq_cq_fail_eager": gettext_noop(
+        "vLLM could not get an NPU stream (“Alloc sq cq fail”, %(cause)s): the card's streams are used up. "
+        "The vendor advises a lower --max-num-batched-tokens (this lab ran with %(tokens)s, already in eager mode) "
+        "in the template's arguments"
+    ),
+    "vllm.alloc_sq_cq_fail_default": gettext_noop(
+        "vLLM could not get an NPU stream (“Alloc sq cq fail”, %(cause)s): the card's streams are used up. "
+        "The vendor advises a lower --max-num-batched-tokens in the template's arguments and, if that is not enough, "
+        "--enforce-eager (single-operator mode instead of ACL graphs)"
+    ),
     # -- admission and placement (labs/domain) ------------------------------------------------------
     # what the request itself asks for: refused, it can never be placed as asked
     "core.range": gettext_noop("core: %(core_percent)s %% is outside 1..%(max_percent)s %%"),

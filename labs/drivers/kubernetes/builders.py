@@ -257,6 +257,9 @@ def _vllm_container(spec: LaunchSpec, options: PodOptions, profile: DeviceProfil
         "args": [*args, *spec.args],
         # vLLM's OpenAI server requires this key as a bearer token when VLLM_API_KEY is set.
         "env": [_secret_env("VLLM_API_KEY", spec)],
+        # A failed server's last log lines become its terminated state's message, where the driver
+        # reads the vendor's errors ("[SqCqManage] Alloc sq cq fail", labs.domain.vllm).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "readinessProbe": {"httpGet": {"path": "/health", "port": VLLM_PORT}, "periodSeconds": 5, "failureThreshold": 3},
     }
 

@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
+from labs.domain import vllm
 from labs.domain.reasons import Reason
 from labs.drivers.base import (
     ClusterDriver,
@@ -57,6 +58,7 @@ IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidIma
 # (``Observed.restarts``), as it does a terminated container that its pod's restart policy restarts.
 START_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+DETAIL_MAX_CHARS = 300  # of a terminated container's message, in the reason it ended for
 DEFAULT_URL_PATTERN = builders.PodOptions.url_pattern
 # The API server answers a list with only each object's metadata when asked for this.
 PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
@@ -461,7 +463,7 @@ class KubernetesDriver(ClusterDriver):
                 return PollResult(PollStatus.FAILED, reason=Reason.of("driver.node_lost", node=spec.get("nodeName") or "?"))
             return PollResult(PollStatus.FAILED, reason=Reason.of("driver.being_stopped"))
         if phase in {"Failed", "Succeeded"}:
-            return PollResult(PollStatus.FAILED, reason=Reason.of("driver.lab_stopped", cause=self._stop_reason(status, phase)))
+            return PollResult(PollStatus.FAILED, reason=Reason.of("driver.lab_stopped", cause=self._stop_reason(pod, phase)))
         policy = spec.get("restartPolicy") or "Always"
         for container in status.get("containerStatuses") or []:
             state = container.get("state") or {}
@@ -473,7 +475,7 @@ class KubernetesDriver(ClusterDriver):
                 reason = Reason.of("driver.container_not_started", detail=waiting.get("message") or waiting["reason"])
                 return PollResult(PollStatus.FAILED, reason=reason)
             if terminated and not _restarted_after(terminated, policy):
-                reason = Reason.of("driver.lab_stopped", cause=_terminated_reason(terminated))
+                reason = Reason.of("driver.lab_stopped", cause=_terminated_reason(terminated, pod))
                 return PollResult(PollStatus.FAILED, reason=reason)
         if phase == "Running":
             if (conditions.get("Ready") or {}).get("status") == "True":
@@ -535,11 +537,12 @@ class KubernetesDriver(ClusterDriver):
 
         return max(warnings, key=when)
 
-    def _stop_reason(self, status: Mapping[str, Any], phase: str) -> Reason:
+    def _stop_reason(self, pod: Mapping[str, Any], phase: str) -> Reason:
+        status = pod.get("status") or {}
         for container in status.get("containerStatuses") or []:
             terminated = (container.get("state") or {}).get("terminated")
             if terminated:
-                return _terminated_reason(terminated)
+                return _terminated_reason(terminated, pod)
         parts = [part for part in (status.get("reason"), status.get("message")) if part]
         if parts:
             return Reason.of("session.driver", message=": ".join(parts))
@@ -599,8 +602,9 @@ def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
     return (pod.get("metadata") or {}).get("labels") or {}
 
 
-def _terminated_reason(terminated: Mapping[str, Any]) -> Reason:
-    """Why the container ended, e.g. "OOMKilled, exit code 137": its reason and message in Kubernetes's words."""
+def _terminated_reason(terminated: Mapping[str, Any], pod: Mapping[str, Any]) -> Reason:
+    """Why the container of ``pod`` ended, e.g. "OOMKilled, exit code 137": its reason and message in
+    Kubernetes's words, or a vendor error its log names (``labs.domain.vllm``)."""
     exit_code = terminated.get("exitCode")
     if isinstance(exit_code, bool) or not isinstance(exit_code, int | str):
         exit_code = "?"
@@ -608,8 +612,22 @@ def _terminated_reason(terminated: Mapping[str, Any]) -> Reason:
         reason = Reason.of("driver.container_exit", reason=str(terminated["reason"]), exit_code=exit_code)
     else:
         reason = Reason.of("driver.container_exit_code", exit_code=exit_code)
-    message = terminated.get("message")
-    return Reason.of("driver.with_detail", reason=reason, detail=str(message)) if message else reason
+    message = str(terminated.get("message") or "")
+    if not message:
+        return reason
+    # A vLLM container's message is its log's tail (``terminationMessagePolicy: FallbackToLogsOnError``):
+    # a known vendor error is said with the vendor's advice, anything else by its last line.
+    vendor = vllm.log_reason(message, cause=reason, args=_container_args(pod))
+    if vendor is not None:
+        return vendor
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return Reason.of("driver.with_detail", reason=reason, detail=lines[-1][:DETAIL_MAX_CHARS]) if lines else reason
+
+
+def _container_args(pod: Mapping[str, Any]) -> list[str]:
+    """The command line of the pod's (only) container: its command and arguments."""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    return [str(part) for part in (containers[0].get("command") or []) + (containers[0].get("args") or [])]
 
 
 def _restarted_after(terminated: Mapping[str, Any], policy: str) -> bool:
@@ -639,7 +657,7 @@ def _restarts(pod: Mapping[str, Any]) -> tuple[int, Reason | None]:
         elif previous and state.get("waiting"):
             restarts += 1
         if previous:
-            last_exit = _terminated_reason(previous)
+            last_exit = _terminated_reason(previous, pod)
     return restarts, last_exit
 
 

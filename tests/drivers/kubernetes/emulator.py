@@ -160,10 +160,12 @@ class Kubelet:
             },
         )
 
-    def ended(self, pod: Any, *, exit_code: int, reason: str, restart_count: int = 0) -> None:
+    def ended(self, pod: Any, *, exit_code: int, reason: str, restart_count: int = 0, log: str = "") -> None:
         """The container ended and the pod is still Running: the kubelet has yet to restart it (or, if it exited
-        cleanly under ``OnFailure``, will not)."""
+        cleanly under ``OnFailure``, will not). ``log``: what the container wrote, its message if the pod asks."""
         ended = {"terminated": {"exitCode": exit_code, "reason": reason}}
+        if message := _fallback_message(pod, exit_code, log):
+            ended["terminated"]["message"] = message
         self.patch(
             pod,
             {
@@ -186,14 +188,11 @@ class Kubelet:
             },
         )
 
-    def failed(self, pod: Any, *, exit_code: int, reason: str) -> None:
-        self.patch(
-            pod,
-            {
-                "phase": "Failed",
-                "containerStatuses": [_container({"terminated": {"exitCode": exit_code, "reason": reason}}, ready=False)],
-            },
-        )
+    def failed(self, pod: Any, *, exit_code: int, reason: str, log: str = "") -> None:
+        ended = {"terminated": {"exitCode": exit_code, "reason": reason}}
+        if message := _fallback_message(pod, exit_code, log):
+            ended["terminated"]["message"] = message
+        self.patch(pod, {"phase": "Failed", "containerStatuses": [_container(ended, ready=False)]})
 
     def start_in_background(self, *, after_seconds: float = 1.0) -> Kubelet:
         """Start every pending pod ``after_seconds`` after it was first seen (for the contract suite)."""
@@ -224,6 +223,18 @@ class Kubelet:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
+
+
+def _fallback_message(pod: Any, exit_code: int, log: str) -> str:
+    """The terminated state's message as the kubelet writes it with no termination-message file: the
+    log's last 80 lines, at most 2048 bytes, under ``terminationMessagePolicy: FallbackToLogsOnError``
+    and a failed exit; nothing under the default policy (``File``)."""
+    spec = pod["spec"] if isinstance(pod, dict) else client.ApiClient().sanitize_for_serialization(pod)["spec"]
+    (container,) = spec["containers"]
+    if container.get("terminationMessagePolicy") != "FallbackToLogsOnError" or exit_code == 0:
+        return ""
+    tail = "\n".join(log.splitlines()[-80:]).encode()[-2048:]
+    return tail.decode(errors="replace")
 
 
 def _container(state: dict, *, ready: bool, restart_count: int = 0) -> dict:
