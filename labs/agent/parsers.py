@@ -57,6 +57,12 @@ Process id in container]``, rows or ``No running processes found in NPU n``).
   never means an idle card: a workload in another container uses HBM and lists no process.
   Use the chip's memory in use;
 - the memory is HBM-Usage when the chip has HBM (910 family), else Memory-Usage (310P/310B DDR);
+- ``Power(W)`` (one decimal, returned in milliwatts) and ``Temp(C)`` (whole degrees) are the
+  chip's own; ``NA`` or ``-`` (an A3's second die prints ``-``: the NPU's power is on its first)
+  is ``None``, "not reported", never 0; anything else that is not a number is refused;
+- the banner ``npu-smi <its version>  Version: <driver version>`` gives both versions (``""``
+  each when the banner is absent); the firmware is not in ``npu-smi info``: see
+  ``parse_npu_smi_board`` (``npu-smi info -t board -i <NPU>``);
 - ``AICore(%)`` is returned as printed; in vNPU mode the driver forces it to 0, so it says
   nothing about how compute is shared and nothing here uses it for shares;
 - ``chip_type()`` names the chip for the ledger: a first-generation Ascend 910 (printed as
@@ -115,6 +121,8 @@ class NpuChip:
     memory_used_mib: int
     memory_total_mib: int
     memory_kind: str
+    power_milliwatts: int | None = None
+    temperature_celsius: int | None = None
 
     @property
     def healthy(self) -> bool:
@@ -136,11 +144,13 @@ class NpuProcess:
 
 @dataclass(frozen=True)
 class NpuSmiInfo:
-    """What ``npu-smi info`` printed: the driver version of the banner (``""`` when absent)."""
+    """What ``npu-smi info`` printed: the driver version of the banner (``version``) and
+    ``npu-smi``'s own (``npu_smi_version``); ``""`` each when the banner is absent."""
 
     version: str
     chips: list[NpuChip]
     processes: list[NpuProcess]
+    npu_smi_version: str = ""
 
 
 # Normalized header name -> FlexnpuInstance field.
@@ -170,7 +180,14 @@ USED_OF_TOTAL = re.compile(r"([0-9]{1,9})\s*/\s*([0-9]{1,9})")
 NO_INSTANCES = re.compile(r"no\b.*\bfound\.?", re.IGNORECASE)
 NO_PROCESSES = re.compile(r"No running processes found in NPU [0-9]{1,9}")
 ZERO_OF_ZERO = re.compile(r"0\s*/\s*0")
-VERSION_BANNER = re.compile(r"npu-smi\s+\S+\s+Version:\s*(\S+)")
+VERSION_BANNER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
+VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._+-]{0,63}")
+# Power(W) as npu-smi prints it (one decimal, at most three kept); Temp(C) whole degrees, and a
+# card below 0 °C is not running. "NA" and "-" are "not reported".
+WATTS = re.compile(r"([0-9]{1,5})(?:\.([0-9]{1,3}))?")
+DEGREES = re.compile(r"[0-9]{1,3}")
+NOT_REPORTED = {"NA", "-"}
+FIRMWARE_LINE = re.compile(r"\s*Firmware Version\s*:\s*(\S*)\s*")
 # What npu-smi prints instead of its table when DCMI fails ("... failed ... ret is -8020"):
 # the line with the return code says most, any "failed" line is the fallback.
 VENDOR_ERRORS = (re.compile(r"\bret is -[0-9]+"), re.compile(r"\bfailed\b", re.IGNORECASE))
@@ -237,7 +254,11 @@ def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
     second = _npu_header(second_at + 1, _piped_tokens(lines[second_at]), required=("Chip", "Bus-Id", "AICore(%)"))
     if "HBM-Usage(MB)" not in _flat(second) and "Memory-Usage(MB)" not in _flat(second):
         raise ParseError(second_at + 1, "header names neither HBM-Usage(MB) nor Memory-Usage(MB)")
-    version = next((m[1] for line in lines[:first_at] if (m := VERSION_BANNER.search(line))), "")
+    banner = next((m for line in lines[:first_at] if (m := VERSION_BANNER.search(line))), None)
+    npu_smi_version, version = ("", "") if banner is None else (banner[1], banner[2])
+    for label, value in (("npu-smi version", npu_smi_version), ("driver version", version)):
+        if value and not VERSION.fullmatch(value):
+            raise ParseError(first_at, f"banner: {label} {_clip(value)!r} is not a version")
 
     chips: list[NpuChip] = []
     processes: list[NpuProcess] = []
@@ -295,7 +316,28 @@ def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
         raise ParseError(last_at + 1, "the output does not end with a rule line (truncated?)")
     if process_columns is not None and not process_rows:
         raise ParseError(last_at + 1, "the process table has no rows, not even 'No running processes found' (truncated?)")
-    return NpuSmiInfo(version=version, chips=chips, processes=processes)
+    return NpuSmiInfo(version=version, chips=chips, processes=processes, npu_smi_version=npu_smi_version)
+
+
+def parse_npu_smi_board(output: str | bytes) -> str:
+    """The firmware version ``npu-smi info -t board -i <NPU>`` prints (``Firmware Version : 7.1.0.5.220``).
+
+    FORMAT FROM THE VENDOR'S npu-smi REFERENCE (``key : value`` lines), NOT FROM A CAPTURED
+    OUTPUT. Raises ``ParseError`` when no such line is there or its value is not a version
+    (``NA`` included: a board that cannot tell says nothing about its firmware).
+    """
+    lines = _lines(output)
+    for number, line in enumerate(lines, start=1):
+        match = FIRMWARE_LINE.fullmatch(line)
+        if match is None:
+            continue
+        if not VERSION.fullmatch(match[1]) or match[1] == "NA":
+            raise ParseError(number, f"Firmware Version: expected a version such as 7.1.0.5.220, got {_clip(match[1])!r}")
+        return match[1]
+    error_at = next((n for pattern in VENDOR_ERRORS for n, line in enumerate(lines) if pattern.search(line)), None)
+    if error_at is not None:
+        raise ParseError(error_at + 1, f"npu-smi printed an error instead of the board: {_clip(lines[error_at].strip(), 120)!r}")
+    raise ParseError(1, f"no 'Firmware Version : ...' line in {len(lines)} line(s)")
 
 
 def chip_type(name: str, memory_total_mib: int) -> str:
@@ -461,6 +503,8 @@ def _npu_chip(npu_line: int, number: int, values: dict[str, str]) -> NpuChip:
     if not IDENTIFIER.fullmatch(name):
         raise ParseError(npu_line, f"Name: expected a chip name such as 910B3, got {_clip(name)!r}")
     device = next((values[label] for label in DEVICE_COLUMNS if label in values), None)
+    power = values.get("Power(W)")
+    temperature = values.get("Temp(C)")
     return NpuChip(
         npu_id=_whole_number(npu_line, "NPU", values["NPU"]),
         chip_id=_whole_number(number, "Chip", values["Chip"]),
@@ -472,7 +516,26 @@ def _npu_chip(npu_line: int, number: int, values: dict[str, str]) -> NpuChip:
         memory_used_mib=used,
         memory_total_mib=total,
         memory_kind=kind,
+        power_milliwatts=None if power is None else _milliwatts(npu_line, power),
+        temperature_celsius=None if temperature is None else _degrees(npu_line, temperature),
     )
+
+
+def _milliwatts(number: int, value: str) -> int | None:
+    if value in NOT_REPORTED:
+        return None
+    match = WATTS.fullmatch(value)
+    if match is None:
+        raise ParseError(number, f"Power(W): expected watts such as 93.4, or NA, got {_clip(value)!r}")
+    return int(match[1]) * 1000 + int((match[2] or "0").ljust(3, "0"))
+
+
+def _degrees(number: int, value: str) -> int | None:
+    if value in NOT_REPORTED:
+        return None
+    if not DEGREES.fullmatch(value):
+        raise ParseError(number, f"Temp(C): expected whole degrees such as 36, or NA, got {_clip(value)!r}")
+    return int(value)
 
 
 def _npu_process(number: int, cells: list[str], columns: int) -> NpuProcess | None:
@@ -542,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"process": asdict(process)}))
         npus = len({chip.npu_id for chip in parsed.chips})
         summary = f"parsed {npus} NPU(s), {len(parsed.chips)} chip(s), {len(parsed.processes)} process(es)"
-        print(f"{command} info: {summary}" + (f" (npu-smi {parsed.version})" if parsed.version else ""), file=sys.stderr)
+        versions = f" (npu-smi {parsed.npu_smi_version}, driver {parsed.version})" if parsed.version else ""
+        print(f"{command} info: {summary}{versions}", file=sys.stderr)
         return 0
     for record in parsed:
         print(json.dumps(asdict(record)))

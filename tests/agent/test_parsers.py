@@ -142,6 +142,8 @@ def test_npu_smi_info_of_an_8_card_910b_server_parses_every_chip_and_process():
         memory_used_mib=36211,
         memory_total_mib=65536,
         memory_kind="HBM",
+        power_milliwatts=251700,
+        temperature_celsius=37,
     )
     assert [c.npu_id for c in info.chips if not c.healthy] == [5]
     assert info.processes == [
@@ -173,7 +175,7 @@ def test_npu_smi_info_parses_the_layout_seen_on_310p_cards_too():
 """
     info = parse_npu_smi_info(text)
 
-    assert info.chips == [NpuChip(0, 0, 0, "310P3", "0000:82:00.0", "OK", 0, 1074, 21534, "DDR")]
+    assert info.chips == [NpuChip(0, 0, 0, "310P3", "0000:82:00.0", "OK", 0, 1074, 21534, "DDR", 15800, 42)]
     assert info.processes == []
 
 
@@ -336,4 +338,4 @@ def test_the_operator_check_prints_chips_processes_and_chip_types():
     assert result.returncode == 0
     assert len(result.stdout.splitlines()) == 10
     assert '"chip_type": "Ascend910B3"' in result.stdout.splitlines()[0]
-    assert result.stderr == "npu-smi info: parsed 8 NPU(s), 8 chip(s), 2 process(es) (npu-smi 24.1.rc3)\n"
+    assert result.stderr == "npu-smi info: parsed 8 NPU(s), 8 chip(s), 2 process(es) (npu-smi 24.1.rc3, driver 24.1.rc3)\n"
