@@ -3,7 +3,8 @@
 ``AgentClient(base_url, token, timeout=5)``:
 
 - ``health() -> HealthReport`` (no token needed by the agent, but sent anyway);
-- ``inventory() -> list[CardReport]``; ``instances() -> list[InstanceReport]``;
+- ``inventory() -> list[CardReport]``; ``inventory_report() -> InventoryReport`` (the cards,
+  the host and the node's versions); ``instances() -> list[InstanceReport]``;
 - ``unregister(entity_id) -> bool``: ``True`` when removed (204), ``False`` when the node has no
   such instance (404) — so calling it again is harmless;
 - ``register(entity_id, card_index, core_percent, memory_mib, scenario="development",
@@ -27,7 +28,7 @@ import http.client
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -72,6 +73,9 @@ class CardReport:
     memory_used_mib: int
     aicore_percent: int
     healthy: bool
+    # Card health as npu-smi reads it; None: not reported (NA, or an agent that predates them).
+    power_milliwatts: int | None = None
+    temperature_celsius: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,22 @@ class InstanceReport:
 class HostReport:
     cpu_millicores: int
     memory_mib: int
+
+
+@dataclass(frozen=True)
+class VersionsReport:
+    """The node's NPU driver, card firmware and npu-smi versions; ``""`` for one not known."""
+
+    driver: str
+    firmware: str
+    npu_smi: str
+
+
+@dataclass(frozen=True)
+class InventoryReport:
+    cards: list[CardReport]
+    host: HostReport | None  # None: an agent that predates host figures
+    versions: VersionsReport  # all "" from an agent that predates versions
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -121,10 +141,20 @@ class AgentClient:
     def inventory_and_host(self) -> tuple[list[CardReport], HostReport | None]:
         """The cards and the host's CPU and memory; ``None`` for the host from an agent that
         predates host figures (its node is then not limited in host resources)."""
+        report = self.inventory_report()
+        return report.cards, report.host
+
+    def inventory_report(self) -> InventoryReport:
+        """The cards, the host and the node's versions (see ``InventoryReport`` for older agents)."""
         payload = self._call("GET", "/v1/inventory")[1]
         cards = [_build(CardReport, card) for card in _list(payload, "cards")]
         host = payload.get("host") if isinstance(payload, dict) else None
-        return cards, None if host is None else _build(HostReport, host)
+        versions = payload.get("versions")
+        return InventoryReport(
+            cards=cards,
+            host=None if host is None else _build(HostReport, host),
+            versions=VersionsReport("", "", "") if versions is None else _build(VersionsReport, versions),
+        )
 
     def instances(self) -> list[InstanceReport]:
         return [_build(InstanceReport, i) for i in _list(self._call("GET", "/v1/instances")[1], "instances")]
@@ -215,11 +245,16 @@ def _list(payload: Any, key: str) -> list[Any]:
 
 
 def _build(cls: type, payload: Any) -> Any:
-    """``cls`` from a JSON object, every field present with the right type, or ``AgentUnavailable``."""
+    """``cls`` from a JSON object, every field present with the right type, or ``AgentUnavailable``.
+
+    A field with a default may be absent (an older agent does not send it) and gets its default.
+    """
     if not isinstance(payload, dict):
         raise AgentUnavailable(f"malformed answer from the agent: expected a {cls.__name__} object")
     values = {}
     for field in fields(cls):
+        if field.name not in payload and field.default is not MISSING:
+            continue
         value = payload.get(field.name)
         expected = {"int": int, "str": str, "bool": bool, "int | None": (int, type(None))}[str(field.type)]
         wrong_bool = isinstance(value, bool) and expected is not bool

@@ -14,17 +14,23 @@ Contract (``NodeDriver``):
     Remove the instance (every card of it). ``False`` when the node has no such instance, so a
     second call is harmless. Raises ``DriverError`` when it cannot tell or cannot remove.
 
+``versions() -> NodeVersions``
+    The node's driver, firmware and ``npu-smi`` versions; ``""`` for one it cannot tell.
+    Raises ``DriverError`` when the node cannot be read at all.
+
 ``register(...)`` and ``set_demand(...)``
     Only the simulated driver implements them (on a real node the FlexNPU device plugin creates
     instances and the workload makes the demand); others raise ``NotSupported``.
 
 Amounts are integers: ``core_percent`` is the AI Core floor in percent of one card,
-``aicore_percent`` the AI Core in use now, ``*_mib`` memory in MiB.
+``aicore_percent`` the AI Core in use now, ``*_mib`` memory in MiB, a card's
+``power_milliwatts`` and ``temperature_celsius`` what ``npu-smi`` reads (``None``: not reported).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -33,9 +39,19 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from labs.agent.parsers import IDENTIFIER, ParseError, chip_type, parse_flexnpu_smi_info, parse_npu_smi_info
+from labs.agent.parsers import (
+    IDENTIFIER,
+    NpuSmiInfo,
+    ParseError,
+    chip_type,
+    parse_flexnpu_smi_info,
+    parse_npu_smi_board,
+    parse_npu_smi_info,
+)
 from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
 from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
+
+logger = logging.getLogger("labs.agent")
 
 
 class DriverError(Exception):
@@ -71,6 +87,18 @@ class CardInfo:
     memory_used_mib: int
     aicore_percent: int
     healthy: bool
+    power_milliwatts: int | None = None
+    temperature_celsius: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeVersions:
+    """What the node runs: the NPU driver (``npu-smi info``'s banner, "Version:"), the card
+    firmware (``npu-smi info -t board``) and ``npu-smi`` itself; ``""`` for one not known."""
+
+    driver: str = ""
+    firmware: str = ""
+    npu_smi: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +131,9 @@ class NodeDriver(ABC):
 
     @abstractmethod
     def instances(self) -> list[InstanceInfo]: ...
+
+    def versions(self) -> NodeVersions:
+        return NodeVersions()
 
     @abstractmethod
     def unregister(self, entity_id: str) -> bool: ...
@@ -153,6 +184,7 @@ class FlexnpuSmiDriver(NodeDriver):
         npu_smi: str = "npu-smi",
         timeout_seconds: float = 10,
         npu_smi_cache_seconds: float = 2,
+        versions_cache_seconds: float = 300,
     ) -> None:
         if npu_smi_cache_seconds < 0:
             raise ValueError(f"the npu-smi cache lifetime must be 0 or more seconds, got {npu_smi_cache_seconds:g}")
@@ -167,13 +199,13 @@ class FlexnpuSmiDriver(NodeDriver):
         # Held while npu-smi info runs, so callers arriving meanwhile wait and reuse its output.
         self._npu_smi_lock = threading.Lock()
         self._npu_smi_output: tuple[float, bytes] | None = None
+        self.versions_cache_seconds = versions_cache_seconds
+        self._firmware: tuple[float, str] | None = None
+        self._firmware_lock = threading.Lock()
+        self._last_info: NpuSmiInfo | None = None
 
     def inventory(self) -> list[CardInfo]:
-        command = [self.npu_smi, "info"]
-        try:
-            chips = parse_npu_smi_info(self._npu_smi_info(command)).chips
-        except ParseError as exc:
-            raise _unparsed(command, exc) from None
+        info = self._parsed_npu_smi_info()
         return [
             CardInfo(
                 index=chip.npu_id if chip.device_id is None else chip.device_id,
@@ -183,9 +215,43 @@ class FlexnpuSmiDriver(NodeDriver):
                 memory_used_mib=chip.memory_used_mib,
                 aicore_percent=chip.aicore_percent,
                 healthy=chip.healthy,
+                power_milliwatts=chip.power_milliwatts,
+                temperature_celsius=chip.temperature_celsius,
             )
-            for chip in chips
+            for chip in info.chips
         ]
+
+    def versions(self) -> NodeVersions:
+        # The banner of the output the inventory just read: no second run for the same request.
+        info = self._last_info or self._parsed_npu_smi_info()
+        firmware = self._firmware_version(info.chips[0].npu_id)
+        return NodeVersions(driver=info.version, firmware=firmware, npu_smi=info.npu_smi_version)
+
+    def _parsed_npu_smi_info(self) -> NpuSmiInfo:
+        command = [self.npu_smi, "info"]
+        try:
+            info = parse_npu_smi_info(self._npu_smi_info(command))
+        except ParseError as exc:
+            raise _unparsed(command, exc) from None
+        self._last_info = info
+        return info
+
+    def _firmware_version(self, npu_id: int) -> str:
+        with self._firmware_lock:
+            cached = self._firmware
+            if cached is not None and time.monotonic() - cached[0] < self.versions_cache_seconds:
+                return cached[1]
+            command = [self.npu_smi, "info", "-t", "board", "-i", str(npu_id)]
+            try:
+                firmware = parse_npu_smi_board(self._run(command))
+            except ParseError as exc:
+                logger.warning("%s", _unparsed(command, exc))
+                firmware = ""
+            except DriverError as exc:
+                logger.warning("cannot read the firmware version: %s", exc)
+                firmware = ""
+            self._firmware = (time.monotonic(), firmware)
+            return firmware
 
     def _npu_smi_info(self, command: list[str]) -> bytes:
         with self._npu_smi_lock:
@@ -289,10 +355,19 @@ class SimulatedDriver(NodeDriver):
     ``set_demand`` says how much AI Core an instance wants now (and optionally the memory it
     uses); the AI Core each instance gets is computed with ``labs.domain.shares`` per card, and
     a card's AI Core use is their sum. Thread-safe.
+
+    Each card reads like a 910B's on ``npu-smi``: about 90 W and 35 °C idle, up to about
+    300 W and 65 °C with its AI Core fully in use (a slight spread between cards, as on a real
+    server); ``versions()`` names an HDK 25.2.0 node (the FlexNPU guide's).
     """
 
     name = "simulated"
     registers_instances = True
+    # An Atlas 800T A2 with HDK 25.2.0, as the FlexNPU guide requires.
+    VERSIONS = NodeVersions(driver="25.2.0", firmware="7.7.0.6.236", npu_smi="25.2.0")
+    IDLE_MILLIWATTS = 90_000
+    BUSY_MILLIWATTS_PER_PERCENT = 2_100
+    IDLE_CELSIUS = 35
 
     def __init__(
         self,
@@ -333,11 +408,16 @@ class SimulatedDriver(NodeDriver):
                     chip_type=self.chip_type,
                     memory_total_mib=self.memory_mib,
                     memory_used_mib=sum(i.memory_used_mib for i in self._on_card(index)),
-                    aicore_percent=sum(delivered[i.entity_id] for i in self._on_card(index)),
+                    aicore_percent=(busy := sum(delivered[i.entity_id] for i in self._on_card(index))),
                     healthy=self._healthy[index],
+                    power_milliwatts=self.IDLE_MILLIWATTS + 300 * (index % 4) + self.BUSY_MILLIWATTS_PER_PERCENT * busy,
+                    temperature_celsius=self.IDLE_CELSIUS + index % 3 + (30 * busy) // 100,
                 )
                 for index, die_id in enumerate(self._die_ids)
             ]
+
+    def versions(self) -> NodeVersions:
+        return self.VERSIONS
 
     def instances(self) -> list[InstanceInfo]:
         with self._lock:

@@ -4,8 +4,9 @@ Every endpoint but ``GET /healthz`` needs ``Authorization: Bearer <token>`` (401
 
     GET    /healthz                       {"ok": true, "node": ..., "driver": ...}
     GET    /v1/inventory                  {"node": ..., "cards": [{index, die_id, chip_type, memory_total_mib,
-                                           memory_used_mib, aicore_percent, healthy}, ...],
-                                           "host": {cpu_millicores, memory_mib}}
+                                           memory_used_mib, aicore_percent, healthy, power_milliwatts,
+                                           temperature_celsius}, ...], "host": {cpu_millicores, memory_mib},
+                                           "versions": {driver, firmware, npu_smi}}
     GET    /v1/instances                  {"instances": [{entity_id, flexnpu_id, card_index, core_percent, memory_mib,
                                            memory_used_mib, aicore_percent, demand_percent}, ...]}
     DELETE /v1/instances/<entity_id>      204; 404 when the node has no such instance
@@ -184,8 +185,10 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
         return 200, {"ok": True, "node": self.server.node, "driver": self.server.driver.name}
 
     def handle_inventory(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        cards = [asdict(card) for card in self.server.driver.inventory()]
-        return 200, {"node": self.server.node, "cards": cards, "host": asdict(self.server.driver.host())}
+        driver = self.server.driver
+        cards = [asdict(card) for card in driver.inventory()]
+        versions = asdict(driver.versions())
+        return 200, {"node": self.server.node, "cards": cards, "host": asdict(driver.host()), "versions": versions}
 
     def handle_instances(self, body: bytes) -> tuple[int, dict[str, Any]]:
         return 200, {"instances": [asdict(instance) for instance in self.server.driver.instances()]}
@@ -289,6 +292,10 @@ class DriverCollector:
     Per instance (labels ``node``, ``card``, ``die_id``, ``entity_id``):
     ``npu_instance_memory_used_bytes``, ``npu_instance_memory_limit_bytes``,
     ``npu_instance_core_floor_ratio`` (floor / 100), ``npu_instance_aicore_utilization_ratio``.
+    Card health as ``npu-smi`` reads it: ``npu_card_temperature_celsius`` and
+    ``npu_card_power_watts``, with no sample for a card that reports none (``NA``), never a 0;
+    ``npu_node_info`` (1, labels ``node``, ``driver_version``, ``firmware_version``,
+    ``npu_smi_version``) names what the node runs.
     A driver error propagates (the scrape fails with 502) rather than exporting a partial view.
     The card's AI Core use is what ``npu-smi`` prints, which the driver forces to 0 in vNPU mode:
     shares are read from the instances, never from it.
@@ -336,6 +343,26 @@ class DriverCollector:
         )
         yield card_gauge("npu_card_instances", "FlexNPU instances on the card.", lambda c: len(on_card(c)))
         yield card_gauge("npu_card_healthy", "1 when the card reports healthy.", lambda c: 1 if c.healthy else 0)
+        temperature = GaugeMetricFamily(
+            "npu_card_temperature_celsius", "Card temperature (npu-smi Temp(C)).", labels=self.CARD_LABELS
+        )
+        power = GaugeMetricFamily("npu_card_power_watts", "Card power draw (npu-smi Power(W)).", labels=self.CARD_LABELS)
+        for card in cards:
+            labels = [self.node, str(card.index), card.die_id]
+            if card.temperature_celsius is not None:
+                temperature.add_metric(labels, card.temperature_celsius)
+            if card.power_milliwatts is not None:
+                power.add_metric(labels, card.power_milliwatts / 1000)
+        yield temperature
+        yield power
+        versions = self.driver.versions()
+        info = GaugeMetricFamily(
+            "npu_node_info",
+            "What the node runs: NPU driver, card firmware and npu-smi versions (empty: not known).",
+            labels=["node", "driver_version", "firmware_version", "npu_smi_version"],
+        )
+        info.add_metric([self.node, versions.driver, versions.firmware, versions.npu_smi], 1)
+        yield info
         yield instance_gauge("npu_instance_memory_used_bytes", "Memory the instance uses.", lambda i: i.memory_used_mib * MIB)
         yield instance_gauge("npu_instance_memory_limit_bytes", "The instance's memory cap.", lambda i: i.memory_mib * MIB)
         yield instance_gauge("npu_instance_core_floor_ratio", "AI Core floor, over 100.", lambda i: i.core_percent / 100)

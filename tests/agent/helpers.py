@@ -94,6 +94,9 @@ if sys.argv[1:3] == ["unregister", "-u"] and len(sys.argv) == 4:
         with open(removed, "a") as out:
             out.write(sys.argv[3] + "\\n")
     sys.exit(config["unregister_exit_code"])
+if sys.argv[1:4] == ["info", "-t", "board"] and config["board"]:
+    sys.stdout.buffer.write(pathlib.Path(config["board"]).read_bytes())
+    sys.exit(config["board_exit_code"])
 sys.stderr.write("usage: " + name + " info | unregister -u <flexnpu ID>\\n")
 sys.exit(64)
 """
@@ -122,8 +125,11 @@ def fake_cli(
     stderr: str = "",
     sleep_seconds: float = 0,
     unregister_exit_code: int = 0,
+    board: str | None = None,
+    board_exit_code: int = 0,
 ) -> FakeCli:
-    """Write a fake CLI ``directory/name`` whose ``info`` prints the fixture file ``output``."""
+    """Write a fake CLI ``directory/name`` whose ``info`` prints the fixture file ``output``
+    (and ``info -t board ...`` the fixture ``board``, when given)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
     path.write_text(FAKE_CLI.format(python=sys.executable))
@@ -134,6 +140,8 @@ def fake_cli(
         "stderr": stderr,
         "sleep_seconds": sleep_seconds,
         "unregister_exit_code": unregister_exit_code,
+        "board": None if board is None else str(FIXTURES / board),
+        "board_exit_code": board_exit_code,
     }
     path.with_name(name + ".json").write_text(json.dumps(config))
     return FakeCli(path)

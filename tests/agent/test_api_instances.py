@@ -22,6 +22,8 @@ def test_inventory_lists_every_card(agent):
         "memory_used_mib",
         "aicore_percent",
         "healthy",
+        "power_milliwatts",
+        "temperature_celsius",
     }
     assert body["cards"][7]["index"] == 7
     assert body["cards"][0]["memory_total_mib"] == 65536

@@ -44,6 +44,8 @@ def test_inventory_returns_card_reports(client, simulated):
         memory_used_mib=0,
         aicore_percent=0,
         healthy=True,
+        power_milliwatts=90000,
+        temperature_celsius=35,
     )
 
 

@@ -53,6 +53,8 @@ def test_inventory_is_read_from_npu_smi_info(tmp_path):
         memory_used_mib=36211,
         aicore_percent=87,
         healthy=True,
+        power_milliwatts=251700,
+        temperature_celsius=37,
     )
     assert [c.index for c in cards if not c.healthy] == [5]
     assert npu.calls() == [["info"]]

@@ -25,7 +25,7 @@ except FileExistsError:
     sys.exit(9)
 try:
     with open(here / "runs", "a") as runs:
-        runs.write("info\\n")
+        runs.write(" ".join(sys.argv[1:]) + "\\n")
     time.sleep({seconds})
     sys.stdout.buffer.write(pathlib.Path({output!r}).read_bytes())
 finally:
@@ -76,7 +76,7 @@ def test_inventory_and_metrics_at_once_never_run_npu_smi_concurrently(tmp_path):
 
     assert statuses == [200] * 6
     assert not (bin_dir / "overlap").exists()
-    assert (bin_dir / "runs").read_text().count("info") == 6
+    assert (bin_dir / "runs").read_text().splitlines().count("info") == 6
 
 
 def test_requests_within_the_cache_lifetime_share_one_npu_smi_run(tmp_path):
@@ -88,7 +88,7 @@ def test_requests_within_the_cache_lifetime_share_one_npu_smi_run(tmp_path):
 
     assert statuses == [200] * 6
     assert len(body["cards"]) == 8
-    assert (bin_dir / "runs").read_text().count("info") == 1
+    assert (bin_dir / "runs").read_text().splitlines().count("info") == 1
 
 
 def test_a_negative_cache_lifetime_is_refused():

@@ -161,7 +161,15 @@ def test_a_chip_using_memory_with_no_process_listed_is_not_reported_idle(tmp_pat
     card = driver.inventory()[0]
 
     assert card == CardInfo(
-        index=0, die_id="", chip_type="Ascend910C", memory_total_mib=65536, memory_used_mib=3133, aicore_percent=0, healthy=True
+        index=0,
+        die_id="",
+        chip_type="Ascend910C",
+        memory_total_mib=65536,
+        memory_used_mib=3133,
+        aicore_percent=0,
+        healthy=True,
+        power_milliwatts=162800,
+        temperature_celsius=37,
     )
 
 
@@ -169,7 +177,7 @@ def test_a_310b_board_is_inventoried_with_its_ddr_and_its_alarm(tmp_path):
     npu = fake_cli(tmp_path / "bin", "npu-smi", "real/nputop_310b4_23.0.0.txt")
     driver = FlexnpuSmiDriver(binary=str(tmp_path / "bin" / "absent"), npu_smi=str(npu.path))
 
-    assert driver.inventory() == [CardInfo(0, "", "Ascend310B4", 15609, 3628, 0, False)]
+    assert driver.inventory() == [CardInfo(0, "", "Ascend310B4", 15609, 3628, 0, False, 0, 65)]
     assert chip_type("310B4", 15609) == "Ascend310B4"
 
 
