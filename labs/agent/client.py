@@ -32,6 +32,10 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+# Beyond these a reading is not a card's (an NPU draws a few hundred watts and shuts down near 100 °C).
+MAX_CARD_MILLIWATTS = 10_000_000
+MAX_CARD_CELSIUS = 300
+
 
 class AgentError(Exception):
     """Any failure talking to an agent."""
@@ -76,6 +80,12 @@ class CardReport:
     # Card health as npu-smi reads it; None: not reported (NA, or an agent that predates them).
     power_milliwatts: int | None = None
     temperature_celsius: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, highest in (("power_milliwatts", MAX_CARD_MILLIWATTS), ("temperature_celsius", MAX_CARD_CELSIUS)):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= highest:
+                raise ValueError(f"CardReport.{name} is {value}, outside 0..{highest}")
 
 
 @dataclass(frozen=True)
@@ -261,4 +271,7 @@ def _build(cls: type, payload: Any) -> Any:
         if field.name not in payload or not isinstance(value, expected) or wrong_bool:
             raise AgentUnavailable(f"malformed answer from the agent: {cls.__name__}.{field.name} is {value!r}")
         values[field.name] = value
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise AgentUnavailable(f"malformed answer from the agent: {exc}") from None

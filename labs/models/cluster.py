@@ -38,6 +38,11 @@ class Node(models.Model):
     # ``LAB_NODE_RESERVE`` (the system and the FlexNPU daemon) from these figures.
     host_cpu_millicores = models.PositiveIntegerField(_("host CPU (millicores)"), null=True, blank=True)
     host_memory_mib = models.PositiveIntegerField(_("host memory (MiB)"), null=True, blank=True)
+    # What the node runs, as its agent last read it (npu-smi's banner and board); empty for
+    # one the agent cannot tell, or an agent that predates them.
+    driver_version = models.CharField(_("NPU driver version"), max_length=64, blank=True)
+    firmware_version = models.CharField(_("firmware version"), max_length=64, blank=True)
+    npu_smi_version = models.CharField(_("npu-smi version"), max_length=64, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -61,6 +66,9 @@ class Card(models.Model):
     # Device memory in use as the node's agent last measured it (npu-smi's HBM usage); empty
     # until an agent reports. Placement counts it only where the node's card truth is "none".
     memory_used_mib = models.PositiveIntegerField(_("memory in use (MiB)"), null=True, blank=True)
+    # Temperature and power draw as npu-smi last read them; empty when not reported (NA).
+    temperature_celsius = models.PositiveSmallIntegerField(_("temperature (°C)"), null=True, blank=True)
+    power_milliwatts = models.PositiveIntegerField(_("power (mW)"), null=True, blank=True)
     # Marked unhealthy by an operator (whatever the agent says): no new placements on it.
     disabled = models.BooleanField(_("marked unhealthy by an operator"), default=False)
     disabled_reason = models.CharField(_("why marked unhealthy"), max_length=300, blank=True)

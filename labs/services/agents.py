@@ -43,10 +43,12 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     """Bring the node's Card rows in line with what its agent reports; ``False`` if unreachable.
 
     Cards the agent no longer reports are marked unhealthy, never deleted: allocations refer
-    to them. A node whose agent answers again becomes available for placements again.
+    to them. A node whose agent answers again becomes available for placements again. Each
+    card keeps its latest temperature, power and memory in use, and the node its driver,
+    firmware and npu-smi versions, as the agent last read them (empty: not reported).
     """
     try:
-        reports, host = agent_client(node, timeout=timeout).inventory_and_host()
+        inventory = agent_client(node, timeout=timeout).inventory_report()
     except AgentError as exc:
         node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return False
@@ -54,6 +56,7 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     with transaction.atomic():
         cards = {card.index: card for card in Card.objects.select_for_update().filter(node=node)}
         seen = set()
+        reports, host, versions = inventory.cards, inventory.host, inventory.versions
         for report in reports:
             seen.add(report.index)
             card = cards.get(report.index)
@@ -63,6 +66,8 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
                 "memory_mib": report.memory_total_mib,
                 "healthy": report.healthy,
                 "memory_used_mib": report.memory_used_mib,
+                "temperature_celsius": report.temperature_celsius,
+                "power_milliwatts": report.power_milliwatts,
             }
             if card is None:
                 Card.objects.create(node=node, index=report.index, **fields)
@@ -108,7 +113,12 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
             "host_cpu_millicores": None if host is None else host.cpu_millicores,
             "host_memory_mib": None if host is None else host.memory_mib,
         }
-        Node.objects.filter(pk=node.pk).update(last_seen_at=now, **host_fields)
+        version_fields = {
+            "driver_version": versions.driver[:64],
+            "firmware_version": versions.firmware[:64],
+            "npu_smi_version": versions.npu_smi[:64],
+        }
+        Node.objects.filter(pk=node.pk).update(last_seen_at=now, **host_fields, **version_fields)
         if came_back:
             RepairEvent.objects.create(kind=RepairEvent.Kind.NODE_AVAILABLE, node=node, message="agent answers again")
     node.available = node.available or bool(came_back)

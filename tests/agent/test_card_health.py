@@ -202,6 +202,8 @@ def test_an_agent_that_predates_card_health_reports_none_and_no_versions():
     [
         ({"cards": [{**OLD_CARD, "temperature_celsius": "hot"}]}, "CardReport.temperature_celsius is 'hot'"),
         ({"cards": [{**OLD_CARD, "power_milliwatts": 93.4}]}, "CardReport.power_milliwatts is 93.4"),
+        ({"cards": [{**OLD_CARD, "temperature_celsius": -5}]}, r"CardReport.temperature_celsius is -5, outside 0..300"),
+        ({"cards": [{**OLD_CARD, "power_milliwatts": 10**12}]}, r"CardReport.power_milliwatts is 1000000000000, outside"),
         ({"cards": [OLD_CARD], "versions": {"driver": "25.2.0"}}, "VersionsReport.firmware is None"),
     ],
 )
