@@ -114,6 +114,24 @@ def _cards() -> list[Family]:
         "Cards by status: healthy, unhealthy (as the node's agent reports) or disabled (marked unhealthy by an operator)",
         ("status",),
     )
+    used = Family(
+        "npu_lab_card_memory_used_bytes",
+        "gauge",
+        "Device memory (HBM) in use on the card as its node's agent last read it (npu-smi); no sample until it reports",
+        CARD_LABELS,
+    )
+    temperature = Family(
+        "npu_lab_card_temperature_celsius",
+        "gauge",
+        "The card's temperature as its node's agent last read it (npu-smi Temp(C)); no sample when not reported",
+        CARD_LABELS,
+    )
+    power = Family(
+        "npu_lab_card_power_watts",
+        "gauge",
+        "The card's power draw as its node's agent last read it (npu-smi Power(W)); no sample when not reported",
+        CARD_LABELS,
+    )
     counts = dict.fromkeys(ledger.CardStatus, 0)
     for card in ledger.card_use():
         labels = (card.node, str(card.index))
@@ -123,10 +141,17 @@ def _cards() -> list[Family]:
         limit.add(labels, card.instance_limit)
         capacity.add(labels, card.memory_mib * MIB)
         healthy.add(labels, 1 if card.status == ledger.CardStatus.HEALTHY else 0)
+        # Not reported is no sample, never a made-up 0.
+        if card.memory_mib_used is not None:
+            used.add(labels, card.memory_mib_used * MIB)
+        if card.temperature_celsius is not None:
+            temperature.add(labels, card.temperature_celsius)
+        if card.power_milliwatts is not None:
+            power.add(labels, card.power_milliwatts / 1000)
         counts[card.status] += 1
     for status, n in counts.items():
         by_status.add((status.value,), n)
-    return [core, memory, instances, limit, capacity, healthy, by_status]
+    return [core, memory, instances, limit, capacity, healthy, by_status, used, temperature, power]
 
 
 def _nodes() -> list[Family]:
@@ -137,13 +162,20 @@ def _nodes() -> list[Family]:
         "Nodes by status: available, drained (by an operator) or unavailable (its agent does not answer)",
         ("status",),
     )
+    info = Family(
+        "npu_lab_node_info",
+        "gauge",
+        "Always 1; the labels say what the node runs as its agent last read it (empty: not reported)",
+        ("node", "driver_version", "firmware_version", "npu_smi_version"),
+    )
     counts = dict.fromkeys(ledger.NodeStatus, 0)
-    for name, status in ledger.node_statuses():
-        available.add((name,), 1 if status == ledger.NodeStatus.AVAILABLE else 0)
-        counts[status] += 1
+    for node in ledger.node_statuses():
+        available.add((node.name,), 1 if node.status == ledger.NodeStatus.AVAILABLE else 0)
+        info.add((node.name, node.driver_version, node.firmware_version, node.npu_smi_version), 1)
+        counts[node.status] += 1
     for status, n in counts.items():
         by_status.add((status.value,), n)
-    return [available, by_status]
+    return [available, by_status, info]
 
 
 def _sessions(now: datetime) -> list[Family]:

@@ -50,6 +50,10 @@ class CardUse:
     instance_limit: int
     core_percent_reserved: int
     memory_mib_reserved: int
+    # As the node's agent last read them (npu-smi); None: not reported.
+    memory_mib_used: int | None = None
+    temperature_celsius: int | None = None
+    power_milliwatts: int | None = None
 
 
 def card_use() -> list[CardUse]:
@@ -74,18 +78,26 @@ def card_use() -> list[CardUse]:
         .values_list("card_id", "n", "inference", "core", "memory")
         .order_by()
     }
-    cards = Card.objects.values_list("pk", "node__name", "index", "memory_mib", "healthy", "disabled").order_by(
-        "node__name", "index"
-    )
+    cards = Card.objects.values_list(
+        "pk",
+        "node__name",
+        "index",
+        "memory_mib",
+        "healthy",
+        "disabled",
+        "memory_used_mib",
+        "temperature_celsius",
+        "power_milliwatts",
+    ).order_by("node__name", "index")
     # The rule's two outcomes, worked out once rather than per card (it is most of this read at 8,000 cards).
     with_inference = card_instance_cap([Scenario.INFERENCE, Scenario.DEVELOPMENT])
     development_only = card_instance_cap([Scenario.DEVELOPMENT])
     result = []
-    for pk, node, index, memory_mib, healthy, disabled in cards:
+    for pk, node, index, memory_mib, healthy, disabled, used, celsius, milliwatts in cards:
         n, inference, core, memory = live.get(pk, (0, 0, 0, 0))
         limit = with_inference if inference else development_only
         status = card_status(healthy=healthy, disabled=disabled)
-        result.append(CardUse(node, index, memory_mib, status, n, limit, core, memory))
+        result.append(CardUse(node, index, memory_mib, status, n, limit, core, memory, used, celsius, milliwatts))
     return result
 
 
@@ -105,11 +117,25 @@ def node_status(*, available: bool, drained: bool) -> NodeStatus:
     return NodeStatus.AVAILABLE if available else NodeStatus.UNAVAILABLE
 
 
-def node_statuses() -> list[tuple[str, NodeStatus]]:
-    """Every node's name and status, by name (one query over the nodes)."""
+@dataclass(frozen=True)
+class NodeState:
+    """A node's status and what it runs, as its agent last read it (``""``: not reported)."""
+
+    name: str
+    status: NodeStatus
+    driver_version: str = ""
+    firmware_version: str = ""
+    npu_smi_version: str = ""
+
+
+def node_statuses() -> list[NodeState]:
+    """Every node's name, status and versions, by name (one query over the nodes)."""
+    rows = Node.objects.values_list(
+        "name", "available", "drained", "driver_version", "firmware_version", "npu_smi_version"
+    ).order_by("name")
     return [
-        (name, node_status(available=available, drained=drained))
-        for name, available, drained in Node.objects.values_list("name", "available", "drained").order_by("name")
+        NodeState(name, node_status(available=available, drained=drained), driver, firmware, npu_smi)
+        for name, available, drained, driver, firmware, npu_smi in rows
     ]
 
 
