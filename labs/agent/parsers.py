@@ -578,14 +578,18 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-PARSERS = {"flexnpu-smi": parse_flexnpu_smi_info, "npu-smi": parse_npu_smi_info}
+PARSERS = {"flexnpu-smi": parse_flexnpu_smi_info, "npu-smi": parse_npu_smi_info, "npu-smi-board": parse_npu_smi_board}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labs.agent.parsers flexnpu-smi|npu-smi FILE`` (``-`` reads standard input)."""
+    """``python -m labs.agent.parsers flexnpu-smi|npu-smi|npu-smi-board FILE`` (``-`` reads standard input)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in PARSERS:
-        print("usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)", file=sys.stderr)
+        print(
+            "usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)\n"
+            "       python -m labs.agent.parsers npu-smi-board FILE  (saved 'npu-smi info -t board -i 0' output)",
+            file=sys.stderr,
+        )
         return 2
     command, path = args
     try:
@@ -598,6 +602,9 @@ def main(argv: list[str] | None = None) -> int:
     except ParseError as exc:
         print(f"{command} info: parse error: {exc}", file=sys.stderr)
         return 1
+    if isinstance(parsed, str):
+        print(json.dumps({"firmware_version": parsed}))
+        return 0
     if isinstance(parsed, NpuSmiInfo):
         for chip in parsed.chips:
             print(json.dumps({"chip": asdict(chip), "chip_type": chip_type(chip.name, chip.memory_total_mib)}))

@@ -13,6 +13,7 @@ from labs.agent.drivers import FlexnpuSmiDriver, NodeVersions, SimulatedDriver
 from labs.agent.parsers import ParseError, parse_npu_smi_board, parse_npu_smi_info
 from tests.agent.helpers import FIXTURES, NODE, TOKEN, call, fake_cli, running
 from tests.agent.test_client import canned_client
+from tests.agent.test_parsers import run_parser_cli
 
 
 def fixture(name: str) -> str:
@@ -215,3 +216,9 @@ def test_a_card_health_reading_of_the_wrong_type_is_refused(payload, message):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_operator_check_prints_the_firmware_version_it_read():
+    result = run_parser_cli("npu-smi-board", str(FIXTURES / "npu_smi_info_board_910b.txt"))
+
+    assert (result.returncode, result.stdout) == (0, '{"firmware_version": "7.5.0.1.129"}\n')
