@@ -85,3 +85,7 @@ class Card(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name}/npu{self.index}"
+
+    @property
+    def power_watts(self) -> float | None:
+        return None if self.power_milliwatts is None else self.power_milliwatts / 1000

@@ -58,6 +58,13 @@ class CardView:
     cap: int = CARD_INSTANCE_CAP[Scenario.DEVELOPMENT]
     memory_used_mib: int | None = None  # measured by the agent
     isolation_suspect: bool = False  # a session's isolation self-test saw more than its cap
+    # As the agent last read them from npu-smi; None: not reported.
+    temperature_celsius: int | None = None
+    power_milliwatts: int | None = None
+
+    @property
+    def power_watts(self) -> float | None:
+        return None if self.power_milliwatts is None else self.power_milliwatts / 1000
 
     @property
     def usable(self) -> bool:
@@ -91,6 +98,10 @@ class NodeView:
     # node reports none (an old agent) and placement does not limit it.
     host_cpu_millicores: int | None = None
     host_memory_mib: int | None = None
+    # What the node runs as its agent last read it; "" for one not reported.
+    driver_version: str = ""
+    firmware_version: str = ""
+    npu_smi_version: str = ""
 
 
 def cluster_state() -> list[NodeView]:
@@ -122,6 +133,9 @@ def cluster_state() -> list[NodeView]:
             [],
             *_no_counts,
             *node_allocatable(n.host_cpu_millicores, n.host_memory_mib),
+            n.driver_version,
+            n.firmware_version,
+            n.npu_smi_version,
         )
         for n in Node.objects.order_by("name")
     }
@@ -141,6 +155,8 @@ def cluster_state() -> list[NodeView]:
             CARD_INSTANCE_CAP[Scenario.INFERENCE if row.get("inference") else Scenario.DEVELOPMENT],
             card.memory_used_mib,
             card.isolation_suspect,
+            card.temperature_celsius,
+            card.power_milliwatts,
         )
         node = nodes[card.node_id]
         node.cards.append(view)
@@ -170,6 +186,9 @@ def cluster_state_json(nodes: list[NodeView]) -> dict:
                         "level": c.level,
                         "usable": c.usable,
                         "full": c.full,
+                        "memory_used_mib": c.memory_used_mib,
+                        "temperature_celsius": c.temperature_celsius,
+                        "power_watts": c.power_watts,
                     }
                     for c in n.cards
                 ],

@@ -15,6 +15,7 @@ from django.utils import timezone
 from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable
 from labs.drivers import get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
+from labs.services.events import cluster_changed_publish
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     with transaction.atomic():
         cards = {card.index: card for card in Card.objects.select_for_update().filter(node=node)}
         seen = set()
+        changed = False
         reports, host, versions = inventory.cards, inventory.host, inventory.versions
         for report in reports:
             seen.add(report.index)
@@ -75,6 +77,7 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
                     kind=RepairEvent.Kind.CARD_CHANGED, node=node, message=f"card {report.index} ({report.chip_type}) added"
                 )
             elif any(getattr(card, name) != value for name, value in fields.items()):
+                changed = True
                 was_healthy = card.healthy
                 for name, value in fields.items():
                     setattr(card, name, value)
@@ -119,6 +122,9 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
             "npu_smi_version": versions.npu_smi[:64],
         }
         Node.objects.filter(pk=node.pk).update(last_seen_at=now, **host_fields, **version_fields)
+        if changed:
+            # The heatmap shows each card's readings: it reads the cluster again (at most once a second).
+            cluster_changed_publish()
         if came_back:
             RepairEvent.objects.create(kind=RepairEvent.Kind.NODE_AVAILABLE, node=node, message="agent answers again")
     node.available = node.available or bool(came_back)

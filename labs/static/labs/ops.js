@@ -22,6 +22,10 @@
         cell.querySelector('[data-field="core"]').textContent = card.core_percent + " %";
         cell.querySelector('[data-field="memory"]').textContent = gib(card.memory_reserved_mib);
         cell.querySelector('[data-field="instances"]').textContent = card.instances + "/" + card.cap;
+        const reading = (value, digits) =>
+          value === null || value === undefined ? "–" : Number(value).toLocaleString(lang, { minimumFractionDigits: digits, maximumFractionDigits: digits });
+        cell.querySelector('[data-field="temperature"]').textContent = reading(card.temperature_celsius, 0);
+        cell.querySelector('[data-field="power"]').textContent = reading(card.power_watts, 1);
         cell.dataset.instances = String(card.instances);
       });
     });
