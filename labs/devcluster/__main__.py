@@ -30,6 +30,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the nodes' device profiles, taking turns (default flexnpu,vnpu,hami)",
     )
     parser.add_argument("--start-delay", type=float, default=1.0, help="seconds from a pod's binding to Running (default 1)")
+    parser.add_argument(
+        "--node-grace",
+        type=int,
+        default=8,
+        help="seconds a node may miss its lease before it is NotReady (default 8); each lease is renewed every quarter "
+        "of it, so give 40 or more for hundreds of nodes",
+    )
     parser.add_argument("--dir", type=Path, help="the cluster's folder (default: a new temporary folder, removed at the end)")
     args = parser.parse_args(argv)
     profiles = tuple(p.strip() for p in args.profiles.split(",") if p.strip())
@@ -39,13 +46,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown device profile(s) {named}; choose from {', '.join(sorted(PROFILES))}")
     if args.nodes < 1:
         parser.error("--nodes must be 1 or more")
+    if args.node_grace < 4:
+        parser.error("--node-grace must be 4 or more")
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     directory = args.dir or Path(tempfile.mkdtemp(prefix="npu-lab-devcluster-"))
     try:
-        cluster = DevCluster(directory, nodes=fake_nodes(args.nodes, profiles=profiles), start_delay_seconds=args.start_delay)
+        cluster = DevCluster(
+            directory,
+            nodes=fake_nodes(args.nodes, profiles=profiles),
+            start_delay_seconds=args.start_delay,
+            node_monitor_grace_seconds=args.node_grace,
+        )
         with cluster:
             info = cluster.describe()
             print(f"API server:  {info['server']}")

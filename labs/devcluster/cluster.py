@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -94,7 +95,12 @@ class DevCluster:
     ``nodes``: a count (their profiles take turns: flexnpu, vnpu, hami) or the ``FakeNode``\\ s.
     ``start_delay_seconds``: how long a bound pod takes to be Running and Ready.
     ``node_monitor_grace_seconds``: how long a node may miss its lease before the
-    controller-manager marks it NotReady (a real cluster's default is 50).
+    controller-manager marks it NotReady (a real cluster's default is 50). It also sets the
+    lease's duration (at least 4 s), and the simulator renews each lease at a quarter of that,
+    as a kubelet does: ``nodes / (grace / 4)`` renewals a second. The default 8 s suits a few
+    nodes (the tests lose one and wait for NotReady); for a thousand, give 40 (a renewal every
+    10 s, a kubelet's default: 100 a second) or more (120: 33 a second), or the renewals alone
+    keep a small machine busy.
     ``pod_ip``: the address every running pod reports, e.g. ``"127.0.0.1"`` where one stub
     server answers for all of them; ``None`` (the default): each pod an address of its own.
 
@@ -126,6 +132,7 @@ class DevCluster:
         self.server = ""
         self.pki = self.directory / "pki"
         self.kubeconfig = self.directory / "admin.kubeconfig"
+        self.start_seconds: dict[str, float] = {}
 
     # -- the public face -------------------------------------------------------------------------
 
@@ -173,6 +180,8 @@ class DevCluster:
     # -- start -----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start everything; ``start_seconds`` then says how long each part took."""
+        began = time.monotonic()
         self.directory.mkdir(parents=True, exist_ok=True)
         (etcd_port, peer_port, api_port, kcm_port, scheduler_port) = free_ports(5)
         self.server = f"https://{LOOPBACK}:{api_port}"
@@ -186,6 +195,7 @@ class DevCluster:
         self._start_scheduler(certs, scheduler_port)
         self._wait_https("kube-controller-manager", f"https://{LOOPBACK}:{kcm_port}/healthz", None)
         self._wait_https("kube-scheduler", f"https://{LOOPBACK}:{scheduler_port}/healthz", None)
+        self.start_seconds["control plane"] = time.monotonic() - began
         self.simulator = NodeSimulator(
             self.api_client(self._kubeconfig("node-simulator", certs["node-simulator"])),
             self.nodes,
@@ -194,9 +204,14 @@ class DevCluster:
             kubelet_version=self.release.kubernetes,
             pod_ip=self.pod_ip,
         )
+        registering = time.monotonic()
         self.simulator.start()
-        self.wait_for_nodes_ready()
+        self.start_seconds["nodes registered"] = time.monotonic() - registering
+        # The node lifecycle controller lifts each new node's not-ready taint: a minute, plus
+        # a little for each node on a big cluster.
+        self.wait_for_nodes_ready(timeout=60.0 + 0.06 * len(self.nodes))
         self.wait_for_service_account("default")
+        self.start_seconds["nodes ready"] = time.monotonic() - registering
 
     def _certificates(self) -> dict[str, CertFiles]:
         ca = CertificateAuthority(self.pki)
@@ -308,7 +323,15 @@ class DevCluster:
             f"--cluster-signing-key-file={certs['ca'].key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--leader-elect=false",
-            "--node-monitor-period=1s",
+            # Each controller's client may send 20 requests a second by default: the node
+            # lifecycle controller lifting the not-ready taint of a thousand new nodes, or the
+            # garbage collector and the endpoints controllers following a thousand labs, would
+            # queue behind that for minutes.
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            # A node's health is checked every period against its lease; a real cluster's
+            # 5 s is enough unless the grace is short (the tests' 8 s).
+            f"--node-monitor-period={max(1, min(5, self.node_monitor_grace_seconds // 8))}s",
             f"--node-monitor-grace-period={self.node_monitor_grace_seconds}s",
             # Its default is a folder under /usr/libexec, which it would make on this machine.
             f"--flex-volume-plugin-dir={self.directory / 'flexvolume'}",
@@ -368,14 +391,18 @@ class DevCluster:
         pending: set[str] = names
         while time.monotonic() < deadline:
             pending = set(names)
-            for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
-                ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-                if ready and not node.spec.taints:
-                    pending.discard(node.metadata.name)
+            # Raw JSON: the client's models take seconds for a thousand nodes.
+            listed = core.list_node(label_selector=f"{SIMULATED_LABEL}=true", _preload_content=False)
+            for node in json.loads(listed.data)["items"]:
+                conditions = (node.get("status") or {}).get("conditions") or []
+                ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                if ready and not node["spec"].get("taints"):
+                    pending.discard(node["metadata"]["name"])
             if not pending:
                 return
-            time.sleep(0.2)
-        raise ClusterError(f"nodes not Ready and untainted after {timeout:.0f} s: {', '.join(sorted(pending))}")
+            time.sleep(0.2 if len(names) < 100 else 1.0)
+        shown = ", ".join(sorted(pending)[:20]) + (f" and {len(pending) - 20} more" if len(pending) > 20 else "")
+        raise ClusterError(f"nodes not Ready and untainted after {timeout:.0f} s: {shown}")
 
     def wait_for_service_account(self, namespace: str, name: str = "default", timeout: float = 30.0) -> None:
         """Until the controller-manager has made ``namespace``'s ServiceAccount ``name`` (pods need it)."""

@@ -24,8 +24,9 @@ What a kubelet tells the API server, and nothing it does on the host:
   alone, so the controller-manager marks it NotReady after its grace period, as for a node that
   died.
 
-The simulator's threads: one renews leases, one watches pods, one fires timed steps onto a small
-pool that talks to the API server.
+The simulator's threads: one renews leases (spread evenly over the renewal period, onto a pool of
+their own, so a thousand nodes do not renew in one burst), one watches pods, one fires timed
+steps onto a small pool that talks to the API server. Nodes register side by side on that pool.
 """
 
 from __future__ import annotations
@@ -188,7 +189,8 @@ class NodeSimulator:
         start_delay_seconds: float = 1.0,
         lease_duration_seconds: int = 10,
         kubelet_version: str = "v0.0.0",
-        workers: int = 4,
+        workers: int = 8,
+        lease_workers: int = 2,
         pod_ip: str | None = None,
         restart_fraction: float = 0.0,
     ) -> None:
@@ -216,6 +218,7 @@ class NodeSimulator:
         self._timer_seq = itertools.count()
         self._timer_wake = threading.Condition(self._lock)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="devcluster-kubelet")
+        self._lease_pool = ThreadPoolExecutor(max_workers=lease_workers, thread_name_prefix="devcluster-lease")
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
         self.restart_fraction = restart_fraction
@@ -223,9 +226,9 @@ class NodeSimulator:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register the nodes and their leases, then start the threads."""
-        for node in self.nodes.values():
-            self._register(node)
+        """Register the nodes and their leases (side by side on the pool), then start the threads."""
+        for _ in self._pool.map(self._register, self.nodes.values()):
+            pass  # the first node that failed to register raises here
         for target, name in ((self._renew_leases, "leases"), (self._watch_pods, "pods"), (self._fire_timers, "timers")):
             thread = threading.Thread(target=target, name=f"devcluster-{name}", daemon=True)
             thread.start()
@@ -237,6 +240,7 @@ class NodeSimulator:
         with self._timer_wake:
             self._timer_wake.notify_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._lease_pool.shutdown(wait=True, cancel_futures=True)
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -300,18 +304,21 @@ class NodeSimulator:
     # -- nodes and leases ------------------------------------------------------------------------
 
     def _register(self, node: FakeNode) -> None:
+        # Raw answers (``_preload_content=False``) here and in every call of the simulator: the
+        # client's model classes cost more CPU than the request, a thousand nodes over.
         try:
-            created = self.core.create_node(node.manifest())
+            created = self.core.create_node(node.manifest(), _preload_content=False)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            created = self.core.read_node(node.name)
+            created = self.core.read_node(node.name, _preload_content=False)
+        uid = json.loads(created.data)["metadata"]["uid"]
         self._post_node_status(node)
         lease = {
             "metadata": {
                 "name": node.name,
                 "namespace": LEASE_NAMESPACE,
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": created.metadata.uid}],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": uid}],
             },
             "spec": {
                 "holderIdentity": node.name,
@@ -361,16 +368,33 @@ class NodeSimulator:
         lease = self.coordination.patch_namespaced_lease
         _read(lease(name, LEASE_NAMESPACE, body, _content_type=MERGE_PATCH, _preload_content=False))
 
+    @property
+    def renew_interval_seconds(self) -> float:
+        """A kubelet renews its lease at a quarter of the lease's duration."""
+        return self.lease_duration_seconds / 4
+
     def _renew_leases(self) -> None:
-        # A kubelet renews at a quarter of the lease's duration.
-        interval = self.lease_duration_seconds / 4
-        while not self._stop.wait(interval):
+        """Every node's lease once a period, the renewals spread evenly over it (as independent
+        kubelets' are), each on the lease pool: a slow answer delays no other node's renewal."""
+        interval = self.renew_interval_seconds
+        period_start = time.monotonic()
+        while not self._stop.is_set():
+            period_start += interval
             with self._lock:
                 live = [name for name in self.nodes if name not in self._lost]
-            for name in live:
-                if self._stop.is_set():
+            for i, name in enumerate(live):
+                due = period_start + interval * i / len(live)
+                if self._stop.wait(max(0.0, due - time.monotonic())):
                     return
-                self._guard(self._renew, name)
+                with self._lock:
+                    if name in self._lost:  # lost since the period began
+                        continue
+                try:
+                    self._lease_pool.submit(self._guard, self._renew, name)
+                except RuntimeError:  # the pool was shut down: stopping
+                    return
+            if self._stop.wait(max(0.0, period_start + interval - time.monotonic())):
+                return
 
     # -- pods ------------------------------------------------------------------------------------
 
