@@ -8,7 +8,8 @@ real control plane, configured as a kubeadm cluster would be:
 * kube-apiserver with client-certificate and ServiceAccount-token authentication (anonymous
   requests are ``system:anonymous``, which RBAC allows only the health and version paths),
   ``--authorization-mode=Node,RBAC`` and the default admission plugins plus NodeRestriction,
-  ResourceQuota and LimitRanger;
+  ResourceQuota and LimitRanger, and an audit log of the requests of every ServiceAccount
+  outside ``kube-system`` (the portal's, JupyterHub's; ``request_counts``);
 * kube-scheduler with two profiles of the default plugins, ``default-scheduler`` and
   ``volcano`` (so pods that name Volcano are scheduled, on extended resources; Volcano's own
   plugins, such as FlexNPU's ``flexnpuaffinity``, do not run);
@@ -32,6 +33,7 @@ import socket
 import ssl
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from typing import Any
 
 import yaml
 from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
 
 from labs.devcluster.binaries import Release, require_built
 from labs.devcluster.nodes import SIMULATED_LABEL, FakeNode, fake_nodes
@@ -51,6 +54,24 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 SCHEDULER_NAMES = ("default-scheduler", "volcano")
 LOOPBACK = "127.0.0.1"
 PR_SET_PDEATHSIG = 1
+# apiserver_request_total's verbs as the audit log (and RBAC) names them; the rest are lowered.
+METRIC_VERBS = {"POST": "create", "PUT": "update", "APPLY": "patch"}
+# The API server's audit policy: the metadata (who, verb, resource; no bodies) of each request
+# of a ServiceAccount outside kube-system, when it is received. The components' requests (the
+# controller-manager's ServiceAccounts, the scheduler's and the node simulator's certificates)
+# are not logged: a thousand nodes' lease renewals would cost more than the requests counted.
+# Logged when received, before the request is served, so a count read after a call returns
+# includes it, and a watch counts when it starts.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["ResponseStarted", "ResponseComplete"],
+    "rules": [
+        {"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+        {"level": "None"},
+    ],
+}
 
 
 class ClusterError(RuntimeError):
@@ -132,6 +153,7 @@ class DevCluster:
         self.server = ""
         self.pki = self.directory / "pki"
         self.kubeconfig = self.directory / "admin.kubeconfig"
+        self.audit_log = self.directory / "audit.log"
         self.start_seconds: dict[str, float] = {}
 
     # -- the public face -------------------------------------------------------------------------
@@ -285,6 +307,8 @@ class DevCluster:
         )
 
     def _start_apiserver(self, certs: dict[str, CertFiles], etcd_port: int, port: int) -> None:
+        policy = self.directory / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         self._spawn(
             "kube-apiserver",
             f"--etcd-servers=https://{LOOPBACK}:{etcd_port}",
@@ -306,6 +330,11 @@ class DevCluster:
             "--allow-privileged=true",
             # No kube-proxy and no other API server: nobody follows the kubernetes Service's endpoints.
             "--endpoint-reconciler-type=none",
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",  # written before the request goes on: a count read later includes it
+            "--audit-log-maxsize=0",  # never rotated: the cluster's folder goes with it
             "--profiling=false",
         )
 
@@ -413,6 +442,62 @@ class DevCluster:
                 return
             time.sleep(0.1)
         raise ClusterError(f"no ServiceAccount {namespace}/{name} after {timeout:.0f} s")
+
+    # -- what the API server was asked -----------------------------------------------------------
+
+    def request_counts(self, user: str) -> Counter[tuple[str, str]]:
+        """How many requests ``user`` (a ServiceAccount outside kube-system, e.g.
+        ``system:serviceaccount:npu-lab-portal:npu-lab-portal``) has made since the cluster
+        started, by ``(verb, resource)``: ``("create", "pods")``, ``("list", "pods")``,
+        ``("watch", "pods")``, ``("create", "serviceaccounts/token")`` (a subresource after a
+        slash), a path for a request that names no resource (``("get", "/version")``).
+
+        Read from the API server's audit log, which names the user of each request (its
+        ``apiserver_request_total`` metric does not: see ``metric_request_counts``). Subtract
+        two counts for the requests in between.
+        """
+        counts: Counter[tuple[str, str]] = Counter()
+        try:
+            lines = self.audit_log.read_text().splitlines()
+        except FileNotFoundError:
+            return counts
+        for line in lines:
+            event = json.loads(line)
+            if event["stage"] != "RequestReceived" or event["user"].get("username") != user:
+                continue
+            ref = event.get("objectRef")
+            if ref and ref.get("resource"):
+                resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            else:
+                resource = event["requestURI"].split("?", 1)[0]
+            counts[(event["verb"], resource)] += 1
+        return counts
+
+    def metric_request_counts(self) -> Counter[tuple[str, str]]:
+        """Every client's requests since the API server started, by ``(verb, resource)`` as in
+        ``request_counts``, from its own ``apiserver_request_total`` (its HTTP verbs named as the
+        audit log names them: ``POST`` is ``create``, ``PUT`` ``update``): the scheduler's
+        bindings, the node simulator's status updates and lease renewals, the controllers'
+        requests, the portal's. A request is counted when it ends (a watch, when it closes)."""
+        response = self.api.call_api(
+            "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True
+        )
+        text = response.data.decode()
+        counts: Counter[tuple[str, str]] = Counter()
+        for family in text_string_to_metric_families(text):
+            if family.name != "apiserver_request":  # the parser drops a counter's _total
+                continue
+            for sample in family.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                labels = sample.labels
+                if labels.get("resource"):
+                    resource = labels["resource"] + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+                else:  # a request for a path, which the metric keeps as its subresource
+                    resource = labels.get("subresource", "")
+                verb = METRIC_VERBS.get(labels["verb"], labels["verb"].lower())
+                counts[(verb, resource)] += int(sample.value)
+        return counts
 
     # -- stop ------------------------------------------------------------------------------------
 
