@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -199,6 +201,8 @@ def reconcile_once(
     report.rounds += 1
     with events_batch():
         report.admitted += len(allocation_pass().admitted)
+        # Before looking: a call that answers while we look may not show in what we see.
+        out = _calls.sessions()
         try:
             seen = {sid: _seen(observed) for sid, observed in get_driver().observe().items()}
         except DriverError as exc:
@@ -219,7 +223,7 @@ def reconcile_once(
         for action in actions:
             name = type(action).__name__
             report.actions[name] = report.actions.get(name, 0) + 1
-        return _execute(actions, sessions, now, report, agent_calls, answers)
+        return _execute(actions, sessions, now, report, agent_calls, answers, out)
 
 
 def _seen(observed: Observed) -> Seen:
@@ -314,18 +318,25 @@ def _execute(
     report: ControllerReport,
     agent_calls: list[InstanceCall],
     answers: list[tuple[Future, Create | Delete]],
+    out: frozenset[str] = frozenset(),
 ) -> bool:
     by_id = {s.session_id: s for s in sessions}
     freed = False
-    creates = [a.session_id for a in actions if isinstance(a, Create)]
+    # A session whose create or delete this process is still making, or was making when the
+    # round looked at the cluster (``out``), is not asked for again, whatever its lease says:
+    # the answer is coming or came after the look, and a busy cluster would only get the same
+    # calls twice, queued behind the first ones.
+    busy = out | _calls.sessions()
+    creates = [a.session_id for a in actions if isinstance(a, Create) and a.session_id not in busy]
     links = dict(
         (str(pk), (kind, secret))
         for pk, kind, secret in LabSession.objects.filter(
             pk__in=[a.session_id for a in actions if isinstance(a, Running)]
         ).values_list("pk", "template__kind", "secret")
     )
-    deletes = [a for a in actions if isinstance(a, Delete)]
-    pending = _start_creates(creates, by_id) + [(_pool().submit(get_driver().delete, a.session_id), a) for a in deletes]
+    deletes = [a for a in actions if isinstance(a, Delete) and a.session_id not in busy]
+    pending = _start_creates(creates, by_id)
+    pending += [(_calls.submit(a.session_id, get_driver().delete, a.session_id), a) for a in deletes]
     running: dict[str, dict[str, object]] = {}
     finishing: list[str] = []
     notes: dict[str, Reason] = {}
@@ -406,6 +417,42 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=settings.LAB_CONTROLLER_THREADS, thread_name_prefix="controller")
 
 
+class _DriverCalls:
+    """The driver calls this process has queued or is making, by session: what Kubernetes'
+    controllers call expectations. A round asks nothing of a session with a call out, so a
+    class larger than the pool clears in one pass, not once more for every round that looked
+    while its calls were still queued (the create lease ends, an instance not yet deleting is
+    seen). Another process knows nothing of them: there the create lease is the guard.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: set[str] = set()
+
+    def sessions(self) -> frozenset[str]:
+        """The sessions with a call out now."""
+        with self._lock:
+            return frozenset(self._sessions)
+
+    def submit(self, session_id: str, call: Callable[..., object], *args: object) -> Future:
+        with self._lock:
+            self._sessions.add(session_id)
+        try:
+            future = _pool().submit(call, *args)
+        except BaseException:
+            self._done(session_id)
+            raise
+        future.add_done_callback(lambda _future: self._done(session_id))
+        return future
+
+    def _done(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.discard(session_id)
+
+
+_calls = _DriverCalls()
+
+
 def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tuple[Future, Create]]:
     if not session_ids:
         return []
@@ -425,7 +472,7 @@ def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tu
     )
     lease = timezone.now() + timedelta(seconds=settings.LAB_CREATE_LEASE_SECONDS)
     LabSession.objects.filter(pk__in=[s.pk for s in sessions]).update(retry_at=lease)
-    return [(_pool().submit(_create, session), Create(str(session.pk))) for session in sessions]
+    return [(_calls.submit(str(session.pk), _create, session), Create(str(session.pk))) for session in sessions]
 
 
 def _create(session: LabSession) -> str:

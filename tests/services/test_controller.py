@@ -426,6 +426,68 @@ def test_a_run_lets_go_of_the_lock_while_it_waits_for_the_drivers_answers(world,
     assert session.driver_ref
 
 
+@override_settings(LAB_CONTROLLER_WAIT_SECONDS=0.1, LAB_CREATE_LEASE_SECONDS=2)
+def test_a_create_still_waiting_for_its_answer_past_its_lease_is_not_asked_for_again(world, driver, monkeypatch):
+    monkeypatch.setattr(driver, "create_delay_seconds", 3.0)  # a busy cluster
+    asked = []
+    create = driver.create
+    monkeypatch.setattr(driver, "create", lambda spec: asked.append(spec.session_id) or create(spec))
+    session = launch(world)
+
+    reconcile_once()  # asks; the answer comes in 3 s
+    time.sleep(2.2)  # the lease is over, the answer not in yet
+    reconcile_once()
+
+    settle(session, timeout=15)
+    assert asked == [str(session.pk)]
+
+
+@override_settings(LAB_CONTROLLER_WAIT_SECONDS=0.1, LAB_CREATE_LEASE_SECONDS=2)
+def test_a_create_that_answers_while_the_round_looks_is_not_asked_for_again(world, driver, monkeypatch):
+    monkeypatch.setattr(driver, "create_delay_seconds", 2.5)
+    asked = []
+    create = driver.create
+    monkeypatch.setattr(driver, "create", lambda spec: asked.append(spec.session_id) or create(spec))
+    session = launch(world)
+    reconcile_once()  # asks; the answer comes in 2.5 s, after the lease
+    time.sleep(2.1)
+    observe = driver.observe
+
+    def slow_observe():  # what the round sees is from before the answer
+        seen = observe()
+        time.sleep(1.0)
+        return seen
+
+    monkeypatch.setattr(driver, "observe", slow_observe)
+    reconcile_once()
+    monkeypatch.setattr(driver, "observe", observe)
+
+    settle(session, timeout=15)
+    assert asked == [str(session.pk)]
+
+
+@override_settings(LAB_CONTROLLER_WAIT_SECONDS=0.1)
+def test_a_delete_still_waiting_for_its_answer_is_not_asked_for_again(world, driver, monkeypatch):
+    session = launch(world)
+    settle(session)
+    asked = []
+    delete = driver.delete
+
+    def slow_delete(session_id):  # a busy cluster
+        asked.append(session_id)
+        time.sleep(1.0)
+        delete(session_id)
+
+    monkeypatch.setattr(driver, "delete", slow_delete)
+    assert session_stop(session_id=session.pk, reason=BYE)
+
+    reconcile_once()  # asks; the answer comes in 1 s
+    reconcile_once()  # the instance is still there, not yet being deleted
+
+    settle(session, until=("stopped",))
+    assert asked == [str(session.pk)]
+
+
 def test_the_launch_spec_carries_the_memory_of_the_card_the_share_sits_on(world, driver):
     session = launch(world)
     reconcile_once()
