@@ -297,6 +297,14 @@ class NodeSimulator:
         self._post_node_status(self.nodes[name])
         self._renew(name)
 
+    def report_status(self, names: Sequence[str]) -> None:
+        """Post these nodes' status again, side by side, as a kubelet does every few minutes: each
+        is an update of the Node for the controllers that missed the last one."""
+        for name in names:
+            self._known(name)
+        for _ in self._pool.map(self._post_node_status, [self.nodes[name] for name in names]):
+            pass
+
     def _known(self, name: str) -> None:
         if name not in self.nodes:
             raise ValueError(f"{name!r} is not one of the simulated nodes")
