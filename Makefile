@@ -6,7 +6,7 @@ VAR := var
 # Checkov (the policy scan in tests/deploy) pins heavy dependencies: its own virtualenv.
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: checkov controlplane demo test test-fast test-sqlite bench bench-classstart bench-metrics bench-requests chaos load lint venv clean messages compilemessages
+.PHONY: checkov controlplane demo test test-fast test-sqlite bench bench-classstart bench-kube bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -98,13 +98,15 @@ test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 	$(VENV)/bin/pytest -m "not browser and not slow and not kube"
 
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on
-## PostgreSQL; the LMS roster sync of 5,000 members, twice; a class of 128 starting on the portal
-## beside JupyterHub; a simulated week of one class with the time and fairness policies and without;
-## a class of 30 taking back the labs another course borrowed (PostgreSQL, Redis, npm; ~15 min, most of it the week)
-bench: $(VENV)/.installed-dev
+## PostgreSQL; classes of 128, 512 and 1,024 on 1,000 fake nodes of the real control plane; the LMS
+## roster sync of 5,000 members, twice; a class of 128 starting on the portal beside JupyterHub; a
+## simulated week of one class with the time and fairness policies and without; a class of 30 taking
+## back the labs another course borrowed (PostgreSQL, Redis, npm; ~25 min, most of it the week and the control plane)
+bench: $(VENV)/.installed-dev controlplane
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench || status=1; \
 	$(PY) -m bench.pass_scale || status=1; \
+	$(PY) -m bench.kube_scale || status=1; \
 	$(PY) -m bench.roster_sync || status=1; \
 	$(PY) -m bench.side_by_side --launches 128 --repeats 3 || status=1; \
 	$(PY) -m bench.week || status=1; \
@@ -116,6 +118,11 @@ bench-classstart: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench.side_by_side --launches 512,1024 --repeats 1 || status=1; \
 	echo "make bench-classstart took $$(( $$(date +%s) - began )) s"; exit $$status
+
+## bench-kube: 1,000 fake nodes x 8 cards on the real control plane; classes of 128, 512 and 1,024
+## started and stopped by the lifecycle controller, with the portal's API requests per session (~11 min)
+bench-kube: $(VENV)/.installed-dev controlplane
+	$(PY) -m bench.kube_scale
 
 ## bench-metrics: one scrape of /metrics at 1,000 nodes, 40,000 live allocations and a history of
 ## 1,000,000 ended sessions on PostgreSQL (~3 min, most of it writing the data)
