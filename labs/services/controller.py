@@ -201,8 +201,12 @@ def reconcile_once(
     report.rounds += 1
     with events_batch():
         report.admitted += len(allocation_pass().admitted)
-        # Before looking: a call that answers while we look may not show in what we see.
+        # Before looking: a call that answers while we look may not show in what we see. The
+        # ledger is read before the look too: an instance another process records (binds) after
+        # this round's list was taken is absent from the list, and with its reference already
+        # read it would look vanished.
         out = _calls.sessions()
+        sessions = _desired()
         try:
             seen = {sid: _seen(observed) for sid, observed in get_driver().observe().items()}
         except DriverError as exc:
@@ -211,7 +215,6 @@ def reconcile_once(
             report.observe_error = str(exc)
             seen = None
         now = timezone.now()
-        sessions = _desired()
         actions = decide(
             sessions,
             seen,
@@ -327,7 +330,14 @@ def _execute(
     # the answer is coming or came after the look, and a busy cluster would only get the same
     # calls twice, queued behind the first ones.
     busy = out | _calls.sessions()
-    creates = [a.session_id for a in actions if isinstance(a, Create) and a.session_id not in busy]
+    wanted = [a.session_id for a in actions if isinstance(a, Create) and a.session_id not in busy]
+    # No more than the pool clears well inside a create lease: a create left queued behind a
+    # class's worth of others would outlive its lease and be asked again by another process,
+    # and on Kubernetes a create asked twice is charged twice to the course's ResourceQuota
+    # (admission counts it before the name is checked) until the quota controller recounts.
+    # The rest stay admitted for the next round, which comes at once.
+    room = max(0, CREATES_OUT_PER_THREAD * settings.LAB_CONTROLLER_THREADS - len(_calls.sessions()))
+    creates = wanted[:room]
     links = dict(
         (str(pk), (kind, secret))
         for pk, kind, secret in LabSession.objects.filter(
@@ -382,7 +392,7 @@ def _execute(
     answers.extend(pending)
     # Another round is worth it when the driver was asked for something (a delete may be done
     # already) or a release freed capacity the allocation pass can hand out.
-    return bool(pending) or freed
+    return bool(pending) or freed or len(creates) < len(wanted)
 
 
 def answers_collect(
@@ -451,6 +461,8 @@ class _DriverCalls:
 
 
 _calls = _DriverCalls()
+# Creates a process has out at once, per pool thread (a create is four requests on Kubernetes).
+CREATES_OUT_PER_THREAD = 4
 
 
 def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tuple[Future, Create]]:

@@ -495,3 +495,49 @@ def test_the_launch_spec_carries_the_memory_of_the_card_the_share_sits_on(world,
 
     card = session.allocation.card
     assert launch_spec(session).card.card_memory_mib == card.memory_mib > session.allocation.memory_mib
+
+
+@override_settings(LAB_CONTROLLER_THREADS=2)
+def test_a_round_sends_no_more_creates_than_its_pool_clears_and_the_rest_wait_admitted(world, driver, monkeypatch):
+    """A create queued behind a class's worth of others would outlive its lease and be sent twice."""
+    from labs.services import controller
+
+    monkeypatch.setattr(controller, "CREATES_OUT_PER_THREAD", 1)  # room for 2 creates out at once
+    sessions = [launch(world, student=i) for i in range(4)]
+
+    assert reconcile_once() is True  # another round is worth it: two are still to be sent
+    for session in sessions:
+        session.refresh_from_db()
+    assert sorted(s.state for s in sessions) == ["admitted", "admitted", "starting", "starting"]
+    assert len(driver.list()) == 2
+
+    settle(*sessions)
+    assert len(driver.list()) == 4
+
+
+def test_an_instance_another_process_records_after_the_look_is_not_taken_for_vanished(world, driver, monkeypatch):
+    """The list was taken before the create landed; another worker's answer binds it before this round decides."""
+    from labs.services import controller
+
+    session = launch(world)
+    reconcile_once()
+    session.refresh_from_db()
+    ref = session.driver_ref
+    assert session.state in ("starting", "running") and ref
+    LabSession.objects.filter(pk=session.pk).update(state="starting", driver_ref="", running_at=None)
+    looked = driver.observe
+
+    def look_then_another_worker_binds():
+        seen = looked()
+        seen.pop(str(session.pk), None)  # not yet in the list
+        controller._bind(str(session.pk), ref, recovered=False)  # the other worker's answer, after the list
+        return seen
+
+    monkeypatch.setattr(driver, "observe", look_then_another_worker_binds)
+    LabSession.objects.filter(pk=session.pk).update(retry_at=timezone.now() + timedelta(seconds=15))
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state == "starting", session.reason
+    monkeypatch.undo()
+    settle(session)
