@@ -52,7 +52,9 @@ def test_the_portals_workloads_pass_the_namespaces_pod_security_and_run(deployed
         deployments = apps.list_namespaced_deployment(PORTAL_NAMESPACE).items
         return [d.metadata.name for d in deployments if (d.status.available_replicas or 0) < d.spec.replicas]
 
-    wait_for("every Deployment of npu-lab-portal available", lambda: not unavailable() or None, timeout=30)
+    # Generous: on a busy 2-core machine the deployment controller, the scheduler and the node
+    # simulator share it with the test run (a CI run once needed more than 30 s).
+    wait_for("every Deployment of npu-lab-portal available", lambda: not unavailable() or None, timeout=90)
     agents = apps.read_namespaced_daemon_set("node-agent", "npu-lab-agent")
     wait_for(
         "the node agent on every NPU node",
