@@ -213,6 +213,10 @@ class LaunchSpec:
     labels: dict[str, str] = field(default_factory=dict)
     model: str = ""  # vLLM: the model to serve; empty: the driver's default
     host: HostResources = HostResources()
+    # A create of this instance may have been asked before (its lease ended, or it failed): a
+    # driver whose repeated create costs something (a Kubernetes namespace's ResourceQuota
+    # charges every create) looks for the instance first.
+    repeat: bool = False
 
     def instance_environment(self) -> dict[str, str]:
         """The instance described to the lab, as the FlexNPU device plugin would expose it."""

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import lru_cache
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -490,8 +490,9 @@ def _start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tu
 def _create(session: LabSession) -> str:
     """Runs in a pool thread: no database here, only the driver. The node's agent hears of the
     instance once it is recorded (``_registrations``), so no registration exists that the
-    ledger cannot name."""
-    return get_driver().create(launch_spec(session))
+    ledger cannot name. A session that had a lease or a back-off before (``retry_at``, read
+    before this round set its lease) may have been created already: the driver looks first."""
+    return get_driver().create(replace(launch_spec(session), repeat=session.retry_at is not None))
 
 
 def _registrations(session_ids: list[str]) -> list[InstanceCall]:

@@ -101,6 +101,30 @@ def test_a_repeated_create_of_a_lab_that_fills_the_quota_finds_its_pod_instead_o
         core.delete_namespace(course.namespace)
 
 
+def test_a_create_asked_again_looks_first_and_is_not_charged_to_the_quota_again(
+    deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
+) -> None:
+    """Every create is charged to the namespace's ResourceQuota at admission, before the name is
+    checked: a lab's create sent twice would keep the class's last student out ("exceeded
+    quota") until the quota controller recounts. One asked again (its lease ended) reads first."""
+    quota = {"core_percent": 50, "memory_mib": 16384, "instance_count": 2}
+    course = make_lab_course(deployed, settings, profile="flexnpu", quota=quota)
+    try:
+        driver = portal_driver(deployed, core, course)
+        first = lab_spec(course, core_percent=25, memory_mib=8192)
+        uid = driver.create(first)
+
+        assert driver.create(replace(first, repeat=True)) == uid
+        assert driver.create(replace(first, repeat=True)) == uid
+        used = core.read_namespaced_resource_quota("lab-sessions", course.namespace).status.used
+        assert used["pods"] == "1"
+        second = lab_spec(course, core_percent=25, memory_mib=8192)
+        assert driver.create(second)  # the class's last place is still there
+        assert set(driver.observe()) == {first.session_id, second.session_id}
+    finally:
+        core.delete_namespace(course.namespace)
+
+
 def test_a_lab_no_node_can_hold_waits_with_the_schedulers_reason(
     deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
 ) -> None:

@@ -117,6 +117,24 @@ def test_a_transient_create_error_is_retried_with_backoff_before_the_session_fai
     assert session.create_attempts == 1
 
 
+@override_settings(LAB_CREATE_ATTEMPTS=3)
+def test_a_create_asked_again_tells_the_driver_it_may_have_been_made(world, driver, monkeypatch):
+    # On Kubernetes a pod created twice is charged twice to the course's ResourceQuota: the
+    # driver looks first when told the create is a repeat (after a failure or an ended lease).
+    asked = []
+    create = driver.create
+    monkeypatch.setattr(driver, "create", lambda spec: asked.append(spec.repeat) or create(spec))
+    monkeypatch.setattr(driver, "create_failure_rate", 1.0)
+    session = launch(world)
+    reconcile_once()
+
+    monkeypatch.setattr(driver, "create_failure_rate", 0.0)
+    LabSession.objects.filter(pk=session.pk).update(retry_at=timezone.now())
+    settle(session)
+
+    assert asked == [False, True]
+
+
 @override_settings(LAB_CREATE_ATTEMPTS=2)
 def test_a_create_that_keeps_failing_fails_the_session_with_the_error(world, driver, monkeypatch):
     session = launch(world)

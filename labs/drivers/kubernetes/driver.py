@@ -52,6 +52,33 @@ from labs.drivers.kubernetes.profiles import HOSTNAME_LABEL, PROFILES, DevicePro
 from labs.drivers.statefile import canonical_session_id
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Answers that say the API server did nothing with the request: priority and fairness turned
+# it away (429). Only these are sent again for a create.
+NOT_DONE_STATUSES = frozenset({429})
+
+
+class _Retry(Retry):
+    """urllib3's retries, except that a create (POST) is sent again only when the API server
+    said it did nothing with it (429).
+
+    A create that timed out or was answered 5xx may have been stored, and a pod's second create
+    is charged to the course namespace's ResourceQuota again (admission counts it before the
+    name is checked) until the quota controller recounts, minutes later: the class's last
+    students would be refused "exceeded quota". The driver looks for the pod instead
+    (``KubernetesDriver._create_pod``).
+    """
+
+    def _is_method_retryable(self, method: str) -> bool:
+        # Read errors (a timeout, a dropped connection) after the request went out: a create
+        # may have been done. Connection errors (nothing sent) are retried for every verb.
+        return method.upper() != "POST" and super()._is_method_retryable(method)
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if method.upper() == "POST" and status_code in NOT_DONE_STATUSES:
+            return status_code in (self.status_forcelist or ())
+        return super().is_retry(method, status_code, has_retry_after)
+
+
 REFUSED_STATUSES = frozenset({400, 403, 422})
 IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 # Not CrashLoopBackOff: that is a container waiting to be restarted, which the controller judges
@@ -106,7 +133,8 @@ class KubernetesDriver(ClusterDriver):
     * ``url_pattern`` — the access URL, with ``{session_id}`` (and ``{namespace}``, ``{service}``, ``{port}``).
     * ``pod_options`` — fields of ``builders.PodOptions`` (persistent home claim, vLLM settings, ...).
     * ``spawn_timeout_seconds`` (600) — a pod still pending after this is ``FAILED``.
-    * ``request_timeout_seconds`` (10), ``retries`` (3) — per API request. ``delete`` does not wait
+    * ``request_timeout_seconds`` (10), ``retries`` (3) — per API request; a pod's create is sent
+      again only after a 429 (see ``_Retry``). ``delete`` does not wait
       for the pod to be gone; ``delete_wait_seconds`` is accepted for old settings and unused.
     """
 
@@ -232,7 +260,7 @@ class KubernetesDriver(ClusterDriver):
             except (ConfigException, OSError) as exc:
                 raise ValueError(f"no Kubernetes API: set api_url, run in a cluster or provide a kubeconfig ({exc})") from exc
         # Retries live on the connection pool, so every call of the client gets them.
-        configuration.retries = Retry(
+        configuration.retries = _Retry(
             total=retries,
             connect=retries,
             read=retries,
@@ -241,7 +269,7 @@ class KubernetesDriver(ClusterDriver):
             backoff_factor=0.2,
             backoff_max=5,
             status_forcelist=RETRY_STATUSES,
-            allowed_methods=None,  # every verb: creates are idempotent by name, deletes by 404
+            allowed_methods=None,  # every verb but a create's second sending (see _Retry)
             raise_on_status=False,  # the last 5xx reaches the client as an ApiException
             respect_retry_after_header=True,
         )
@@ -273,26 +301,52 @@ class KubernetesDriver(ClusterDriver):
             return False
         return True
 
-    def _create_or_read(self, what: str, create: Any, read: Any, body: dict) -> dict[str, Any]:
-        """Create a namespaced object, else (it exists: a create repeated) read it; the object as the API server holds it.
+    def _create_pod(self, body: dict, *, look_first: bool) -> dict[str, Any]:
+        """Create the lab pod unless it is there; the pod as the API server holds it.
+
+        A pod's create is sent at most once a call, and not at all when the pod is there: each
+        create is charged to the course namespace's ResourceQuota at admission, before the name
+        is checked, and a second one for the same pod stays charged until the quota controller
+        recounts, minutes later, refusing other students' labs "exceeded quota" meanwhile. So a
+        create that may have been sent before (``look_first``: its lease ended, an earlier one
+        failed) looks first — a read costs the quota nothing — and one whose answer is lost (a
+        timeout, a 5xx: it may have been stored) looks afterwards instead of sending it again.
+        Not found then, the create fails for the controller to try later, looking first.
 
         Read as plain JSON: the answer is only looked at for its identity, and turning it into
         the client's model objects would cost more than the request.
         """
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if look_first and (pod := self._read_pod(name, namespace)) is not None:
+            return pod
+        create, lost = self.core.create_namespaced_pod, (403, 409, *RETRY_STATUSES)
         try:
-            answer = self._call(what, create, namespace, body, passthrough=(403, 409), _preload_content=False)
+            answer = self._call("the lab pod", create, namespace, body, passthrough=lost, _preload_content=False)
         except ApiException as exc:
-            # A repeated create (its first answer came too late) meets the namespace's
-            # ResourceQuota before the name's existence: with the quota full of the class, the
-            # API server answers 403 "exceeded quota" for a pod that is there. Only a pod that is
-            # not there makes the 403 a refusal.
-            try:
-                answer = self._call(f"reading {what}", read, name, namespace, passthrough=(403, 404), _preload_content=False)
-            except ApiException:
-                if exc.status == 403:
-                    raise DriverRefused(f"The cluster refused {what}: {_api_message(exc)}.") from exc
-                raise DriverError(f"{what.capitalize()} disappeared right after it was created; try again.") from None
+            # With the namespace's quota full of the class, a create sent again answers 403
+            # "exceeded quota" for a pod that is there: only a pod not there makes it a refusal.
+            if (pod := self._read_pod(name, namespace)) is not None:
+                return pod
+            if exc.status == 403:
+                raise DriverRefused(f"The cluster refused the lab pod: {_api_message(exc)}.") from exc
+            if exc.status == 409:
+                raise DriverError("The lab pod disappeared right after it was created; try again.") from None
+            raise DriverError(f"The cluster did not create the lab pod: {_api_message(exc)}; it is tried again shortly.") from exc
+        except DriverRefused:
+            raise
+        except DriverError:
+            if (pod := self._read_pod(name, namespace)) is not None:
+                return pod
+            raise
+        return json.loads(answer.data)
+
+    def _read_pod(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """The pod as plain JSON, or ``None`` if there is none of that name."""
+        read = self.core.read_namespaced_pod
+        try:
+            answer = self._call("reading the lab pod", read, name, namespace, passthrough=(404,), _preload_content=False)
+        except ApiException:
+            return None
         return json.loads(answer.data)
 
     def _list_pods(self, selector: str) -> list[dict[str, Any]]:
@@ -406,7 +460,7 @@ class KubernetesDriver(ClusterDriver):
         # removes them with the pod, so the portal never needs to list secrets or services
         # (least privilege). The kubelet retries a container whose secretKeyRef is not there yet.
         name = builders.pod_name(spec.session_id)
-        current = self._create_or_read("the lab pod", self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
+        current = self._create_pod(pod, look_first=spec.repeat)
         uid = current.get("metadata", {}).get("uid")
         if not uid:
             raise DriverError("The cluster returned the lab pod without a UID.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from dataclasses import replace
 
 import kmock
 import pytest
@@ -87,9 +88,9 @@ def test_a_client_error_is_not_retried(emulator: EmulatorThread) -> None:
     assert failing.calls == 1
 
 
-def test_a_create_whose_answer_was_lost_is_retried_and_returns_the_pod_it_made(emulator: EmulatorThread) -> None:
-    # The emulator, like an API server, has stored the pod before the 500 goes out; the retry gets
-    # 409 AlreadyExists and the driver returns the stored pod's UID.
+def test_a_create_whose_answer_was_lost_is_looked_for_not_sent_again(emulator: EmulatorThread) -> None:
+    # The emulator, like an API server, has stored the pod before the 500 goes out. A second
+    # create would be charged to the namespace's ResourceQuota again: the driver reads instead.
     driver = driver_for(emulator, retries=2)
     failing = Failing(times=1)
     emulator.react(CREATE_PODS, failing)
@@ -98,8 +99,53 @@ def test_a_create_whose_answer_was_lost_is_retried_and_returns_the_pod_it_made(e
 
     (pod,) = emulator.objects("pods")
     assert uid == pod["metadata"]["uid"]
-    assert failing.calls == 1  # the second POST was answered 409 by the emulator itself
+    assert failing.calls == 1
+    assert len(emulator.kmock[CREATE_PODS]) == 1
+
+
+def test_a_create_refused_by_priority_and_fairness_is_sent_again(emulator: EmulatorThread) -> None:
+    # 429: the API server turned the request away before doing anything with it.
+    driver = driver_for(emulator, retries=2)
+    failing = Failing(times=1, status=429, message="Too many requests, please try again later.")
+    emulator.react(CREATE_PODS, failing)
+
+    uid = driver.create(make_spec())
+
+    (pod,) = emulator.objects("pods")
+    assert uid == pod["metadata"]["uid"]
     assert len(emulator.kmock[CREATE_PODS]) == 2
+
+
+def test_a_create_that_times_out_is_not_sent_again(emulator: EmulatorThread) -> None:
+    driver = driver_for(emulator, retries=2, request_timeout_seconds=0.5)
+    hanging = Hanging(times=1)  # the emulator has the pod; its answer comes after the client gave up
+    emulator.react(CREATE_PODS, hanging)
+
+    uid = driver.create(make_spec())
+
+    (pod,) = emulator.objects("pods")
+    assert uid == pod["metadata"]["uid"]
+    assert hanging.calls == 1
+    assert len(emulator.kmock[CREATE_PODS]) == 1
+
+
+def test_a_repeated_create_reads_the_pod_and_sends_no_create(emulator: EmulatorThread) -> None:
+    driver = driver_for(emulator, retries=2)
+    spec = make_spec()
+    uid = driver.create(spec)
+
+    assert driver.create(replace(spec, repeat=True)) == uid
+    assert len(emulator.kmock[CREATE_PODS]) == 1
+
+
+def test_a_repeated_create_of_a_pod_not_there_creates_it(emulator: EmulatorThread) -> None:
+    driver = driver_for(emulator, retries=2)
+
+    uid = driver.create(replace(make_spec(), repeat=True))
+
+    (pod,) = emulator.objects("pods")
+    assert uid == pod["metadata"]["uid"]
+    assert len(emulator.kmock[CREATE_PODS]) == 1
 
 
 def test_a_request_that_times_out_is_retried(emulator: EmulatorThread) -> None:
