@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from dataclasses import replace
 
+import kmock
 import pytest
 
 from labs.domain.reasons import Reason
-from labs.drivers import DriverError, PollStatus
+from labs.drivers import DriverError, PollStatus, build_driver
 from labs.drivers.base import HostResources
 from labs.drivers.kubernetes import KubernetesDriver
 from tests.drivers.helpers import make_spec
+from tests.drivers.kubernetes.conftest import driver_config
 from tests.drivers.kubernetes.emulator import EmulatorThread, Kubelet
 
 
@@ -234,9 +238,10 @@ def test_the_token_option_is_sent_as_a_bearer_token(k8s_driver: KubernetesDriver
     assert headers == {"authorization": "Bearer test-token"}
 
 
-def test_creates_observes_and_deletes_reuse_one_connection(k8s_driver: KubernetesDriver, emulator: EmulatorThread) -> None:
+def test_creates_observes_and_deletes_reuse_their_connections(k8s_driver: KubernetesDriver, emulator: EmulatorThread) -> None:
     """Answers read as plain JSON are read to their end, so each connection goes back to the pool:
-    a connection left holding an unread answer would cost a new TLS handshake per request."""
+    a connection left holding an unread answer would cost a new TLS handshake per request. A
+    lab's secret, service and route are made side by side: three connections at most, kept."""
     specs = [replace(make_spec(), session_id=str(uuid.uuid4())) for _ in range(5)]
     for spec in specs:
         k8s_driver.create(spec)
@@ -245,8 +250,29 @@ def test_creates_observes_and_deletes_reuse_one_connection(k8s_driver: Kubernete
         k8s_driver.delete(spec.session_id)
 
     manager = k8s_driver.core.api_client.rest_client.pool_manager
-    pools = [manager.pools[key] for key in manager.pools.keys()]
-    assert [pool.num_connections for pool in pools] == [1]
+    (pool,) = [manager.pools[key] for key in manager.pools.keys()]
+    assert 1 <= pool.num_connections <= 3
+
+
+def test_a_labs_secret_service_and_route_are_made_side_by_side(emulator: EmulatorThread) -> None:
+    driver = build_driver(driver_config(emulator.url, ingress_host="labs.example.edu"))
+    seen: list[float] = []
+
+    async def slow(request: kmock.Request) -> None:
+        seen.append(time.monotonic())
+        await asyncio.sleep(0.5)
+        raise NotImplementedError  # then the emulator makes it
+
+    for plural in ("secrets", "services"):
+        emulator.react(f"post /api/v1/namespaces/lab-npu101/{plural}", slow)
+    emulator.react("post /apis/networking.k8s.io/v1/namespaces/lab-npu101/ingresses", slow)
+
+    started = time.monotonic()
+    driver.create(make_spec())
+
+    assert len(seen) == 3 and max(seen) - min(seen) < 0.4  # all three asked before the first answered
+    assert time.monotonic() - started < 1.4
+    assert [len(emulator.objects(plural)) for plural in ("secrets", "services", "ingresses")] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("node", ["", "a,metadata.namespace=x", "Node_1", "../n1"])
