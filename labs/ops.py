@@ -22,7 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labs.domain.vllm import VENDOR_MODELS
@@ -42,7 +42,7 @@ from labs.selectors.operations import (
 )
 from labs.selectors.reservations import upcoming_slots
 from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
-from labs.services import catalog, operations, selftest
+from labs.services import catalog, evacuation, operations, selftest
 from labs.services.affiliations import affiliation_link
 from labs.templatetags.units import gib_text
 
@@ -138,6 +138,70 @@ def node_drain(request: HttpRequest, node_id: int) -> HttpResponse:
         request,
         "labs/ops/confirm.html",
         {"form": form, "node": node, "undrain": undrain, "remaining": remaining, "what": "drain"},
+    )
+
+
+class EvacuateForm(ReasonForm):
+    minutes = forms.IntegerField(
+        label=gettext_lazy("Deadline (minutes from now)"),
+        initial=evacuation.EVACUATION_MINUTES_DEFAULT,
+        widget=forms.NumberInput(attrs={"min": evacuation.EVACUATION_MINUTES_MIN, "max": evacuation.EVACUATION_MINUTES_MAX}),
+        help_text=gettext_lazy("Students are warned now; labs still there at the deadline are stopped."),
+        error_messages={
+            "required": gettext_lazy("Give a deadline in minutes."),
+            "invalid": gettext_lazy("Give the deadline as a whole number of minutes."),
+        },
+    )
+
+    field_order = ["minutes", "reason", "confirm"]
+
+    def clean_minutes(self) -> int:
+        minutes = self.cleaned_data["minutes"]
+        if not evacuation.EVACUATION_MINUTES_MIN <= minutes <= evacuation.EVACUATION_MINUTES_MAX:
+            raise forms.ValidationError(
+                _("Give a deadline between %(min)s and %(max)s minutes.")
+                % {"min": evacuation.EVACUATION_MINUTES_MIN, "max": evacuation.EVACUATION_MINUTES_MAX}
+            )
+        return minutes
+
+
+@operator_view(platform=True)
+@require_http_methods(["GET", "POST"])
+def node_evacuate(request: HttpRequest, node_id: int) -> HttpResponse:
+    node = get_object_or_404(Node, pk=node_id)
+    form = EvacuateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            report = evacuation.node_evacuate(
+                node=node, by=request.user, minutes=form.cleaned_data["minutes"], reason=form.cleaned_data["reason"]
+            )
+        except evacuation.EvacuationRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(
+                request,
+                ngettext(
+                    "%(node)s is being emptied: %(labs)s lab warned; it stops at %(time)s if still there.",
+                    "%(node)s is being emptied: %(labs)s labs warned; those still there stop at %(time)s.",
+                    len(report.warned),
+                )
+                % {
+                    "node": node.name,
+                    "labs": len(report.warned),
+                    "time": timezone.localtime(report.deadline).strftime("%H:%M"),
+                },
+            )
+            if report.left or report.slots_short:
+                messages.warning(
+                    request,
+                    _("Some class reservations do not fit on the other nodes; their instructors see it on their page."),
+                )
+            return redirect("labs:ops")
+    remaining = Allocation.objects.filter(card__node=node, released_at__isnull=True).count()
+    return render(
+        request,
+        "labs/ops/confirm.html",
+        {"form": form, "node": node, "remaining": remaining, "what": "evacuate"},
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from celery import shared_task
 
-from labs.services import activity, budgets, controller, reconcile, reservations
+from labs.services import activity, budgets, controller, evacuation, reconcile, reservations
 
 
 @shared_task(name="labs.tasks.controller")
@@ -52,3 +52,8 @@ def activity_task() -> dict[str, int]:
 @shared_task(name="labs.tasks.reservations")
 def reservations_task() -> dict[str, int]:
     return {k: len(v) for k, v in asdict(reservations.reservations_enforce()).items()}
+
+
+@shared_task(name="labs.tasks.evacuations")
+def evacuations_task() -> dict[str, int]:
+    return {"stopped": len(evacuation.evacuations_enforce())}

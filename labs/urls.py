@@ -37,6 +37,7 @@ urlpatterns = [
     path("ops/cards/<int:card_id>/health/", ops.card_health, name="ops-card-health"),
     path("ops/cards/<int:card_id>/isolation/clear/", ops.card_isolation_clear, name="ops-card-isolation-clear"),
     path("ops/nodes/<int:node_id>/drain/", ops.node_drain, name="ops-node-drain"),
+    path("ops/nodes/<int:node_id>/evacuate/", ops.node_evacuate, name="ops-node-evacuate"),
     path("ops/sessions/<uuid:session_id>/stop/", ops.session_stop, name="ops-session-stop"),
     path("ops/usage/", ops.usage_view, name="ops-usage"),
     path("ops/tenancy/", ops.tenancy, name="ops-tenancy"),

@@ -315,6 +315,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "labs.tasks.reservations",
         "schedule": env_float("LAB_RESERVATION_CHECK_SECONDS", 30.0, minimum=1.0),
     },
+    # Nodes emptied for maintenance: stop what is still there at the deadline (labs.services.evacuation).
+    "evacuations": {"task": "labs.tasks.evacuations", "schedule": env_float("LAB_EVACUATION_CHECK_SECONDS", 15.0, minimum=1.0)},
     # Unavailable nodes only: is the agent back? (cheap when every node is up)
     "nodes-recheck": {
         "task": "labs.tasks.nodes_recheck",

@@ -53,6 +53,15 @@ MESSAGES: dict[str, str] = {
         "it stops at the time shown; save your work"
     ),
     "session.reclaimed": gettext_noop("stopped: the capacity it borrowed was needed for a session of %(course)s"),
+    # The operator empties the lab's node for maintenance (an NPU plugin upgrade): ``time`` is the
+    # deadline, HH:MM in the portal's time zone (labs.services.evacuation).
+    "session.evacuation_warned": gettext_noop(
+        "the server this lab runs on is being emptied for maintenance: the lab stops at %(time)s; save your work"
+    ),
+    "session.evacuated": gettext_noop("stopped: node emptied for maintenance"),
+    "session.evacuation_moved": gettext_noop(
+        "stopped: pre-started for a class on a node emptied for maintenance; started again on another node"
+    ),
     "session.idle_warning": gettext_noop(
         "no activity for %(minutes)s minutes: this lab stops at the time shown unless you keep it running"
     ),

@@ -175,3 +175,13 @@ def slot_room(
     while placed and not replace(want, count=placed).charge.fits_in(left):
         placed -= 1
     return placed
+
+
+
+def room_now(nodes: Iterable[NodeCapacity], wants: Sequence[Demand], *, config: PlacementConfig = DEFAULT_CONFIG) -> list[int]:
+    """How many of each demand's ``count`` instances the placeable nodes hold now, beside the
+    instances ``nodes`` list and the demands before it (each 0..``count``, in ``wants``' order):
+    where sessions that must leave a node can go. Placement only: quotas are the allocation
+    pass's to apply."""
+    cluster = Cluster(list(nodes), config)
+    return [_place(cluster, want, want.count, f"now{n}-") for n, want in enumerate(wants)]

@@ -20,6 +20,12 @@ class Node(models.Model):
     drained = models.BooleanField(_("drained"), default=False)
     drain_reason = models.CharField(_("why drained"), max_length=300, blank=True)
     drained_at = models.DateTimeField(_("drained at"), null=True, blank=True)
+    # Being emptied for maintenance (labs.services.evacuation): drained, its students warned, and
+    # what still runs there at this time is stopped. Cleared when the node is undrained.
+    evacuate_at = models.DateTimeField(_("emptied by"), null=True, blank=True)
+    # How many instances the node's agent listed at the last reconcile; empty until it reports.
+    # A node is empty (safe to upgrade its NPU plugin) only when the ledger and the agent agree.
+    instances_reported = models.PositiveIntegerField(_("instances the agent reports"), null=True, blank=True)
 
     # How the portal knows which card an instance really runs on (the driver says, at each
     # inventory sync): REPORTED (the agent lists each instance on its card and the ledger

@@ -53,6 +53,10 @@ class ReservationSlot(models.Model):
     starts_at = models.DateTimeField(db_index=True)
     ends_at = models.DateTimeField()
     prestarted_at = models.DateTimeField(null=True, blank=True)
+    # How many of its sessions did not fit elsewhere when ``evacuated_node`` was emptied for
+    # maintenance (labs.services.evacuation): what the instructor is told.
+    evacuation_shortfall = models.PositiveIntegerField(default=0)
+    evacuated_node = models.CharField(max_length=253, blank=True)
 
     class Meta:
         ordering = ["starts_at", "id"]

@@ -258,8 +258,13 @@ def isolation_suspect_cards() -> int:
 
 
 def reclaims_pending() -> int:
-    """Sessions warned of a reclaim that still hold their capacity (``labs.services.allocation._reclaim_follow``)."""
-    return LabSession.objects.filter(reclaim_at__isnull=False, state__in=RECLAIMABLE).count()
+    """Sessions warned of a reclaim that still hold their capacity (``labs.services.allocation._reclaim_follow``);
+    not those warned because their node is being emptied for maintenance (``labs.services.evacuation``)."""
+    return (
+        LabSession.objects.filter(reclaim_at__isnull=False, state__in=RECLAIMABLE)
+        .exclude(allocation__card__node__evacuate_at__isnull=False)
+        .count()
+    )
 
 
 def guarantee_breaches_since(since: datetime) -> list[tuple[str, int]]:

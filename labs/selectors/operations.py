@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from labs.domain.placement import Cluster
 from labs.domain.states import TERMINAL
@@ -102,6 +104,29 @@ class NodeView:
     driver_version: str = ""
     firmware_version: str = ""
     npu_smi_version: str = ""
+    # Being emptied for maintenance by this time (labs.services.evacuation); None: it is not.
+    evacuate_at: datetime | None = None
+    # What its agent listed at the last reconcile; None: no agent, or none reported yet.
+    has_agent: bool = False
+    instances_reported: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing in the ledger on it and nothing its agent reports: safe to upgrade its NPU plugin."""
+        return not self.sessions and (not self.has_agent or self.instances_reported == 0)
+
+    @property
+    def evacuation_text(self) -> str:
+        """Where its emptying stands, in the active language; "" when it is not being emptied."""
+        if self.evacuate_at is None:
+            return ""
+        if self.empty:
+            return gettext("empty — safe to upgrade the NPU plugin")
+        if not self.sessions:
+            return gettext("no lab left; waiting for the node's agent to report no instance")
+        return ngettext(
+            "%(n)s lab left, empty at %(time)s", "%(n)s labs left, empty at %(time)s", self.sessions
+        ) % {"n": self.sessions, "time": timezone.localtime(self.evacuate_at).strftime("%H:%M")}
 
 
 def cluster_state() -> list[NodeView]:
@@ -136,6 +161,9 @@ def cluster_state() -> list[NodeView]:
             n.driver_version,
             n.firmware_version,
             n.npu_smi_version,
+            n.evacuate_at,
+            bool(n.agent_url),
+            n.instances_reported,
         )
         for n in Node.objects.order_by("name")
     }
@@ -174,6 +202,8 @@ def cluster_state_json(nodes: list[NodeView]) -> dict:
                 "available": n.available,
                 "drained": n.drained,
                 "sessions": n.sessions,
+                "evacuation": n.evacuation_text,
+                "empty": n.evacuate_at is not None and n.empty,
                 "cards": [
                     {
                         "id": c.pk,

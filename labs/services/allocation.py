@@ -253,18 +253,26 @@ def _reclaim_follow(needed: dict[str, str]) -> ReclaimReport:
     """
     report = ReclaimReport()
     now = timezone.now()
-    warned = dict(
+    warned: dict[str, datetime] = {}
+    # A lab on a node being emptied for maintenance was warned by the operator's evacuation
+    # (labs.services.evacuation), not by a plan: that warning is not this rule's to withdraw or
+    # restart, and the evacuation stops it at its deadline.
+    evacuating: dict[str, datetime] = {}
+    for pk, at, evacuate_at in (
         LabSession.objects.select_for_update(of=("self",))
         .filter(reclaim_at__isnull=False, state__in=RECLAIMABLE)
-        .values_list("pk", "reclaim_at")
-    )
-    warned = {str(pk): at for pk, at in warned.items()}
+        .values_list("pk", "reclaim_at", "allocation__card__node__evacuate_at")
+    ):
+        (warned if evacuate_at is None else evacuating)[str(pk)] = at
     for key in sorted(set(warned) - set(needed)):
         LabSession.objects.filter(pk=key).update(reclaim_at=None, version=F("version") + 1, **reason_fields(None))
         RepairEvent.objects.create(kind=RepairEvent.Kind.RECLAIM_WITHDRAWN, session_id=key, message="no longer needed: runs on")
         report.withdrawn.append(key)
     stop_at = now + timedelta(seconds=settings.LAB_RECLAIM_WARNING_SECONDS)
     for key, course in sorted(needed.items()):
+        if key in evacuating:
+            report.stops_at[key] = max(now, evacuating[key])
+            continue
         at = warned.get(key)
         report.stops_at[key] = now if at is None or at <= now else at
         if at is None:

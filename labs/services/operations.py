@@ -14,7 +14,8 @@ from labs.models import Affiliation, AllowedImage, Card, Institution, Institutio
 from labs.models.catalog import serving_image
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
-from labs.services.events import cluster_changed_publish
+from labs.services.evacuation import evacuation_cancel
+from labs.services.events import cluster_changed_publish, events_batch
 from labs.services.sessions import session_stop
 
 ALLOTMENT_FIELDS = ("allot_instances", "allot_core_percent", "allot_memory_mib")
@@ -43,15 +44,18 @@ def node_drain(*, node: Node, by, reason: str) -> bool:
 
 
 def node_undrain(*, node: Node, by, reason: str = "") -> bool:
-    with transaction.atomic():
+    """New placements on ``node`` again; an evacuation under way is cancelled (its labs run on)."""
+    with events_batch(), transaction.atomic():
+        withdrawn = evacuation_cancel(node=node)
         changed = Node.objects.filter(pk=node.pk, drained=True).update(drained=False, drain_reason="", drained_at=None)
         if changed:
+            cancelled = {} if withdrawn is None else {"evacuation_cancelled": True, "labs_run_on": len(withdrawn)}
             audit_record(
                 by=by,
                 action="node.undrain",
                 target=f"node {node.name}",
                 before={"drained": True},
-                after={"drained": False, "reason": reason},
+                after={"drained": False, "reason": reason, **cancelled},
             )
             controller_wake()  # queued sessions may fit there now
             cluster_changed_publish()

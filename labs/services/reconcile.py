@@ -116,6 +116,8 @@ def _reconcile_node(node: Node, report: ReconcileReport, *, synced: bool = False
         return
     now = timezone.now()
     reported = {i.entity_id: i for i in instances}
+    # What tells an operator that a node being emptied has nothing left on it (labs.services.evacuation).
+    Node.objects.filter(pk=node.pk).exclude(instances_reported=len(reported)).update(instances_reported=len(reported))
     # Sessions that own an instance on this node, by the entity id the driver returned.
     owned = dict(
         LabSession.objects.filter(state__in=ACTIVE, allocation__card__node=node, allocation__released_at__isnull=True)

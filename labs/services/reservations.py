@@ -45,7 +45,7 @@ from labs.domain.reasons import Reason
 from labs.domain.reservations import Demand, slot_room
 from labs.domain.states import SessionState
 from labs.domain.units import Scenario
-from labs.models import Course, CourseQuota, Enrollment, LabSession, LabTemplate, Reservation, ReservationSlot
+from labs.models import Course, CourseQuota, Enrollment, LabSession, LabTemplate, Node, Reservation, ReservationSlot
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
 from labs.services.locks import reservation_lock
@@ -111,14 +111,17 @@ def _demand(template: LabTemplate, count: int) -> Demand:
     )
 
 
-def _overlaps(slots: Sequence[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime, int, Demand]]:
-    """Booked slots whose raised window meets any of ``slots``'s: (start, end, course id, demand)."""
+def _overlaps(
+    slots: Sequence[tuple[datetime, datetime]], *, besides: int | None = None
+) -> list[tuple[datetime, datetime, int, Demand]]:
+    """Booked slots whose raised window meets any of ``slots``'s: (start, end, course id, demand);
+    those of reservation ``besides`` left out."""
     lead = _lead()
     first = min(s for s, _ in slots) - lead
     last = max(e for _, e in slots) + lead
     rows = ReservationSlot.objects.filter(
         reservation__cancelled_at__isnull=True, starts_at__lt=last, ends_at__gt=first
-    ).values_list(
+    ).exclude(reservation_id=besides).values_list(
         "starts_at",
         "ends_at",
         "reservation__course_id",
@@ -181,14 +184,7 @@ def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tu
                 )
                 % {"when": slot_label(start, end), "course": course.code, "booked": own, "count": count, "roster": roster}
             )
-        reserved: dict[int, Resources] = defaultdict(Resources)
-        for c, d in during:
-            reserved[c] = reserved[c] + d.charge
-        held = Resources()
-        for c, guarantee in guarantees.items():
-            beyond = guarantee - reserved.get(c, Resources())
-            held = held + Resources(*(max(0, v) for v in beyond))
-        room = slot_room(nodes, want, others=[d for _, d in during], held_elsewhere=held, config=config)
+        room = _room(nodes, want, during, guarantees, config)
         if room < count:
             raise ReservationRefused(
                 _(
@@ -203,6 +199,19 @@ def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tu
                     "room": room,
                 }
             )
+
+
+def _room(nodes, want: Demand, during: list[tuple[int, Demand]], guarantees: dict[int, Resources], config) -> int:
+    """How many of ``want`` a slot holds beside the bookings ``during`` it (course id, demand) and
+    the other courses' ``guarantees`` beyond their bookings (``slot_room``)."""
+    reserved: dict[int, Resources] = defaultdict(Resources)
+    for c, d in during:
+        reserved[c] = reserved[c] + d.charge
+    held = Resources()
+    for c, guarantee in guarantees.items():
+        beyond = guarantee - reserved.get(c, Resources())
+        held = held + Resources(*(max(0, v) for v in beyond))
+    return slot_room(nodes, want, others=[d for _, d in during], held_elsewhere=held, config=config)
 
 
 def reservation_book(
@@ -411,3 +420,109 @@ def weekly_slots(
         first=first,
         last=last,
     )
+
+
+@dataclass
+class ReservationMoves:
+    moved: list[str] = field(default_factory=list)  # pre-started sessions stopped on the node and queued again
+    left: list[str] = field(default_factory=list)  # pre-started sessions no other node holds: they stay till the deadline
+    slots_short: list[int] = field(default_factory=list)  # slots that no longer all fit: their instructors are told
+
+
+def reservations_move_off(*, node: Node, now: datetime | None = None) -> ReservationMoves:
+    """Move the class reservations off ``node``, which the caller has just drained to empty it for
+    maintenance (``labs.services.evacuation.node_evacuate``, in its transaction).
+
+    A lab pre-started for a class on the node that nobody claimed yet is stopped and queued again
+    for its slot, to be placed on another node (no student is on it to warn), as far as the other
+    nodes hold them now; the rest stay till the deadline. Each booked slot still to come is checked
+    again against the cluster without the node, as at booking. A slot with sessions that fit
+    nowhere else is marked (``evacuation_shortfall``, ``evacuated_node``): the instructor's
+    reservations page says so. Undraining the node clears the marks (``reservations_node_back``).
+    """
+    from labs.domain.reservations import room_now
+    from labs.services.allocation import capacity_snapshot, placement_config
+
+    now = now or timezone.now()
+    report = ReservationMoves()
+    reservation_lock()
+    nodes = capacity_snapshot()
+    config = placement_config()
+    short: dict[int, int] = defaultdict(int)
+    on_node: dict[int, list] = defaultdict(list)
+    for session_id, slot_id in (
+        LabSession.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(
+            reservation_slot__isnull=False,
+            claimed_at__isnull=True,
+            state__in=WAITING,
+            allocation__card__node=node,
+            allocation__released_at__isnull=True,
+        )
+        .order_by("created_at", "pk")
+        .values_list("pk", "reservation_slot_id")
+    ):
+        on_node[slot_id].append(session_id)
+    slots = {s.pk: s for s in ReservationSlot.objects.select_related("reservation__template").filter(pk__in=on_node)}
+    order = sorted(on_node)
+    rooms = room_now(nodes, [_demand(slots[pk].reservation.template, len(on_node[pk])) for pk in order], config=config)
+    for slot_id, room in zip(order, rooms, strict=True):
+        sessions = on_node[slot_id]
+        for session_id in sessions[:room]:
+            session_stop(session_id=session_id, reason=Reason.of("session.evacuation_moved"))
+        slot = slots[slot_id]
+        again = LabSession.objects.bulk_create(
+            LabSession(
+                student_id=slot.reservation.holder_id,
+                course_id=slot.reservation.course_id,
+                template=slot.reservation.template,
+                state=SessionState.QUEUED,
+                queue_at=now,
+                secret=secrets.token_urlsafe(32),
+                reservation_slot=slot,
+                **reason_fields(Reason.of("session.queued")),
+            )
+            for _ in sessions[:room]
+        )
+        report.moved.extend(str(s.pk) for s in again)
+        report.left.extend(str(pk) for pk in sessions[room:])
+        if room < len(sessions):
+            short[slot_id] += len(sessions) - room
+    short.update(_slots_short(nodes, config, now))
+    for slot_id, missing in short.items():
+        ReservationSlot.objects.filter(pk=slot_id).update(evacuation_shortfall=missing, evacuated_node=node.name)
+    report.slots_short = sorted(short)
+    if report.moved:
+        controller_wake()
+    return report
+
+
+def _slots_short(nodes, config, now: datetime) -> dict[int, int]:
+    """Each booked slot still to come that ``nodes`` no longer holds whole: how many are missing."""
+    lead = _lead()
+    guarantees = {
+        course_id: Resources(core, memory, instances)
+        for course_id, core, memory, instances in CourseQuota.objects.filter(course__archived_at__isnull=True).values_list(
+            "course_id", "core_percent", "memory_mib", "instance_count"
+        )
+    }
+    missing: dict[int, int] = {}
+    to_come = ReservationSlot.objects.filter(
+        reservation__cancelled_at__isnull=True, prestarted_at__isnull=True, ends_at__gt=now
+    ).select_related("reservation__template")
+    for slot in to_come:
+        reservation = slot.reservation
+        start, end = slot.starts_at, slot.ends_at
+        during = [
+            (c, d) for s, e, c, d in _overlaps([(start, end)], besides=reservation.pk) if s - lead < end and e > start - lead
+        ]
+        others = {c: g for c, g in guarantees.items() if c != reservation.course_id}
+        room = _room(nodes, _demand(reservation.template, reservation.count), during, others, config)
+        if room < reservation.count:
+            missing[slot.pk] = reservation.count - room
+    return missing
+
+
+def reservations_node_back(*, node: Node) -> int:
+    """``node`` takes sessions again: the marks its emptying left on slots go; how many slots."""
+    return ReservationSlot.objects.filter(evacuated_node=node.name).update(evacuation_shortfall=0, evacuated_node="")

@@ -10,7 +10,7 @@ import pytest
 
 from labs.domain.placement import CardCapacity, Instance, NodeCapacity
 from labs.domain.quota import Resources
-from labs.domain.reservations import MAX_SLOTS, Demand, slot_room, slot_times
+from labs.domain.reservations import MAX_SLOTS, Demand, room_now, slot_room, slot_times
 from labs.domain.units import Scenario
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -100,3 +100,11 @@ def test_a_demand_s_charge_is_count_times_one_instance():
     assert Demand(25, 16384, 3).charge == Resources(75, 3 * 16384, 3)
     with pytest.raises(ValueError):
         Demand(0, 16384, 3)
+
+
+def test_room_now_counts_what_the_placeable_nodes_hold_beside_what_runs_there_in_order():
+    running = tuple(Instance(50, 32 * 1024, Scenario.DEVELOPMENT, f"r{i}", 1, 0.0) for i in range(1))
+    elsewhere = NodeCapacity("n2", (CardCapacity(10, 0, CARD, True, running),), True)
+    emptied = NodeCapacity("n1", tuple(CardCapacity(i, i, CARD) for i in range(8)), False)  # drained: takes nothing
+    # One card with half its core and memory taken: two 25 % / 16 GiB labs fit, the rest of the demands do not.
+    assert room_now([emptied, elsewhere], [Demand(25, 16 * 1024, 3), Demand(25, 16 * 1024, 2)]) == [2, 0]

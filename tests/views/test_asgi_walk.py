@@ -148,6 +148,7 @@ POSTS: dict[str, dict[str, str | list[str]]] = {
     "labs:ops-card-health": REASON,
     "labs:ops-card-isolation-clear": {},
     "labs:ops-node-drain": REASON,
+    "labs:ops-node-evacuate": {"minutes": "15", **REASON},
     "labs:ops-session-stop": REASON,
     "labs:ops-tenancy": {
         "action": "image-add",

@@ -61,6 +61,7 @@ EXPECTED = {
     "ops/cards/{card}/": (302, 404, 404, 200, 200, 200),
     "ops/cards/{card}/health/": (302, 404, 404, 403, 403, 200),
     "ops/nodes/{node}/drain/": (302, 404, 404, 403, 403, 200),
+    "ops/nodes/{node}/evacuate/": (302, 404, 404, 403, 403, 200),
     "ops/sessions/{session}/stop/": (302, 404, 404, 404, 200, 200),
     "ops/tenancy/": (302, 404, 404, 200, 200, 200),
     "ops/repairs/": (302, 404, 404, 200, 200, 200),

@@ -14,6 +14,12 @@
       if (!nodeEl) return;
       const sessions = nodeEl.querySelector("[data-node-sessions]");
       if (sessions) sessions.textContent = String(node.sessions);
+      const evacuation = nodeEl.querySelector("[data-node-evacuation]");
+      if (evacuation) {
+        evacuation.textContent = node.evacuation;
+        evacuation.hidden = !node.evacuation;
+        evacuation.classList.toggle("ok", Boolean(node.empty));
+      }
       node.cards.forEach((card) => {
         const cell = nodeEl.querySelector('[data-card="' + card.id + '"]');
         if (!cell) return;
