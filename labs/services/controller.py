@@ -126,12 +126,13 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
     """
     report = ControllerReport()
     seen = None
+    pause = settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS
     for round_number in range(max_rounds):
         if round_number:
-            # During a burst every launch wakes the controller: a short pause between rounds
-            # lets a round take a batch of launches rather than one each, and leaves the CPU
-            # to the web server that is taking them.
-            time.sleep(settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS)
+            # During a burst every launch wakes the controller: a pause between rounds lets a
+            # round take a batch of launches rather than one each, and leaves the CPU to the
+            # web server that is taking them.
+            time.sleep(pause)
         with try_lock(CONTROLLER_LOCK_KEY) as held:  # for a round; a worker that dies lets go
             if not held:
                 report.skipped = True  # the run that holds it goes round again for our wake
@@ -140,7 +141,14 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
             seen = dispatch.controller_generation()
             calls: list[InstanceCall] = []
             answers: list[tuple[Future, Create | Delete]] = []
+            started = time.monotonic()
             acted = reconcile_once(report, agent_calls=calls, answers=answers)
+            # Paced by its own cost: a round reads every open session and lists every lab pod,
+            # so in a class of a thousand it takes a good part of a second. The pause after it
+            # is at least as long, so the controller takes at most half of a core and each
+            # round a bigger batch, instead of the rounds crowding out the web server, the
+            # database and the cluster that do the work it waits for.
+            pause = max(settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS, time.monotonic() - started)
         # The driver's answers are awaited with the lock let go: on a real cluster a batch of
         # creates takes seconds, and meanwhile another run admits the next launches and starts
         # their creates. What the answers record (the instance's reference, a failure) is a
@@ -154,15 +162,16 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
         # Another round when this one could make more progress, or a wake came in while it ran.
         if not acted and (seen is None or after == seen):
             break
-    _run_end(seen)
+    _run_end(seen, pause)
     return report
 
 
-def _run_end(seen: int | None) -> None:
-    """A run ends: a new run for the wakes since ``seen``, a follow-up while labs are in progress."""
+def _run_end(seen: int | None, pause: float = 0.0) -> None:
+    """A run ends: a new run for the wakes since ``seen``, a follow-up while labs are in progress
+    (no sooner than ``pause``, the pause its last round earned)."""
     dispatch.controller_done(seen)
     if LabSession.objects.filter(state__in=IN_PROGRESS).exists():
-        dispatch.controller_follow_up(settings.LAB_CONTROLLER_FOLLOW_UP_SECONDS)
+        dispatch.controller_follow_up(max(settings.LAB_CONTROLLER_FOLLOW_UP_SECONDS, pause))
 
 
 @dataclass

@@ -559,3 +559,28 @@ def test_an_instance_another_process_records_after_the_look_is_not_taken_for_van
     assert session.state == "starting", session.reason
     monkeypatch.undo()
     settle(session)
+
+
+@override_settings(LAB_CONTROLLER_ROUND_PAUSE_SECONDS=0.05)
+def test_the_rounds_of_a_run_are_paced_by_their_own_cost(world, driver, monkeypatch):
+    # In a class of a thousand a round (every open session read, every lab pod listed) takes a
+    # good part of a second: the pause after it is as long, so the controller does not crowd
+    # out the web server and the cluster it waits for.
+    from labs import dispatch
+
+    launch(world)
+    looks = []
+    observe = driver.observe
+
+    def slow_observe():
+        looks.append(time.monotonic())
+        dispatch._redis().incr(dispatch.GENERATION_KEY)  # a launch woke the controller meanwhile
+        time.sleep(0.4)
+        return observe()
+
+    monkeypatch.setattr(driver, "observe", slow_observe)
+    report = controller_run(max_rounds=3)
+
+    assert report.rounds == 3
+    gaps = [later - earlier for earlier, later in zip(looks, looks[1:], strict=False)]
+    assert all(gap >= 0.8 for gap in gaps), gaps
