@@ -11,6 +11,9 @@ from enum import StrEnum
 
 CORE_PERCENT_MAX = 100
 MEMORY_GRANULE_MIB = 128
+# A template may ask for at most this many whole cards (an Ascend server's 8), and never more
+# than one node has: whole cards are all on one node (``volcano.sh/flexnpu-num``).
+WHOLE_CARDS_MAX = 8
 
 
 class Scenario(StrEnum):

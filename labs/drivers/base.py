@@ -142,7 +142,11 @@ def launches_vllm_serve(command: Sequence[str]) -> bool:
 
 @dataclass(frozen=True)
 class CardBinding:
-    """Which card the ledger reserved, and the share on it."""
+    """Which card the ledger reserved, and the share on it.
+
+    ``cards`` > 1: that many whole cards on ``node`` from ``card_index`` on (the ledger's first);
+    ``core_percent`` is then 100 x cards and ``memory_mib`` the whole memory of all of them.
+    """
 
     node: str
     card_index: int
@@ -156,6 +160,7 @@ class CardBinding:
     card_memory_mib: int = 0
     # The node's labels: a node pool (e.g. ``pool=research``) may use another device profile.
     node_labels: tuple[tuple[str, str], ...] = ()
+    cards: int = 1
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,8 @@ class LaunchSpec:
             "FLEXNPU_NODE": self.card.node,
             "FLEXNPU_SCENARIO": self.card.scenario,
             "LAB_SESSION_ID": self.session_id,
+            # Whole cards: how many (FLEXNPU_CARD is the first).
+            **({"FLEXNPU_CARDS": str(self.card.cards)} if self.card.cards > 1 else {}),
         }
 
 

@@ -8,7 +8,7 @@ from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
 from labs.domain.images import is_image_reference
-from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, Scenario
+from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, WHOLE_CARDS_MAX, Scenario
 from labs.drivers.base import launches_vllm_serve
 
 
@@ -127,6 +127,14 @@ class LabTemplate(models.Model):
     memory_mib = models.PositiveIntegerField(
         _("NPU memory cap (MiB)"), validators=[MinValueValidator(MEMORY_GRANULE_MIB), validate_memory_granule]
     )
+    # 1: a share of one card (core_percent, memory_mib). More: that many whole cards on one node,
+    # core_percent 100 and memory_mib a card's whole memory, each (volcano.sh/flexnpu-num: N).
+    card_count = models.PositiveSmallIntegerField(
+        _("cards"),
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(WHOLE_CARDS_MAX)],
+        help_text=_("1: a share of one card. More: that many whole cards, all AI Core and memory of each."),
+    )
     scenario = models.CharField(_("scenario"), max_length=16, choices=ScenarioChoice.choices, default=ScenarioChoice.DEVELOPMENT)
     idle_timeout_minutes = models.PositiveIntegerField(_("idle timeout (minutes)"), default=60)
     max_lifetime_minutes = models.PositiveIntegerField(_("maximum lifetime (minutes)"), default=240)
@@ -158,6 +166,10 @@ class LabTemplate(models.Model):
             ),
             models.CheckConstraint(condition=Q(kind__in=["jupyter", "vllm"]), name="template_kind_valid"),
             models.CheckConstraint(
+                condition=Q(card_count=1) | Q(card_count__gte=2, card_count__lte=WHOLE_CARDS_MAX, core_percent=100),
+                name="template_whole_cards_take_all_core",
+            ),
+            models.CheckConstraint(
                 condition=~Q(image=""),
                 name="template_image_given",
                 violation_error_message=IMAGE_NEEDED,
@@ -179,7 +191,19 @@ class LabTemplate(models.Model):
         ]
 
     def __str__(self) -> str:
+        if self.card_count > 1:
+            return f"{self.name} ({self.card_count} whole cards)"
         return f"{self.name} ({self.core_percent} %, {self.memory_mib // 1024} GiB)"
+
+    @property
+    def core_percent_total(self) -> int:
+        """AI Core (percent of one card) an instance holds: the share, or 100 x cards on whole cards."""
+        return self.core_percent * self.card_count
+
+    @property
+    def memory_mib_total(self) -> int:
+        """NPU memory (MiB) an instance holds: the cap, or every card's whole memory on whole cards."""
+        return self.memory_mib * self.card_count
 
     def clean(self) -> None:
         """An image to run; a vLLM lab runs ``vllm serve``; host limits at least the requests, requests
@@ -213,6 +237,8 @@ class LabTemplate(models.Model):
             errors["host_memory_limit_mib"] = gettext(
                 "The memory limit (%(limit)s MiB) must be at least the request (%(request)s MiB)."
             ) % {"limit": mib_limit, "request": mib_request}
+        if self.card_count and self.card_count > 1:
+            errors.update(self._whole_card_errors())
         largest_cpu, largest_mib = largest_node_host()
         if largest_cpu is not None and cpu_request and cpu_request > largest_cpu:
             errors["cpu_request_millicores"] = gettext(
@@ -224,3 +250,27 @@ class LabTemplate(models.Model):
             ) % {"request": mib_request, "largest": largest_mib}
         if errors:
             raise ValidationError(errors)
+
+    def _whole_card_errors(self) -> dict[str, str]:
+        """What stops ``card_count`` whole cards: a core other than 100 %, a memory that is not a
+        card's whole memory, more cards than any node has (each only where the cluster is known)."""
+        from django.utils.translation import gettext
+
+        from labs.services.allocation import whole_card_facts
+
+        errors: dict[str, str] = {}
+        n = self.card_count
+        if self.core_percent is not None and self.core_percent != 100:
+            errors["core_percent"] = gettext(
+                "A lab on %(cards)s whole cards has all of each card's AI Core: set 100 %%, not %(core)s %%."
+            ) % {"cards": n, "core": self.core_percent}
+        most_cards, sizes_mib = whole_card_facts()
+        if most_cards and n > most_cards:
+            errors["card_count"] = gettext(
+                "No node has %(cards)s cards; the largest has %(most)s, and whole cards must be on one node."
+            ) % {"cards": n, "most": most_cards}
+        if sizes_mib and self.memory_mib is not None and self.memory_mib not in sizes_mib:
+            errors["memory_mib"] = gettext(
+                "A lab on whole cards has each card's whole memory: %(sizes)s, not %(memory)s MiB."
+            ) % {"sizes": ", ".join(f"{size} MiB" for size in sizes_mib), "memory": self.memory_mib}
+        return errors

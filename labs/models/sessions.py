@@ -2,7 +2,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext
@@ -136,8 +136,12 @@ class Allocation(models.Model):
     session = models.OneToOneField(LabSession, on_delete=models.PROTECT, related_name="allocation")
     card = models.ForeignKey("labs.Card", on_delete=models.PROTECT, related_name="allocations")
     course = models.ForeignKey("labs.Course", on_delete=models.PROTECT, related_name="allocations")
+    # On whole cards (``cards`` > 1): 100 x cards and the whole memory of every card, the
+    # instance's charge; ``card`` is the first of them and ``more_cards`` the others, all on one node.
     core_percent = models.PositiveSmallIntegerField()
     memory_mib = models.PositiveIntegerField()
+    cards = models.PositiveSmallIntegerField(default=1)
+    more_cards = models.ManyToManyField("labs.Card", blank=True, related_name="whole_card_allocations")
     scenario = models.CharField(max_length=16)
     # Host CPU (millicores) and memory (MiB) the pod requests on its node (the template's, at admission).
     cpu_millicores = models.PositiveIntegerField(default=0)
@@ -154,7 +158,10 @@ class Allocation(models.Model):
             models.Index(fields=["course"], condition=Q(released_at__isnull=True), name="allocation_live_by_course"),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(core_percent__gte=1, core_percent__lte=100), name="allocation_core_percent_range"),
+            models.CheckConstraint(
+                condition=Q(cards=1, core_percent__gte=1, core_percent__lte=100) | Q(cards__gte=2, core_percent=F("cards") * 100),
+                name="allocation_core_percent_range",
+            ),
             models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="allocation_memory_positive"),
             models.CheckConstraint(
                 condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="allocation_memory_128mib_multiple"
@@ -163,6 +170,8 @@ class Allocation(models.Model):
         ]
 
     def __str__(self) -> str:
+        if self.cards > 1:
+            return f"{self.cards} whole cards from {self.card}"
         return f"{self.core_percent} % / {self.memory_mib} MiB on {self.card}"
 
     @property
@@ -171,6 +180,12 @@ class Allocation(models.Model):
         node = self.card.node
         if node.card_truth == node.CardTruth.NONE:
             return gettext("%(node)s / NPU picked by the device plugin") % {"node": node.name}
+        if self.cards > 1:
+            return gettext("%(node)s / %(cards)s whole NPUs from NPU %(index)s") % {
+                "node": node.name,
+                "cards": self.cards,
+                "index": self.card.index,
+            }
         return gettext("%(node)s / NPU %(index)s") % {"node": node.name, "index": self.card.index}
 
 

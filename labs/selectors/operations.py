@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
@@ -18,6 +18,7 @@ from labs.domain.placement import Cluster
 from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, NODE_INSTANCE_CAP, Scenario
 from labs.models import Allocation, AuditEvent, Card, InstanceSample, Institution, InstitutionRole, LabSession, Node, RepairEvent
+from labs.selectors.ledger import held_by_card
 from labs.services.allocation import capacity_snapshot, placement_config
 
 
@@ -130,21 +131,12 @@ class NodeView:
 
 
 def cluster_state() -> list[NodeView]:
-    """Every node and card with what the ledger holds on it: three queries whatever the cluster's size."""
+    """Every node and card with what the ledger holds on it: three queries whatever the cluster's
+    size (four with whole-card labs)."""
     from labs.services.allocation import node_allocatable
 
     _no_counts = (0, NODE_INSTANCE_CAP[Scenario.DEVELOPMENT])
-    held = {
-        row["card_id"]: row
-        for row in Allocation.objects.filter(released_at__isnull=True)
-        .values("card_id")
-        .annotate(
-            core=Sum("core_percent"),
-            memory=Sum("memory_mib"),
-            n=Count("id"),
-            inference=Count("id", filter=Q(scenario=Scenario.INFERENCE.value)),
-        )
-    }
+    held = held_by_card()
     nodes = {
         n.pk: NodeView(
             n.pk,
@@ -168,7 +160,7 @@ def cluster_state() -> list[NodeView]:
         for n in Node.objects.order_by("name")
     }
     for card in Card.objects.order_by("node_id", "index"):
-        row = held.get(card.pk, {})
+        n, inference, core, memory = held.get(card.pk, (0, 0, 0, 0))
         view = CardView(
             card.pk,
             card.index,
@@ -177,10 +169,10 @@ def cluster_state() -> list[NodeView]:
             card.healthy,
             card.disabled,
             card.disabled_reason,
-            row.get("core") or 0,
-            row.get("memory") or 0,
-            row.get("n") or 0,
-            CARD_INSTANCE_CAP[Scenario.INFERENCE if row.get("inference") else Scenario.DEVELOPMENT],
+            core,
+            memory,
+            n,
+            CARD_INSTANCE_CAP[Scenario.INFERENCE if inference else Scenario.DEVELOPMENT],
             card.memory_used_mib,
             card.isolation_suspect,
             card.temperature_celsius,
@@ -189,7 +181,7 @@ def cluster_state() -> list[NodeView]:
         node = nodes[card.node_id]
         node.cards.append(view)
         node.sessions += view.instances
-        if row.get("inference"):
+        if inference:
             node.cap = NODE_INSTANCE_CAP[Scenario.INFERENCE]
     return list(nodes.values())
 

@@ -53,11 +53,11 @@ def _parts() -> dict[str, _Part]:
     """What each joined model gives the payload, by the alias it has in the statement."""
     return {
         "s": _Part(LabSession, tuple(LabSession._meta.concrete_fields)),
-        "t": _Part.of(LabTemplate, ["name", "core_percent", "memory_mib", "max_lifetime_minutes"]),
+        "t": _Part.of(LabTemplate, ["name", "core_percent", "memory_mib", "card_count", "max_lifetime_minutes"]),
         "c": _Part.of(Course, ["code"]),
         "q": _Part.of(CourseQuota, ["course", "max_session_minutes", "extensions_allowed", "extension_minutes"]),
         "u": _Part.of(get_user_model(), [get_user_model().USERNAME_FIELD]),
-        "a": _Part.of(Allocation, ["session", "card", "released_at"]),
+        "a": _Part.of(Allocation, ["session", "card", "cards", "released_at"]),
         "d": _Part.of(Card, ["index", "node"]),
         "n": _Part.of(Node, ["name", "card_truth"]),
     }

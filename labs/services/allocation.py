@@ -30,7 +30,7 @@ from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
 from labs.domain.states import HOLDS_ALLOCATION, RECLAIMABLE, SessionState
-from labs.domain.units import MEMORY_GRANULE_MIB, Scenario
+from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node, RepairEvent
 from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
@@ -137,7 +137,7 @@ def capacity_snapshot() -> list[NodeCapacity]:
     as text and the start time as epoch seconds rather than values Python must parse.
     """
     instances: dict[int, list[Instance]] = defaultdict(list)
-    live = Allocation.objects.filter(released_at__isnull=True)
+    live = Allocation.objects.filter(released_at__isnull=True, cards=1)
     if connection.vendor == "postgresql":
         live = live.annotate(
             key=Cast("session_id", CharField()),
@@ -176,13 +176,15 @@ def capacity_snapshot() -> list[NodeCapacity]:
                     host_memory_mib=host_mib,
                 )
             )
+    whole = _whole_card_holds()
     cards_by_node: dict[int, list[CardCapacity]] = defaultdict(list)
     unseen = set(Node.objects.filter(card_truth=Node.CardTruth.NONE).values_list("pk", flat=True))
     cards = Card.objects.order_by("node_id", "index").values_list(
         "pk", "node_id", "index", "memory_mib", "healthy", "disabled", "die_id", "chip_type", "memory_used_mib"
     )
     for pk, node_id, index, memory_mib, healthy, disabled, die_id, chip_type, measured in cards:
-        on_card = tuple(instances.get(pk, ()))
+        # A whole-card instance holds all of each of its cards: 100 % and the card's memory.
+        on_card = (*instances.get(pk, ()), *(replace(held, memory_mib=memory_mib) for held in whole.get(pk, ())))
         unlisted = unlisted_memory(memory_mib, on_card, measured) if node_id in unseen else 0
         # A card an operator marked unhealthy takes nothing new, whatever its agent says.
         usable = healthy and not disabled
@@ -204,6 +206,39 @@ def capacity_snapshot() -> list[NodeCapacity]:
     ]
 
 
+def _whole_card_holds() -> dict[int, list[Instance]]:
+    """The live whole-card allocations as the instance each of their cards holds, by card id (the
+    memory is the card's own: the caller sets it)."""
+    live = Allocation.objects.filter(released_at__isnull=True, cards__gt=1)
+    rows = list(
+        live.values_list(
+            "pk", "card_id", "scenario", "session_id", "course_id", "created_at", "cpu_millicores", "host_memory_mib", "cards"
+        )
+    )
+    if not rows:
+        return {}
+    more: dict[int, list[int]] = defaultdict(list)
+    links = Allocation.more_cards.through.objects.filter(allocation_id__in=[r[0] for r in rows])
+    for allocation_id, card_id in links.values_list("allocation_id", "card_id"):
+        more[allocation_id].append(card_id)
+    holds: dict[int, list[Instance]] = defaultdict(list)
+    for pk, card_id, scenario, session_id, course_id, created_at, cpu, host_mib, cards in rows:
+        held = Instance(
+            CORE_PERCENT_MAX,
+            0,
+            Scenario(scenario),
+            str(session_id),
+            course_id,
+            created_at.timestamp(),
+            cards=cards,
+            cpu_millicores=cpu,
+            host_memory_mib=host_mib,
+        )
+        for on in (card_id, *more[pk]):
+            holds[on].append(held)
+    return holds
+
+
 def node_allocatable(cpu_millicores: int | None, memory_mib: int | None) -> tuple[int | None, int | None]:
     """A node's host CPU (millicores) and memory (MiB) for lab sessions: what it reports minus
     ``LAB_NODE_RESERVE_*`` (never below 0); ``None`` where it reports nothing (not limited)."""
@@ -217,6 +252,15 @@ def largest_node_host() -> tuple[int | None, int | None]:
     resource some node does not report (it is not limited there) or when there is no node."""
     figures = [node_allocatable(cpu, mib) for cpu, mib in Node.objects.values_list("host_cpu_millicores", "host_memory_mib")]
     return largest_limit(cpu for cpu, _ in figures), largest_limit(mib for _, mib in figures)
+
+
+def whole_card_facts() -> tuple[int, tuple[int, ...]]:
+    """The most usable cards one node has and the distinct memory sizes (MiB) of usable cards,
+    smallest first: what a whole-card template can ask for. ``(0, ())`` with no cards."""
+    usable = Card.objects.filter(healthy=True, disabled=False)
+    per_node = usable.values("node_id").annotate(n=Count("id")).values_list("n", flat=True).order_by()
+    sizes = usable.values_list("memory_mib", flat=True).distinct().order_by("memory_mib")
+    return max(per_node, default=0), tuple(sizes)
 
 
 def memory_beyond_ledger(measured_mib: int | None, held_mib: int) -> int:
@@ -333,6 +377,35 @@ def _with_reservations(rules: dict[int, QuotaRule]) -> dict[int, QuotaRule]:
     return rules
 
 
+def _ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
+    """An Allocation row for each placed session; one on whole cards holds 100 % and the whole
+    memory of each of its cards (the charge the engine made), its first card as ``card``."""
+    whole = [d for d in placed if len(d.card_ids) > 1]
+    card_mib = dict(Card.objects.filter(pk__in={c for d in whole for c in d.card_ids}).values_list("pk", "memory_mib"))
+    Allocation.objects.bulk_create(
+        Allocation(
+            session_id=by_key[d.key].pk,
+            card_id=d.card_id,
+            course_id=by_key[d.key].course_id,
+            core_percent=CORE_PERCENT_MAX * len(d.card_ids) if len(d.card_ids) > 1 else by_key[d.key].template.core_percent,
+            memory_mib=sum(card_mib[c] for c in d.card_ids) if len(d.card_ids) > 1 else by_key[d.key].template.memory_mib,
+            cards=len(d.card_ids),
+            scenario=by_key[d.key].template.scenario,
+            cpu_millicores=by_key[d.key].template.cpu_request_millicores,
+            host_memory_mib=by_key[d.key].template.host_memory_request_mib,
+            borrowed=d.borrowed,
+        )
+        for d in placed
+    )
+    if whole:
+        ids = dict(Allocation.objects.filter(session_id__in=[by_key[d.key].pk for d in whole]).values_list("session_id", "pk"))
+        Allocation.more_cards.through.objects.bulk_create(
+            Allocation.more_cards.through(allocation_id=ids[by_key[d.key].pk], card_id=card_id)
+            for d in whole
+            for card_id in d.card_ids[1:]
+        )
+
+
 def allocation_pass(*, batch: int | None = None) -> PassResult:
     """Admit and place queued sessions, oldest first, as one batch in one transaction.
 
@@ -370,9 +443,10 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 key=str(s.pk),
                 course_id=s.course_id,
                 student_id=s.student_id,
-                core_percent=s.template.core_percent,
+                core_percent=s.template.core_percent_total,
                 memory_mib=s.template.memory_mib,
                 scenario=Scenario(s.template.scenario),
+                cards=s.template.card_count,
                 template_id=s.template_id,
                 pooled=s.reservation_slot_id is not None and s.claimed_at is None,
                 cpu_millicores=s.template.cpu_request_millicores,
@@ -394,20 +468,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
 
         placed = [d for d in decisions if isinstance(d, Placed)]
         if placed:
-            Allocation.objects.bulk_create(
-                Allocation(
-                    session_id=by_key[d.key].pk,
-                    card_id=d.card_id,
-                    course_id=by_key[d.key].course_id,
-                    core_percent=by_key[d.key].template.core_percent,
-                    memory_mib=by_key[d.key].template.memory_mib,
-                    scenario=by_key[d.key].template.scenario,
-                    cpu_millicores=by_key[d.key].template.cpu_request_millicores,
-                    host_memory_mib=by_key[d.key].template.host_memory_request_mib,
-                    borrowed=d.borrowed,
-                )
-                for d in placed
-            )
+            _ledger_write(placed, by_key)
             result.admitted = [d.key for d in placed]
             LabSession.objects.filter(pk__in=result.admitted, state=SessionState.QUEUED).update(
                 state=SessionState.ADMITTED, admitted_at=timezone.now(), version=F("version") + 1, **reason_fields(None)

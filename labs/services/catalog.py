@@ -31,10 +31,12 @@ class FitPreview:
     capped: bool  # the cluster count reached FIT_LIMIT
 
 
-def _count_fits(cluster: Cluster, core: int, memory: int, scenario: Scenario) -> int:
+def _count_fits(cluster: Cluster, core: int, memory: int, scenario: Scenario, cards: int = 1) -> int:
+    """How many more instances of the shape ``cluster`` places (``cards`` > 1: on that many whole
+    cards each, ``core`` being 100 x cards)."""
     n = 0
     while n < FIT_LIMIT:
-        request = LaunchRequest(f"~preview-{n}", 0, n, core, memory, scenario)
+        request = LaunchRequest(f"~preview-{n}", 0, n, core, memory, scenario, cards=cards)
         choice = cluster.choose(request)
         if choice is None:
             break
@@ -43,24 +45,31 @@ def _count_fits(cluster: Cluster, core: int, memory: int, scenario: Scenario) ->
     return n
 
 
-def fit_preview(*, course: Course, core_percent: int, memory_mib: int, scenario: str) -> FitPreview:
-    """How many instances of (core, memory, scenario) fit: on the cluster now and empty, and in the quota."""
+def fit_preview(*, course: Course, core_percent: int, memory_mib: int, scenario: str, card_count: int = 1) -> FitPreview:
+    """How many instances of (core, memory, scenario) fit: on the cluster now and empty, and in the quota.
+
+    ``card_count`` > 1: instances on that many whole cards each; ``core_percent`` and
+    ``memory_mib`` are then per card (100 and a card's memory), and each instance counts
+    100 x cards and every card's memory against the guarantee.
+    """
     shape = Scenario(scenario)
+    core = core_percent * card_count
     snapshot = capacity_snapshot()
-    now = _count_fits(Cluster(snapshot, placement_config()), core_percent, memory_mib, shape)
+    now = _count_fits(Cluster(snapshot, placement_config()), core, memory_mib, shape, card_count)
     empty_nodes = [replace(n, cards=tuple(replace(c, instances=(), unlisted_mib=0) for c in n.cards)) for n in snapshot]
-    empty = _count_fits(Cluster(empty_nodes, placement_config()), core_percent, memory_mib, shape)
+    empty = _count_fits(Cluster(empty_nodes, placement_config()), core, memory_mib, shape, card_count)
     quota = getattr(course, "quota", None)
     in_quota = total = None
     if quota is not None:
         use = course_quota_use(course=course)
-        total = min(quota.instance_count, quota.core_percent // core_percent, quota.memory_mib // memory_mib)
+        memory = memory_mib * card_count
+        total = min(quota.instance_count, quota.core_percent // core, quota.memory_mib // memory)
         in_quota = max(
             0,
             min(
                 quota.instance_count - use.instances,
-                (quota.core_percent - use.core_percent) // core_percent,
-                (quota.memory_mib - use.memory_mib) // memory_mib,
+                (quota.core_percent - use.core_percent) // core,
+                (quota.memory_mib - use.memory_mib) // memory,
             ),
         )
     return FitPreview(now, empty, in_quota, total, now >= FIT_LIMIT)

@@ -672,7 +672,8 @@ def allocation_rebind(session_id: str, *, node: str, card_index: int) -> bool:
             .filter(session_id=session_id, released_at__isnull=True)
             .select_related("card__node")
         ).first()
-        if allocation is None or allocation.card_id == card.pk:
+        # Whole cards are not moved one at a time: one card reported says nothing of the others.
+        if allocation is None or allocation.card_id == card.pk or allocation.cards > 1:
             return False
         was = f"{allocation.card.node.name} / NPU {allocation.card.index}"
         Allocation.objects.filter(pk=allocation.pk).update(card=card)
@@ -706,6 +707,7 @@ def launch_spec(session: LabSession) -> LaunchSpec:
             scenario=allocation.scenario,
             card_memory_mib=card.memory_mib,
             node_labels=tuple(sorted((str(k), str(v)) for k, v in (card.node.labels or {}).items())),
+            cards=allocation.cards,
         ),
         course_code=session.course.code,
         student=session.student.get_username(),

@@ -41,7 +41,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from labs.agent.client import AgentError
@@ -49,6 +48,7 @@ from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
 from labs.drivers import DriverError, NodePod, get_driver
 from labs.models import Allocation, Card, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
+from labs.selectors.ledger import held_by_card
 from labs.services.agents import (
     agent_client,
     instance_register,
@@ -319,12 +319,7 @@ def _check_card_totals(node: Node, now) -> int:
     """
     if node.card_truth != Node.CardTruth.NONE:
         return 0
-    held = dict(
-        Allocation.objects.filter(card__node=node, released_at__isnull=True)
-        .values("card_id")
-        .annotate(total=Sum("memory_mib"))
-        .values_list("card_id", "total")
-    )
+    held = {card_id: memory for card_id, (_n, _inference, _core, memory) in held_by_card(node_id=node.pk).items()}
     over = []
     for card in Card.objects.filter(node=node, healthy=True, memory_used_mib__isnull=False).order_by("index"):
         listed = held.get(card.pk, 0)

@@ -147,6 +147,12 @@ def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tu
         )
     if not CourseQuota.objects.filter(course=course).exists():
         raise ReservationRefused(_("%(course)s has no NPU quota yet.") % {"course": course.code})
+    if template.card_count > 1:
+        # The booking's room and demand are counted in shares of one card (``slot_room``).
+        raise ReservationRefused(
+            _("%(template)s runs on %(cards)s whole cards; a class reservation holds labs on a share of one card.")
+            % {"template": template.name, "cards": template.card_count}
+        )
     if count < 1:
         raise ReservationRefused(_("Book at least one session."))
     if not slots:
@@ -229,7 +235,8 @@ def reservation_book(
     ``rule`` is what the instructor chose, kept for people (``start_time``, ``minutes``,
     ``weekdays``, ``first_date``, ``last_date``, ``dates``); without it the first slot's time of
     day and length are stored. Refused with ``ReservationRefused`` (nothing written) when the
-    course is archived or has no quota, the template is not offered in it, ``count`` is below 1
+    course is archived or has no quota, the template is not offered in it or is on whole cards
+    (a booking's room is counted in shares of one card), ``count`` is below 1
     or above the course's roster (alone, or with the course's other bookings at an overlapping
     time), a slot is in the past or ends before it starts, or the cluster cannot hold a slot's
     sessions beside the other bookings and the other courses' guarantees (the message names
