@@ -138,6 +138,8 @@ def session_annotations(spec: LaunchSpec) -> dict[str, str]:
         f"{LABEL_PREFIX}/die-id": card.die_id,
         f"{LABEL_PREFIX}/core-percent": str(card.core_percent),
         f"{LABEL_PREFIX}/memory-mib": str(card.memory_mib),
+        # Whole cards: how many, from card-index on (absent for a share of one card).
+        **({f"{LABEL_PREFIX}/cards": str(card.cards)} if card.cards > 1 else {}),
     }
 
 
@@ -172,7 +174,8 @@ def vllm_memory_utilization(card: CardBinding, fraction: str = "0.90", *, memory
     else:
         if card.card_memory_mib <= 0:
             raise DriverError("The card's memory is unknown; the ledger must give it before a vLLM pod is made.")
-        value = Decimal(card.memory_mib) / Decimal(card.card_memory_mib) * headroom
+        # Each of several whole cards is seen as itself: its share is the whole card.
+        value = Decimal(card.memory_mib // card.cards) / Decimal(card.card_memory_mib) * headroom
     value = value.quantize(Decimal("0.01"), rounding=ROUND_DOWN)
     if value <= 0:
         raise DriverError(f"NPU memory {card.memory_mib} MiB is too small for vLLM.")
@@ -180,8 +183,8 @@ def vllm_memory_utilization(card: CardBinding, fraction: str = "0.90", *, memory
 
 
 def is_whole_card(card: CardBinding) -> bool:
-    """The share is the whole card: all its cores and all its memory."""
-    return card.core_percent >= 100 and card.card_memory_mib > 0 and card.memory_mib >= card.card_memory_mib
+    """The share is the whole card (or several): all its cores and all its memory."""
+    return card.cards > 1 or card.core_percent >= 100 and card.card_memory_mib > 0 and card.memory_mib >= card.card_memory_mib
 
 
 def check_vllm_command(command: tuple[str, ...] | list[str]) -> None:
@@ -250,6 +253,9 @@ def _vllm_container(spec: LaunchSpec, options: PodOptions, profile: DeviceProfil
         f"--gpu-memory-utilization={utilization}",
         f"--max-num-batched-tokens={options.vllm_max_num_batched_tokens}",
     ]
+    if spec.card.cards > 1:
+        # Otherwise vLLM serves from the first card and the others sit idle.
+        args.append(f"--tensor-parallel-size={spec.card.cards}")
     if enforce_eager:
         args.append("--enforce-eager")
     return {

@@ -30,9 +30,22 @@ class DeviceRequest:
 
 def _check_core_percent(card: CardBinding) -> int:
     core = card.core_percent
-    if not isinstance(core, int) or isinstance(core, bool) or not 1 <= core <= 100:
+    if not isinstance(core, int) or isinstance(core, bool):
+        raise DriverError(f"NPU core share must be a whole percent, got {core!r}.")
+    if _whole_cards(card) > 1:
+        if core != 100 * card.cards:
+            raise DriverError(f"An instance on {card.cards} whole cards has {100 * card.cards} % of AI Core, not {core} %.")
+    elif not 1 <= core <= 100:
         raise DriverError(f"NPU core share must be a whole percent from 1 to 100, got {core!r}.")
     return core
+
+
+def _whole_cards(card: CardBinding) -> int:
+    """How many whole cards the binding asks for (1: a share of one card)."""
+    cards = card.cards
+    if not isinstance(cards, int) or isinstance(cards, bool) or cards < 1:
+        raise DriverError(f"The number of cards must be a whole number from 1, got {cards!r}.")
+    return cards
 
 
 def _memory_units(card: CardBinding, unit_mib: int, resource: str) -> int:
@@ -108,10 +121,13 @@ class FlexNPUProfile(DeviceProfile):
         _check_memory_seen(self.memory_seen)
 
     def render(self, card: CardBinding) -> DeviceRequest:
+        """One share: ``flexnpu-num`` 1. Whole cards: ``flexnpu-num`` N with ``core.percentage``
+        N x 100 (the guide: a pod with more than one vNPU takes whole cards' AI Core) and the
+        memory of all N cards."""
         core = _check_core_percent(card)
         units = _memory_units(card, self.MEMORY_UNIT_MIB, self.MEMORY)
         return DeviceRequest(
-            resources={self.CORE: str(core), self.MEMORY: str(units), self.NUM: "1"},
+            resources={self.CORE: str(core), self.MEMORY: str(units), self.NUM: str(card.cards)},
             node_selector=_node_selector(card),
         )
 
@@ -148,7 +164,16 @@ class VNPUProfile(DeviceProfile):
             raise ValueError(f"vNPU policy must be fixed-share, elastic or best-effort, got {self.policy!r}")
 
     def render(self, card: CardBinding) -> DeviceRequest:
+        """One share: ``vnpu-number`` 1 with cores, memory, mode (and die id). Whole cards:
+        ``vnpu-number`` N alone (the guide's two-whole-card example) in hard mode, since soft
+        partitioning refuses ``vnpu-number`` > 1; one die id cannot pin N cards, so none is sent."""
         core = _check_core_percent(card)
+        if card.cards > 1:
+            return DeviceRequest(
+                resources={self.NUMBER: str(card.cards)},
+                annotations={self.MODE: "hard"},
+                node_selector=_node_selector(card),
+            )
         units = _memory_units(card, self.MEMORY_UNIT_MIB, self.MEMORY)
         annotations = {self.MODE: self.mode}
         if self.mode == "soft":
@@ -184,7 +209,16 @@ class HAMiProfile(DeviceProfile):
                 raise ValueError(f"HAMi scheduler policy must be 'binpack' or 'spread', got {policy!r}")
 
     def render(self, card: CardBinding) -> DeviceRequest:
+        """One share: one device with its memory (MiB) and core (percent). Whole cards: N devices
+        and nothing else (no memory or core limit: each device is the whole card)."""
         core = _check_core_percent(card)
+        annotations = {"hami.io/node-scheduler-policy": self.node_policy, "hami.io/gpu-scheduler-policy": self.card_policy}
+        if card.cards > 1:
+            return DeviceRequest(
+                resources={f"huawei.com/{self.device}": str(card.cards)},
+                annotations=annotations,
+                node_selector=_node_selector(card),
+            )
         memory = _memory_units(card, 1, f"huawei.com/{self.device}-memory")
         return DeviceRequest(
             resources={
@@ -192,7 +226,7 @@ class HAMiProfile(DeviceProfile):
                 f"huawei.com/{self.device}-memory": str(memory),
                 f"huawei.com/{self.device}-core": str(core),
             },
-            annotations={"hami.io/node-scheduler-policy": self.node_policy, "hami.io/gpu-scheduler-policy": self.card_policy},
+            annotations=annotations,
             node_selector=_node_selector(card),
         )
 
