@@ -128,8 +128,11 @@ class TemplateSerializer(serializers.Serializer):
     description = serializers.CharField()
     kind = serializers.CharField()
     scenario = serializers.CharField()
-    core_percent = serializers.IntegerField()
-    memory_mib = serializers.IntegerField()
+    core_percent = serializers.IntegerField(help_text="% of one card's AI Core; 100 on whole cards.")
+    memory_mib = serializers.IntegerField(help_text="NPU memory cap, MiB; on whole cards each card's whole memory.")
+    card_count = serializers.IntegerField(
+        help_text="1: a share of one card. More: that many whole cards on one node (100 % AI Core and memory of each)."
+    )
     cpu_request_millicores = serializers.IntegerField(help_text="Host CPU kept for the lab on its node (1000 = one core).")
     cpu_limit_millicores = serializers.IntegerField(help_text="Host CPU the lab may use at most.")
     host_memory_request_mib = serializers.IntegerField(help_text="Host memory kept for the lab on its node, MiB.")

@@ -114,6 +114,7 @@ class LabTemplateAdmin(admin.ModelAdmin):
         "kind",
         "core_percent",
         "memory_mib",
+        "card_count",
         "scenario",
         "cpu_request_millicores",
         "host_memory_request_mib",

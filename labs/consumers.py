@@ -114,7 +114,7 @@ def localised(payload: dict) -> dict:
         **payload,
         "reason": stored_reason_text(payload.get("reason_code", ""), payload.get("reason_params") or {}),
         "state_label": str(LabSession.State(state).label),
-        "share_text": share_text(payload["core_percent"], payload["memory_mib"]),
+        "share_text": share_text(payload["core_percent"], payload["memory_mib"], payload.get("cards", 1)),
         "selftest_text": selftest_text(payload.get("selftest_visible_mib"), bool(payload.get("selftest_over_cap"))),
         "extend_label": extend_label(payload["extension_minutes"]) if payload.get("extensions_left") else "",
     }

@@ -17,6 +17,7 @@ from labs.domain.units import (
     HOST_DEFAULTS,
     MEMORY_GRANULE_MIB,
     NODE_INSTANCE_CAP,
+    WHOLE_CARDS_MAX,
     Scenario,
     default_scenario,
 )
@@ -360,6 +361,18 @@ class TemplateForm(forms.Form):
         initial=10,
     )
     memory_mib = GiBField(label=gettext_lazy("NPU memory cap (GiB)"), min_value=Decimal("0.125"), initial=Decimal(8))
+    card_count = forms.IntegerField(
+        label=gettext_lazy("Cards"),
+        required=False,
+        min_value=1,
+        max_value=WHOLE_CARDS_MAX,
+        initial=1,
+        # xgettext:no-python-format
+        help_text=gettext_lazy(
+            "1: a share of one card. 2 or more: that many whole cards on one server, with 100 % AI Core "
+            "and each card's whole memory."
+        ),
+    )
     scenario = scenario_field(
         label=gettext_lazy("Scenario"),
         help_text=gettext_lazy("Inference instances take more of a card: 8 fit on one card instead of 16."),
@@ -402,6 +415,8 @@ class TemplateForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        if data.get("card_count") is None and "card_count" not in self.errors:
+            data["card_count"] = 1
         memory = data.get("memory_mib")
         if memory is not None and self.facts.largest_card_mib and memory > self.facts.largest_card_mib:
             self.add_error(
@@ -417,9 +432,11 @@ class TemplateForm(forms.Form):
             for name in self.HOST_FIELDS:
                 if data.get(name) is None:
                     data[name] = defaults[name]
-            # The model's rule (an image to run, limits at least the requests, requests within the largest node).
+            # The model's rule (an image to run, limits at least the requests, requests within the
+            # largest node; whole cards: 100 % AI Core, a card's whole memory, no more cards than a node has).
+            share = {name: data.get(name) for name in ("core_percent", "memory_mib", "card_count")}
             try:
-                LabTemplate(**self._runs(allowed), **{name: data[name] for name in self.HOST_FIELDS}).clean()
+                LabTemplate(**self._runs(allowed), **share, **{name: data[name] for name in self.HOST_FIELDS}).clean()
             except forms.ValidationError as exc:
                 for field, messages in exc.message_dict.items():
                     for message in messages:
@@ -442,6 +459,7 @@ class TemplateForm(forms.Form):
             **self._runs(data["image"]),
             "core_percent": data["core_percent"],
             "memory_mib": data["memory_mib"],
+            "card_count": data["card_count"],
             "scenario": data["scenario"],
             **{name: data[name] for name in self.HOST_FIELDS},
         }
@@ -473,6 +491,7 @@ class PreviewForm(forms.Form):
 
     core_percent = forms.IntegerField(validators=[MinValueValidator(1), MaxValueValidator(CORE_PERCENT_MAX)])
     memory_mib = GiBField(min_value=Decimal("0.125"))
+    card_count = forms.IntegerField(required=False, min_value=1, max_value=WHOLE_CARDS_MAX)
     scenario = scenario_field()
     image = forms.ModelChoiceField(queryset=AllowedImage.objects.none(), required=False)
 
@@ -481,12 +500,18 @@ class PreviewForm(forms.Form):
         self.fields["image"].queryset = AllowedImage.objects.filter(institution=institution)
 
     def share_fields(self) -> dict:
-        """The share to preview: ``core_percent``, ``memory_mib`` and ``scenario``."""
+        """The share to preview: ``core_percent``, ``memory_mib``, ``scenario`` and ``card_count``
+        (empty: 1, a share of one card)."""
         data = self.cleaned_data
         allowed = data["image"]
         kind = allowed.kind if allowed is not None else LabTemplate.Kind.JUPYTER
         scenario = data["scenario"] or default_scenario(kind).value
-        return {"core_percent": data["core_percent"], "memory_mib": data["memory_mib"], "scenario": scenario}
+        return {
+            "core_percent": data["core_percent"],
+            "memory_mib": data["memory_mib"],
+            "scenario": scenario,
+            "card_count": data["card_count"] or 1,
+        }
 
 
 # --- roster --------------------------------------------------------------------------------------

@@ -40,8 +40,14 @@ PHRASES = {
 PIECES = ("queue", "started", "left", "stops")
 
 
-def share_text(core_percent: int, memory_mib: int) -> str:
-    """An NPU share in words: "5 % of one NPU's AI Core guaranteed, 4 GiB memory"."""
+def share_text(core_percent: int, memory_mib: int, cards: int = 1) -> str:
+    """An NPU share in words: "5 % of one NPU's AI Core guaranteed, 4 GiB memory"; on whole cards
+    (``cards`` > 1, ``memory_mib`` each card's): "2 whole cards, 128 GiB memory in all"."""
+    if cards > 1:
+        return gettext("%(cards)s whole cards, %(memory)s memory in all") % {
+            "cards": cards,
+            "memory": gib_text(memory_mib * cards),
+        }
     return gettext("%(core)s %% of one NPU's AI Core guaranteed, %(memory)s memory") % {
         "core": core_percent,
         "memory": gib_text(memory_mib),
@@ -142,8 +148,8 @@ def session_data_tag(card: dict[str, Any] | None) -> str:
 
 
 @register.simple_tag(name="share_text")
-def share_text_tag(core_percent: int, memory_mib: int) -> str:
-    return share_text(core_percent, memory_mib)
+def share_text_tag(core_percent: int, memory_mib: int, cards: int = 1) -> str:
+    return share_text(core_percent, memory_mib, cards)
 
 
 @register.simple_tag

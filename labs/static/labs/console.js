@@ -73,7 +73,7 @@
     async function preview() {
       const data = new FormData(templateForm);
       const params = new URLSearchParams();
-      ["core_percent", "memory_mib", "scenario", "image"].forEach((name) => params.set(name, data.get(name) || ""));
+      ["core_percent", "memory_mib", "card_count", "scenario", "image"].forEach((name) => params.set(name, data.get(name) || ""));
       const ticket = ++asked;
       try {
         const response = await fetch(templateForm.dataset.previewUrl + "?" + params, { headers: { Accept: "application/json" } });
