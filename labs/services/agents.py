@@ -132,7 +132,8 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
 
 
 def instance_register(session: LabSession) -> bool:
-    """Tell the node's agent about a session's instance (local and simulator drivers only).
+    """Tell the node's agent about a session's instance (local and simulator drivers only; not
+    an instance on whole cards, which the agent's share of one card cannot describe).
 
     On Kubernetes the FlexNPU device plugin registers the instance when the pod starts; with
     the other drivers nothing on the node would, so the portal does. A failure is logged and
@@ -144,6 +145,8 @@ def instance_register(session: LabSession) -> bool:
     node = allocation.card.node
     if not settings.LAB_AGENT_REGISTERS_INSTANCES or not node.agent_url or not session.driver_ref or node_unreachable(node):
         return False
+    if allocation.cards > 1:
+        return False  # the agent models shares of one card; a whole-card instance is not one
     try:
         agent_client(node).register(
             entity_id=session.driver_ref,

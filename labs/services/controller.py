@@ -506,11 +506,14 @@ def _create(session: LabSession) -> str:
 
 def _registrations(session_ids: list[str]) -> list[InstanceCall]:
     """Register with its node's agent each instance just recorded for a starting session (local
-    and simulator drivers only: on Kubernetes the FlexNPU device plugin registers it)."""
+    and simulator drivers only: on Kubernetes the FlexNPU device plugin registers it; not one on
+    whole cards, which the agent's share of one card cannot describe)."""
     if not settings.LAB_AGENT_REGISTERS_INSTANCES or not session_ids:
         return []
     rows = (
-        Allocation.objects.filter(session_id__in=session_ids, released_at__isnull=True, session__state=SessionState.STARTING)
+        Allocation.objects.filter(
+            session_id__in=session_ids, released_at__isnull=True, session__state=SessionState.STARTING, cards=1
+        )
         .exclude(card__node__agent_url="")
         .exclude(session__driver_ref="")
         .values_list("card__node_id", "session__driver_ref", "card__index", "core_percent", "memory_mib", "scenario")

@@ -173,6 +173,7 @@ def _register_missing(node: Node, reported: dict, report: ReconcileReport) -> No
             state__in=(SessionState.STARTING, SessionState.RUNNING),
             allocation__card__node=node,
             allocation__released_at__isnull=True,
+            allocation__cards=1,  # whole-card instances are not the agent's (``instance_register``)
         )
         .exclude(driver_ref="")
         .exclude(driver_ref__in=list(reported))
