@@ -115,5 +115,6 @@ def test_the_namespace_is_what_the_driver_expects(
     )
 
     assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert quota.spec.hard["requests.volcano.sh/flexnpu-num"] == "16"
+    # 16 instances, and one more per 100 % of core (a lab on whole cards counts one per card).
+    assert (quota.spec.hard["pods"], quota.spec.hard["requests.volcano.sh/flexnpu-num"]) == ("16", "20")
     assert [(s.name, s.namespace) for s in binding.subjects] == [("npu-lab-portal", PORTAL_NAMESPACE)]

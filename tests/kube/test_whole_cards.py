@@ -83,3 +83,40 @@ def test_a_two_card_lab_is_accepted_and_scheduled_on_the_node_with_the_cards(
     )
     assert [event.reporting_component for event in scheduled] == ["volcano"]
     assert LabSession.objects.get(pk=session.pk).allocation.more_cards.count() == 1
+
+
+@pytest.mark.parametrize("profile", sorted(TWO_CARDS))
+def test_a_course_at_its_instance_count_with_a_two_card_lab_is_not_refused_by_the_namespace_quota(
+    profile: str, deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
+) -> None:
+    """The portal counts a lab on two whole cards as one instance; the device plugin's count
+    resource (``flexnpu-num``, ``vnpu-number``, the HAMi device) as two. The namespace's quota
+    must let in what the course's quota does: a two-card lab and a share, two instances."""
+    quota = {"core_percent": 205, "memory_mib": 2 * CARD_MIB + 4096, "instance_count": 2}
+    course = make_lab_course(deployed, settings, profile=profile, students=2, quota=quota)
+    node_with_cards(name=course.node, cards=8, memory_mib=CARD_MIB)
+    settings.LAB_DRIVER = portal_driver_config(deployed, portal_token(core), namespace_prefix=course.prefix, profile=profile)
+    get_driver.cache_clear()
+    try:
+        row = Course.objects.get(code=course.code)
+        pair = TemplateFactory(institution=row.institution, name="pair", core_percent=100, memory_mib=CARD_MIB, card_count=2)
+        share = TemplateFactory(institution=row.institution, name="share", core_percent=5, memory_mib=4096)
+        row.templates.add(pair, share)
+        first, second = (enrollment.user for enrollment in row.enrollments.filter(role=Enrollment.Role.STUDENT))
+        sessions = [
+            session_launch(student=first, course=row, template=pair),
+            session_launch(student=second, course=row, template=share),
+        ]
+
+        deadline = time.monotonic() + 60
+        while any(s.state not in ("running", "failed") for s in sessions):
+            assert time.monotonic() < deadline, [(s.state, s.reason) for s in sessions]
+            reconcile_once()
+            for s in sessions:
+                s.refresh_from_db()
+            time.sleep(0.1)
+
+        assert [(s.state, s.reason) for s in sessions] == [("running", ""), ("running", "")]
+    finally:
+        get_driver.cache_clear()
+        core.delete_namespace(course.namespace)

@@ -97,10 +97,13 @@ class DeviceProfile:
     def quota(self, *, core_percent: int, memory_mib: int, instances: int) -> dict[str, str]:
         """ResourceQuota ``hard`` entries for a course total (extended resources are quota'd on requests)."""
         count, core, memory, unit_mib = self.resource_names()
+        # The device plugin's count is one per share but n for a lab on n whole cards, which the
+        # portal counts as one instance of 100 x n % core: a course can use at most one more per
+        # 100 % of its core than it has instances, and the namespace must let in what it admits.
         return {
             f"requests.{core}": str(core_percent),
             f"requests.{memory}": str(memory_mib // unit_mib),
-            f"requests.{count}": str(instances),
+            f"requests.{count}": str(instances + core_percent // 100),
             "pods": str(instances),
         }
 
