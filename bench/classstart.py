@@ -64,6 +64,7 @@ from bench.harness import (
     CpuMeter,
     Fired,
     Resources,
+    bench_main,
     fire_at_once,
     fmt_seconds,
     free_port,
@@ -72,14 +73,12 @@ from bench.harness import (
     percentile,
     postgres_create_database,
     postgres_drop_database,
-    raise_keyboard_interrupt_on_sigterm,
     redis_claim_database,
     redis_release_database,
     retry_until_accepted,
     run_id,
     status_counts,
     wait_until,
-    write_json,
 )
 
 INSTANCES_PER_SERVER = 128  # 8 cards x 16 small (5 %, 4 GiB) development instances
@@ -155,8 +154,7 @@ def portal_env(
         PYTHONUNBUFFERED="1",
     )
     env.update(
-        driver
-        or {"LAB_DRIVER": "labs.drivers.simulator.SimulatorDriver", "LAB_SIMULATOR_DELAY_SECONDS": str(start_delay)}
+        driver or {"LAB_DRIVER": "labs.drivers.simulator.SimulatorDriver", "LAB_SIMULATOR_DELAY_SECONDS": str(start_delay)}
     )
     return env
 
@@ -645,16 +643,13 @@ def report(f: dict, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    raise_keyboard_interrupt_on_sigterm()
-    try:
-        figures = run(args)
-    except KeyboardInterrupt:
-        print("interrupted; everything started was stopped and removed", file=sys.stderr)
-        return 130
-    write_json(args.json, figures)
+    """0 when every lab ran, then stopped with nothing left and every allocation released; else 1."""
+    return bench_main(run, parse_args(argv), passed=passed, interrupted="interrupted; everything started was stopped and removed")
+
+
+def passed(figures: dict) -> bool:
     cleared = figures.get("time_to_nothing_left", 0) is not None and not figures.get("unreleased_allocations")
-    return 0 if figures["time_to_all_running"] is not None and cleared else 1
+    return figures["time_to_all_running"] is not None and cleared
 
 
 if __name__ == "__main__":

@@ -414,17 +414,24 @@ def portal_in_process(res: Resources, name: str, rid: str, *, connection_limit: 
     return temp
 
 
-def bench_main(run: Callable[[object], dict], args) -> int:
+def bench_main(
+    run: Callable[[object], dict],
+    args,
+    *,
+    passed: Callable[[dict], bool] = lambda figures: True,
+    interrupted: str = "interrupted; the database and the Redis number were given back",
+) -> int:
     """A bench's ``main``: ``run(args)`` (which gives back what it took, Ctrl-C and SIGTERM too),
-    then its figures as JSON to ``args.json`` when asked; 130 when interrupted."""
+    then its figures as JSON to ``args.json`` when asked. 0 when ``passed(figures)``, else 1; 130
+    when interrupted (after printing ``interrupted``)."""
     raise_keyboard_interrupt_on_sigterm()
     try:
         figures = run(args)
     except KeyboardInterrupt:
-        print("interrupted; the database and the Redis number were given back", file=sys.stderr)
+        print(interrupted, file=sys.stderr)
         return 130
     write_json(args.json, figures)
-    return 0
+    return 0 if passed(figures) else 1
 
 
 # -- CPU use of a run's processes (Linux /proc) ------------------------------------------------------

@@ -63,12 +63,11 @@ from typing import Any
 
 from bench.harness import (
     Resources,
+    bench_main,
     new_token,
     portal_in_process,
-    raise_keyboard_interrupt_on_sigterm,
     reference_loop_ms,
     run_id,
-    write_json,
 )
 from labs.devcluster.portal import PORTAL_NAMESPACE, PORTAL_SERVICE_ACCOUNT
 
@@ -472,9 +471,7 @@ def run(args: argparse.Namespace) -> dict:
             connection_limit=20,
             LAB_DRIVER="labs.drivers.kubernetes.KubernetesDriver",
             LAB_DRIVER_OPTIONS=json.dumps(
-                portal_driver_options(
-                    cluster, token, profile=PROFILE, ingress_host=INGRESS_HOST, request_timeout_seconds=30
-                )
+                portal_driver_options(cluster, token, profile=PROFILE, ingress_host=INGRESS_HOST, request_timeout_seconds=30)
             ),
         )
         from django.conf import settings
@@ -532,15 +529,12 @@ def run(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """0 when the portal's requests per session are flat, 1 when not, 130 when interrupted."""
-    args = parse_args(argv)
-    raise_keyboard_interrupt_on_sigterm()
-    try:
-        figures = run(args)
-    except KeyboardInterrupt:
-        print("interrupted; the cluster, the database and the Redis number were given back", file=sys.stderr)
-        return 130
-    write_json(args.json, figures)
-    return 0 if figures["flat"] else 1
+    return bench_main(
+        run,
+        parse_args(argv),
+        passed=lambda figures: figures["flat"],
+        interrupted="interrupted; the cluster, the database and the Redis number were given back",
+    )
 
 
 if __name__ == "__main__":
