@@ -493,12 +493,42 @@ def run(args: argparse.Namespace) -> dict:
         figures["cpu_percent_of_one_core"] = meter.shares
         figures["max_connections"] = sampler.max_connections
         figures["db_connection_limit"] = args.db_connection_limit
+        if cluster is not None:
+            figures.update(start_split(cluster, course))
         if cluster is not None and figures["time_to_all_running"] is not None:
             figures.update(stop_class(cluster, course, base_url, cookies, args))
         report(figures, args)
         return figures
     finally:
         res.close()
+
+
+def start_split(cluster, course) -> dict:
+    """Where the labs' start went on the cluster, p50 per session: from the create being sent
+    (``started_at``) to the node simulator seeing the pod bound to its node (the portal's creates
+    and the scheduler), from there to its kubelet reporting it Ready (the start delay and the
+    status patches), and from there to the portal calling it running (the controller's look)."""
+    from labs.drivers.kubernetes import builders
+    from labs.models import LabSession
+
+    simulator = cluster.simulator
+    to_bound, to_ready, to_seen = [], [], []
+    for pk, code, started, running in LabSession.objects.filter(course=course).values_list(
+        "pk", "course__code", "started_at", "running_at"
+    ):
+        key = f"{builders.namespace_name(code)}/{builders.pod_name(str(pk))}"
+        bound, ready = simulator.bound_at.get(key), simulator.ready_at.get(key)
+        if started is not None and bound is not None:
+            to_bound.append(bound - started.timestamp())
+        if bound is not None and ready is not None:
+            to_ready.append(ready - bound)
+        if ready is not None and running is not None:
+            to_seen.append(running.timestamp() - ready)
+    return {
+        "started_to_bound_p50": percentile(to_bound, 50),
+        "bound_to_ready_p50": percentile(to_ready, 50),
+        "ready_to_running_p50": percentile(to_seen, 50),
+    }
 
 
 def stop_class(cluster, course, base_url: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace) -> dict:
@@ -618,6 +648,12 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"(admitted -> created {fmt_seconds(f['admitted_to_started_p50'])}, "
         f"created -> running {fmt_seconds(f['started_to_running_p50'])})"
     )
+    if "bound_to_ready_p50" in f:
+        print(
+            f"  on the cluster, p50: create sent -> pod bound to its node {fmt_seconds(f['started_to_bound_p50'])}, "
+            f"bound -> Ready {fmt_seconds(f['bound_to_ready_p50'])} (start {args.start_delay:g} s), "
+            f"Ready -> running in the portal {fmt_seconds(f['ready_to_running_p50'])}"
+        )
     print(
         f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
         f"(limit of the run's role {f['db_connection_limit']}; server max_connections {f['max_connections']})"

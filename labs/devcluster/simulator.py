@@ -222,6 +222,10 @@ class NodeSimulator:
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
         self.restart_fraction = restart_fraction
+        # When (wall clock) each pod, by namespace/name, was first seen bound to a node and first
+        # reported Running and Ready: a benchmark splits its labs' start there.
+        self.bound_at: dict[str, float] = {}
+        self.ready_at: dict[str, float] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -475,6 +479,7 @@ class NodeSimulator:
             if known is not None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 return
             self._pods[meta["uid"]] = _Pod(meta["uid"], meta["namespace"], meta["name"], node, manifest=pod)
+            self.bound_at.setdefault(f"{meta['namespace']}/{meta['name']}", time.time())
         self._pool.submit(self._guard, self._accept, pod)
 
     def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
@@ -537,6 +542,7 @@ class NodeSimulator:
                 **container_statuses(manifest, lambda _c: running, ready=True),
             },
         )
+        self.ready_at.setdefault(f"{pod.namespace}/{pod.name}", time.time())
 
     def _fail(self, manifest: dict[str, Any], failure: str) -> None:
         uid = manifest["metadata"]["uid"]
