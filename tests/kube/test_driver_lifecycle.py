@@ -181,3 +181,23 @@ def test_a_lab_on_a_lost_node_is_no_longer_reported_running_and_is_evicted_sayin
         deployed.simulator.restore_node(course.node)
         deployed.wait_for_nodes_ready()
         core.delete_namespace(course.namespace)
+
+
+def test_a_labs_secret_is_immutable_on_the_api_server(
+    deployed: DevCluster, core: client.CoreV1Api, db: None, settings: Any
+) -> None:
+    """No kubelet keeps a watch on an immutable secret, and nobody swaps a running lab's token."""
+    course = make_lab_course(deployed, settings, profile="flexnpu")
+    try:
+        driver = portal_driver(deployed, core, course)
+        spec = lab_spec(course)
+        driver.create(spec)
+        name = builders.secret_name(spec.session_id)
+
+        assert core.read_namespaced_secret(name, course.namespace).immutable is True
+        with pytest.raises(ApiException) as refused:
+            core.patch_namespaced_secret(name, course.namespace, {"stringData": {builders.SECRET_KEY: "swapped"}})
+        assert refused.value.status == 422
+        assert "field is immutable when `immutable` is set" in str(refused.value.body)
+    finally:
+        core.delete_namespace(course.namespace)

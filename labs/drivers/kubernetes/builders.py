@@ -200,6 +200,9 @@ def make_secret(spec: LaunchSpec, *, namespace: str) -> dict:
         "kind": "Secret",
         "metadata": _metadata(spec, secret_name(spec.session_id), namespace),
         "type": "Opaque",
+        # A session's secret never changes: immutable, no kubelet keeps a watch open on it (one
+        # per lab on its node otherwise), and nobody can swap the token of a running lab.
+        "immutable": True,
         "stringData": {SECRET_KEY: spec.secret},
     }
 
