@@ -25,6 +25,20 @@ Per session, by ledger state:
   still there but never recorded (a create whose run died before its bind): ``Bind`` it too.
 - any instance whose card differs from the ledger's: ``Rebind`` to the card the node reports.
 
+A node that restarted (``NodeReboot``: its boot id changed). The CCE FlexNPU guide: "节点意外重启后，
+NPU虚拟化Pod可能因NPU虚拟化资源上报延迟，显示为"执行失败"状态。此为正常现象，可忽略该状态" (after an
+unexpected restart of a node, its NPU pods may show failed because the NPU resources are reported
+late; this is normal and the status may be ignored). So for ``Timing.reboot_device_wait_seconds``
+after the restart was seen, a starting or running session on that node whose instance failed is
+not failed for it: while the node has not reported its NPUs again it is noted "waiting for the
+NPU to come back after a node restart" (``RebootWait``); once it has (and
+``reboot_settle_seconds`` more, for an instance coming back by itself), the lab is started again
+on the same allocation (``Relaunch``: the failed instance deleted, the session starting, its
+place and card kept), and an instance that comes back by itself is watched again, the student
+told (``Note`` / ``Restarted``: "the node restarted; your lab was restarted"). Past the bound,
+a session still caught in the restart fails with ``session.node_restart_no_npu``. A relaunched
+session creates its new instance only once the one it replaces (``replaced_ref``) is gone.
+
 Instances that no open session owns: ``Delete`` (orphans). When the driver could not be read,
 only ledger-side actions are taken (creates whose retry time has come); nothing is concluded
 from an absence that was never observed.
@@ -59,6 +73,20 @@ class Desired:
     lifetime_minutes: int = 0
     # The restarts of its instance the ledger has recorded (those seen when it came up, and since).
     restarts: int = 0
+    # The latest restart of its node (``None``: none seen), the restart the session was caught in
+    # (its ``at``; ``None``: none), and the instance a relaunch replaces (empty: none).
+    node_reboot: NodeReboot | None = None
+    reboot_at: float | None = None
+    replaced_ref: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReboot:
+    """A node's restart as the portal saw it: when its new boot was first seen (``at``) and when
+    its NPUs were reported again since (``devices_at``; ``None``: not yet). Seconds since the epoch."""
+
+    at: float
+    devices_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +114,20 @@ class Timing:
     spawn_timeout_seconds: float = 300.0
     stop_timeout_seconds: float = 120.0
     start_restarts: int = 3
+    # How long after a node restart its sessions wait for the node's NPUs (``LAB_REBOOT_DEVICE_WAIT``),
+    # and how long after the NPUs are back a lab still failed is left to come back by itself before
+    # it is started again: a kubelet admits its pods as the device plugin registers, and the pods'
+    # new status may reach the portal's look after the node's.
+    reboot_device_wait_seconds: float = 300.0
+    reboot_settle_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.start_restarts, int) or isinstance(self.start_restarts, bool) or self.start_restarts < 0:
             raise ValueError(f"Timing.start_restarts must be a non-negative int, not {self.start_restarts!r}")
+        for name in ("reboot_device_wait_seconds", "reboot_settle_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"Timing.{name} must be a non-negative number, not {value!r}")
 
 
 class Create(NamedTuple):
@@ -105,6 +143,7 @@ class Running(NamedTuple):
     session_id: str
     access_url: str
     restarts: int = 0  # while it started: recorded, so that only later ones count as a running lab's
+    reason: Reason | None = None  # what the student reads once it runs (``None``: nothing)
 
 
 class Fail(NamedTuple):
@@ -145,7 +184,30 @@ class Restarted(NamedTuple):
     reason: Reason
 
 
-Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire | Restarted
+class RebootWait(NamedTuple):
+    """The session's node restarted and has not reported its NPUs again: the session, in ``state``,
+    is caught in the restart seen at ``reboot_at`` and waits (``reason``), not failed."""
+
+    session_id: str
+    state: SessionState
+    reboot_at: float
+    reason: Reason
+
+
+class Relaunch(NamedTuple):
+    """The node restarted and reports its NPUs again, but the lab's instance (``ref``) stays failed:
+    start the lab again on the same allocation (the session goes back to starting, ``ref`` deleted)."""
+
+    session_id: str
+    ref: str
+    reboot_at: float
+
+
+Action = Create | Bind | Running | Fail | Note | Delete | Finish | Rebind | Expire | Restarted | RebootWait | Relaunch
+
+REBOOT_WAITING = Reason.of("session.node_restart_waiting")
+REBOOT_RELAUNCHING = Reason.of("session.node_restart_relaunching")
+REBOOT_RESTARTED = Reason.of("session.node_restarted")
 
 
 def session_limit_minutes(template_minutes: int | None, course_minutes: int | None, extended_minutes: int = 0) -> int | None:
@@ -181,6 +243,8 @@ def decide(
         instance = seen.get(session.session_id)
         if observed and instance is not None:
             _check_card(session, instance, actions)
+        if observed and _node_restarted(session, instance, now, timing, actions):
+            continue
         match session.state:
             case SessionState.ADMITTED:
                 actions.append(Create(session.session_id))
@@ -197,8 +261,57 @@ def decide(
     return actions
 
 
+def _node_restarted(session: Desired, instance: Seen | None, now: float, timing: Timing, actions: list[Action]) -> bool:
+    """A starting or running session's part in its node's restart; whether that settles it this round.
+
+    Only a failed instance (the vendor's "执行失败" after a restart) or a session already caught in
+    the restart is concerned; any other failure is judged as always. See the module docstring.
+    """
+    reboot = session.node_reboot
+    if reboot is None or session.state not in (SessionState.STARTING, SessionState.RUNNING):
+        return False
+    sid = session.session_id
+    # Within a millisecond: the times went through the database's timestamps and back.
+    caught = session.reboot_at is not None and abs(session.reboot_at - reboot.at) < 0.001
+    # On the node when it restarted (started before the restart was seen), or caught in it already.
+    concerned = caught or (session.started_at is not None and session.started_at <= reboot.at)
+    failed = (
+        instance is not None
+        and instance.phase == "failed"
+        and not instance.deleting
+        and (not session.replaced_ref or instance.ref != session.replaced_ref)  # the replaced one: ``_starting``
+    )
+    if failed and instance is not None and concerned:
+        if now - reboot.at > timing.reboot_device_wait_seconds:
+            if not caught or reboot.devices_at is not None:
+                return False  # not the restart's, or its NPUs came back: judged as any failure
+            seconds = round(timing.reboot_device_wait_seconds)
+            actions.append(Fail(sid, Reason.of("session.node_restart_no_npu", seconds=seconds)))
+        elif reboot.devices_at is None or now - reboot.devices_at < timing.reboot_settle_seconds:
+            if not caught or session.reason != REBOOT_WAITING:
+                actions.append(RebootWait(sid, session.state, reboot.at, REBOOT_WAITING))
+        else:
+            actions.append(Relaunch(sid, instance.ref or session.driver_ref, reboot.at))
+        return True
+    if caught and instance is not None and session.state == SessionState.RUNNING and session.reason == REBOOT_WAITING:
+        if instance.phase == "running":
+            # It came back by itself on the same allocation: watched again, its restart recorded.
+            actions.append(Restarted(sid, max(instance.restarts, session.restarts), REBOOT_RESTARTED))
+        return True  # still coming back (pending): the student keeps reading that it waits
+    return False
+
+
 def _starting(session: Desired, instance: Seen | None, observed: bool, now: float, timing: Timing, actions: list[Action]) -> None:
     sid = session.session_id
+    if session.replaced_ref and not session.driver_ref:
+        # A relaunch after a node restart: the new instance is made once the old one is seen gone
+        # (on Kubernetes they share the pod's name, and a create would find the old pod).
+        if not observed:
+            return
+        if instance is not None and instance.ref == session.replaced_ref:
+            if not instance.deleting:
+                actions.append(Delete(sid))
+            return
     if instance is None:
         if session.driver_ref and observed:
             actions.append(Fail(sid, Reason.of("session.vanished_before_start")))
@@ -210,7 +323,8 @@ def _starting(session: Desired, instance: Seen | None, observed: bool, now: floa
     if instance.deleting:
         actions.append(Fail(sid, Reason.of("session.vanished_before_start")))
     elif instance.phase == "running":
-        actions.append(Running(sid, instance.access_url, instance.restarts))
+        said = REBOOT_RESTARTED if session.replaced_ref or session.reboot_at is not None else None
+        actions.append(Running(sid, instance.access_url, instance.restarts, said))
     elif instance.phase == "failed":
         actions.append(Fail(sid, _driver_reason(instance, "session.vanished_before_start")))
     elif instance.restarts > timing.start_restarts:

@@ -39,6 +39,14 @@ MESSAGES: dict[str, str] = {
     # A running lab's container ended and the platform started it again (``cause``: why it ended).
     "session.restarted": gettext_noop("the lab restarted after %(cause)s (restart %(restarts)s)"),
     "session.restarted_unknown": gettext_noop("the lab restarted (restart %(restarts)s)"),
+    # A node restarted (its boot id changed): the CCE FlexNPU guide says its NPU pods may show
+    # failed until the NPUs are reported again, and that this is normal (``LAB_REBOOT_DEVICE_WAIT``).
+    "session.node_restart_waiting": gettext_noop("waiting for the NPU to come back after a node restart"),
+    "session.node_restart_relaunching": gettext_noop("the node restarted; starting your lab again"),
+    "session.node_restarted": gettext_noop("the node restarted; your lab was restarted"),
+    "session.node_restart_no_npu": gettext_noop(
+        "the node restarted and its NPUs did not come back within %(seconds)s s"
+    ),
     "session.vanished": gettext_noop("the lab's instance disappeared from the cluster"),
     "session.vanished_before_start": gettext_noop("the instance disappeared before it started"),
     "session.cluster_unreachable": gettext_noop("waiting for the cluster: %(error)s"),

@@ -2,6 +2,7 @@
 
     queued -> admitted -> starting -> running -> stopping -> stopped
                                                           -> failed
+                          starting <- running  (its node restarted: the lab is started again)
 
 A session that may own cluster resources (starting, running) never jumps to a terminal state:
 it goes through ``stopping`` so the driver deletes what it made before the allocation is
@@ -27,7 +28,8 @@ TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
     SessionState.QUEUED: frozenset({SessionState.ADMITTED, SessionState.STOPPED, SessionState.FAILED}),
     SessionState.ADMITTED: frozenset({SessionState.STARTING, SessionState.STOPPING, SessionState.STOPPED, SessionState.FAILED}),
     SessionState.STARTING: frozenset({SessionState.RUNNING, SessionState.STOPPING}),
-    SessionState.RUNNING: frozenset({SessionState.STOPPING}),
+    # Back to starting when its node restarted and the lab is started again on its allocation.
+    SessionState.RUNNING: frozenset({SessionState.STARTING, SessionState.STOPPING}),
     SessionState.STOPPING: frozenset({SessionState.STOPPED, SessionState.FAILED}),
     SessionState.STOPPED: frozenset(),
     SessionState.FAILED: frozenset(),

@@ -16,8 +16,11 @@ from labs.domain.lifecycle import (
     Expire,
     Fail,
     Finish,
+    NodeReboot,
     Note,
     Rebind,
+    RebootWait,
+    Relaunch,
     Restarted,
     Running,
     Seen,
@@ -524,3 +527,133 @@ def test_decide_is_deterministic_consistent_and_concludes_nothing_from_an_unobse
     if seen is None:
         assert all(isinstance(a, Create) for a in actions), actions
         assert not any(isinstance(a, Finish | Fail | Delete) for a in actions)
+
+
+# -- a node restart (the CCE FlexNPU guide: after an unexpected restart, NPU pods may show failed
+# -- while the NPUs are reported late; normal, to be ignored) ------------------------------------
+
+REBOOT = NodeReboot(at=NOW - 20)
+REBOOT_BACK = NodeReboot(at=NOW - 20, devices_at=NOW - 5)
+ADMISSION = Reason.of("session.driver", message="UnexpectedAdmissionError: Allocate failed")
+WAIT = 300.0
+
+
+def rebooted_run(session: Desired, seen: Seen | None, *, now: float = NOW, wait: float = WAIT) -> list:
+    timing = Timing(spawn_timeout_seconds=300.0, stop_timeout_seconds=120.0, reboot_device_wait_seconds=wait)
+    return decide([session], {} if seen is None else {seen.session_id: seen}, now=now, timing=timing)
+
+
+def test_a_running_lab_failed_on_a_node_that_restarted_waits_for_the_npu_instead_of_failing():
+    actions = rebooted_run(running(node_reboot=REBOOT), instance("failed", ref="pod-1", reason=ADMISSION))
+
+    assert actions == [RebootWait("s1", SessionState.RUNNING, REBOOT.at, Reason.of("session.node_restart_waiting"))]
+    assert str(actions[0].reason) == "waiting for the NPU to come back after a node restart"
+
+
+def test_a_session_already_waiting_for_the_npu_is_not_noted_again():
+    waiting = running(node_reboot=REBOOT, reboot_at=REBOOT.at, reason=Reason.of("session.node_restart_waiting"))
+
+    assert rebooted_run(waiting, instance("failed", ref="pod-1", reason=ADMISSION)) == []
+
+
+def test_a_starting_lab_failed_on_a_node_that_restarted_waits_too():
+    caught = Desired("s1", SessionState.STARTING, driver_ref="pod-1", started_at=REBOOT.at - 5, node_reboot=REBOOT)
+
+    actions = rebooted_run(caught, instance("failed", ref="pod-1", reason=ADMISSION))
+
+    assert [type(a) for a in actions] == [RebootWait]
+
+
+def test_once_the_node_reports_its_npus_a_lab_still_failed_is_relaunched_on_its_allocation():
+    waiting = running(node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, reason=Reason.of("session.node_restart_waiting"))
+
+    assert rebooted_run(waiting, instance("failed", ref="pod-1", reason=ADMISSION)) == [Relaunch("s1", "pod-1", REBOOT.at)]
+
+
+def test_a_lab_still_failed_right_after_the_npus_came_back_is_given_a_moment_to_come_back_itself():
+    just_back = NodeReboot(at=NOW - 20, devices_at=NOW - 1)
+    waiting = running(node_reboot=just_back, reboot_at=just_back.at, reason=Reason.of("session.node_restart_waiting"))
+
+    assert rebooted_run(waiting, instance("failed", ref="pod-1", reason=ADMISSION)) == []
+
+
+def test_a_relaunched_session_deletes_the_old_instance_and_creates_none_while_it_is_there():
+    relaunched = starting(node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, replaced_ref="pod-1")
+
+    assert rebooted_run(relaunched, instance("failed", ref="pod-1", reason=ADMISSION)) == [Delete("s1")]
+    assert rebooted_run(relaunched, instance("failed", ref="pod-1", deleting=True)) == []
+
+
+def test_a_relaunched_session_creates_its_new_instance_once_the_old_one_is_gone():
+    relaunched = starting(node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, replaced_ref="pod-1")
+
+    assert rebooted_run(relaunched, None) == [Create("s1")]
+
+
+def test_a_relaunched_session_creates_nothing_when_the_cluster_could_not_be_read():
+    relaunched = starting(node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, replaced_ref="pod-1")
+
+    assert decide([relaunched], None, now=NOW, timing=TIMING) == []
+
+
+def test_a_relaunched_lab_that_comes_up_tells_the_student_the_node_restarted():
+    relaunched = starting(driver_ref="pod-2", node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, replaced_ref="pod-1")
+
+    actions = rebooted_run(relaunched, instance("running", ref="pod-2", access_url="https://lab/"))
+
+    assert actions == [Running("s1", "https://lab/", 0, Reason.of("session.node_restarted"))]
+    assert str(actions[0].reason) == "the node restarted; your lab was restarted"
+
+
+def test_a_lab_that_comes_back_by_itself_is_watched_again_and_the_student_told():
+    waiting = running(node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, reason=Reason.of("session.node_restart_waiting"))
+
+    actions = rebooted_run(waiting, instance("running", ref="pod-1", restarts=1))
+
+    assert actions == [Restarted("s1", 1, Reason.of("session.node_restarted"))]
+
+
+def test_a_lab_caught_in_a_restart_fails_past_the_bound_when_the_npus_never_came_back():
+    waiting = running(node_reboot=REBOOT, reboot_at=REBOOT.at, reason=Reason.of("session.node_restart_waiting"))
+
+    actions = rebooted_run(waiting, instance("failed", ref="pod-1", reason=ADMISSION), now=REBOOT.at + WAIT + 1)
+
+    assert actions == [Fail("s1", Reason.of("session.node_restart_no_npu", seconds=300))]
+    assert str(actions[0].reason) == "the node restarted and its NPUs did not come back within 300 s"
+
+
+def test_the_wait_is_counted_from_the_restart_with_the_clock_passed_in():
+    failed = instance("failed", ref="pod-1", reason=ADMISSION)
+    waiting = running(node_reboot=REBOOT, reboot_at=REBOOT.at, reason=Reason.of("session.node_restart_waiting"))
+
+    assert rebooted_run(waiting, failed, now=REBOOT.at + 30, wait=30) == []
+    assert [type(a) for a in rebooted_run(waiting, failed, now=REBOOT.at + 31, wait=30)] == [Fail]
+
+
+def test_a_failure_long_after_a_restart_is_judged_as_any_failure():
+    late = running(node_reboot=REBOOT, reboot_at=None)
+
+    actions = rebooted_run(late, instance("failed", ref="pod-1", reason=ADMISSION), now=REBOOT.at + WAIT + 1)
+
+    assert actions == [Fail("s1", ADMISSION)]
+
+
+def test_a_session_started_after_the_restart_was_seen_is_not_concerned_by_it():
+    fresh = Desired("s1", SessionState.STARTING, driver_ref="pod-9", started_at=REBOOT.at + 1, node_reboot=REBOOT)
+
+    assert rebooted_run(fresh, instance("failed", ref="pod-9", reason=ADMISSION)) == [Fail("s1", ADMISSION)]
+
+
+def test_without_a_node_restart_a_failed_running_lab_still_fails():
+    assert rebooted_run(running(), instance("failed", ref="pod-1", reason=ADMISSION)) == [Fail("s1", ADMISSION)]
+
+
+def test_timing_refuses_a_negative_reboot_wait():
+    with pytest.raises(ValueError, match="reboot_device_wait_seconds"):
+        Timing(reboot_device_wait_seconds=-1)
+
+
+def test_a_lab_coming_back_by_itself_is_not_reported_as_an_ordinary_restart_while_it_starts():
+    waiting = running(node_reboot=REBOOT_BACK, reboot_at=REBOOT.at, reason=Reason.of("session.node_restart_waiting"))
+
+    assert rebooted_run(waiting, instance("pending", ref="pod-1", restarts=1)) == []
