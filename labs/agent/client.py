@@ -120,6 +120,7 @@ class InventoryReport:
     cards: list[CardReport]
     host: HostReport | None  # None: an agent that predates host figures
     versions: VersionsReport  # all "" from an agent that predates versions
+    boot_id: str = ""  # the host's boot id; "" from an agent that predates it
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -160,10 +161,12 @@ class AgentClient:
         cards = [_build(CardReport, card) for card in _list(payload, "cards")]
         host = payload.get("host") if isinstance(payload, dict) else None
         versions = payload.get("versions")
+        boot_id = payload.get("boot_id")
         return InventoryReport(
             cards=cards,
             host=None if host is None else _build(HostReport, host),
             versions=VersionsReport("", "", "") if versions is None else _build(VersionsReport, versions),
+            boot_id=boot_id[:64] if isinstance(boot_id, str) else "",
         )
 
     def instances(self) -> list[InstanceReport]:

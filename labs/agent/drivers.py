@@ -18,6 +18,10 @@ Contract (``NodeDriver``):
     The node's driver, firmware and ``npu-smi`` versions; ``""`` for one it cannot tell.
     Raises ``DriverError`` when the node cannot be read at all.
 
+``boot_id() -> str``
+    The host's boot id (``/proc/sys/kernel/random/boot_id``, what Kubernetes reports as the
+    node's ``bootID``): a new one means the node restarted. ``""`` when it cannot be read.
+
 ``register(...)`` and ``set_demand(...)``
     Only the simulated driver implements them (on a real node the FlexNPU device plugin creates
     instances and the workload makes the demand); others raise ``NotSupported``.
@@ -52,6 +56,9 @@ from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
 from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
 
 logger = logging.getLogger("labs.agent")
+
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
 class DriverError(Exception):
@@ -134,6 +141,13 @@ class NodeDriver(ABC):
 
     def versions(self) -> NodeVersions:
         return NodeVersions()
+
+    def boot_id(self) -> str:
+        try:
+            with open(BOOT_ID_PATH, encoding="ascii") as fh:
+                return fh.read().strip()[:64]
+        except (OSError, UnicodeDecodeError):
+            return ""
 
     @abstractmethod
     def unregister(self, entity_id: str) -> bool: ...
@@ -393,6 +407,7 @@ class SimulatedDriver(NodeDriver):
         self._instances: dict[str, _SimulatedInstance] = {}
         self._registered = 0
         self._lock = threading.Lock()
+        self._boot = 1
 
     def host(self) -> HostInfo:
         """An Atlas 800T A2's host by default: 192 cores (4 x Kunpeng 920) and 1 TiB."""
@@ -418,6 +433,16 @@ class SimulatedDriver(NodeDriver):
 
     def versions(self) -> NodeVersions:
         return self.VERSIONS
+
+    def boot_id(self) -> str:
+        with self._lock:
+            return hashlib.sha256(f"{self.node_name}/boot/{self._boot}".encode()).hexdigest()[:32]
+
+    def reboot(self) -> None:
+        """Restart the simulated node: a new boot id, and no instance registered any more."""
+        with self._lock:
+            self._boot += 1
+            self._instances.clear()
 
     def instances(self) -> list[InstanceInfo]:
         with self._lock:

@@ -52,6 +52,14 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
     gone. Raises ``DriverError`` when the pods cannot be read: then nothing may be concluded
     from absence.
 
+``nodes() -> dict[str, NodeBoot]``
+    Every node the platform reports, by name: its boot id (Kubernetes: ``status.nodeInfo.bootID``;
+    empty when not reported) and whether its NPUs are reported now (the device plugin's extended
+    resources advertised with a non-zero amount). A new boot id means the node restarted; the CCE
+    FlexNPU guide says its NPU pods may then show failed until the NPUs are reported again.
+    ``{}`` from a driver that cannot see nodes (the default). Raises ``DriverError`` when they
+    cannot be read.
+
 ``shutdown() -> None``
     Called when the portal process that owns the instances stops (the local driver stops its
     processes); the default does nothing, since cluster instances outlive the portal.
@@ -129,6 +137,14 @@ class NodePod:
     uid: str
     name: str
     portal: bool
+
+
+@dataclass(frozen=True)
+class NodeBoot:
+    """One node as ``nodes`` reports it: its boot id (empty: not reported) and whether its NPUs are reported now."""
+
+    boot_id: str
+    npus_reported: bool
 
 
 def launches_vllm_serve(command: Sequence[str]) -> bool:
@@ -269,6 +285,9 @@ class ClusterDriver:
 
     def pods_on(self, node: str) -> dict[str, NodePod]:
         raise NotImplementedError
+
+    def nodes(self) -> dict[str, NodeBoot]:
+        return {}
 
     def card_truth(self, labels: Mapping[str, str], *, die_ids_known: bool) -> str:
         """How the portal learns which card an instance on a node with ``labels`` really got.

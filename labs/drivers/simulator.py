@@ -26,6 +26,12 @@ the same instances. Failures can be injected three ways:
 * ``foreign_pod_add(node, name)`` puts a pod the portal did not make on a node (a researcher's
   job) and returns its UID, as an entity-id an agent may report; ``foreign_pod_remove(uid)``
   takes it away. ``pods_on(node)`` lists them beside the node's simulated labs, in any process;
+* ``inject_reboot(node, devices_after_seconds, comes_back)`` restarts a node, as an unexpected
+  reboot does: ``nodes()`` reports it with a new boot id and its NPUs unreported, and every lab
+  on it fails (the kubelet's ``UnexpectedAdmissionError``: the device plugin has not reported the
+  NPUs yet). ``devices_after_seconds`` later (``None``: never) the NPUs are reported again and,
+  with ``comes_back``, the labs run again, one restart more; without, they stay failed (a bare pod
+  on Kubernetes does) and only a new instance runs. From any process;
 * ``inject_api_faults(...)`` gives every driver on the state directory, in any process, other
   failure rates and create delay until ``clear_api_faults()`` (``make chaos`` opens a window of a
   flaky cluster API this way, without restarting the workers that read the settings).
@@ -49,6 +55,7 @@ from labs.drivers.base import (
     DriverError,
     DriverRefused,
     LaunchSpec,
+    NodeBoot,
     NodePod,
     Observed,
     PollStatus,
@@ -63,6 +70,13 @@ ACCESS_URL = "https://lab.simulator.invalid/{session_id}/"
 API_FAULTS_FILE = "api-faults.json"
 # One file per pod of another owner, ``foreign-<uid>.json``: added and removed without a lock.
 FOREIGN_POD_PREFIX = "foreign-"
+# One file per node restarted at least once, ``node-<name>.json``: its boots and when its NPUs are back.
+NODE_PREFIX = "node-"
+# What the kubelet says of a pod it cannot admit after a restart, before the device plugin reports.
+REBOOT_FAILURE = Reason.of(
+    "session.driver",
+    message="UnexpectedAdmissionError: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices",
+)
 
 
 def _failure(stored: dict | str) -> Reason:
@@ -80,6 +94,23 @@ START_RESTART_EXIT = Reason.of("driver.container_exit", reason="Error", exit_cod
 def _restart(at: float, ended: Reason, restarts: int = 0) -> dict:
     """A record's fields for a lab that ends at ``at`` (seconds since the epoch) for ``ended`` and starts again."""
     return {"restart_at": at, "restarts": restarts + 1, "last_exit": ended.to_json()}
+
+
+def _boot_id(node: str, boot: int) -> str:
+    """The simulated boot id of ``node``'s ``boot``-th boot (a UUID, as ``/proc/sys/kernel/random/boot_id``)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}/boot/{boot}"))
+
+
+def _write_atomically(directory: str, path: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def _check_rate(name: str, rate: float) -> float:
@@ -190,6 +221,16 @@ class SimulatorDriver(ClusterDriver):
         where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
         if record.get("failure"):
             return Observed(sid, PollStatus.FAILED, reason=_failure(record["failure"]), **where)
+        reboot = record.get("reboot")
+        if reboot is not None:
+            back = reboot["back_at"]
+            if back is None or now < back or not reboot["comes_back"]:
+                return Observed(sid, PollStatus.FAILED, reason=REBOOT_FAILURE, **where)
+            # The NPUs are back and the kubelet started the lab again: one restart more.
+            where.update(restarts=record.get("restarts", 0) + 1)
+            if now - back < self.start_delay_seconds:
+                return Observed(sid, PollStatus.PENDING, reason=Reason.of("driver.simulated_starting"), **where)
+            return Observed(sid, PollStatus.RUNNING, access_url=self.access_url.format(session_id=sid), **where)
         restart_at = record.get("restart_at")
         if restart_at is not None and now >= restart_at:
             # The lab ended at restart_at and is starting again: up start_delay_seconds later.
@@ -220,6 +261,42 @@ class SimulatorDriver(ClusterDriver):
                 if foreign["node"] == node:
                     pods[foreign["uid"]] = NodePod(foreign["uid"], foreign["name"], portal=False)
         return pods
+
+    def nodes(self) -> dict[str, NodeBoot]:
+        """Every node with a simulated lab or a restart: its first boot until ``inject_reboot``, its
+        NPUs reported except while a restart waits for them."""
+        now = time.time()
+        boots = {}
+        for sid in self.state.session_ids():
+            record = self.state.read(sid)
+            if record is not None and record.get("node"):
+                boots[record["node"]] = NodeBoot(boot_id=_boot_id(record["node"], 1), npus_reported=True)
+        for path in Path(self.state.path).glob(f"{NODE_PREFIX}*.json"):
+            with contextlib.suppress(FileNotFoundError):
+                node = json.loads(path.read_text(encoding="utf-8"))
+                back = node["devices_at"]
+                reported = back is not None and now >= back
+                boots[node["name"]] = NodeBoot(_boot_id(node["name"], node["boot"]), npus_reported=reported)
+        return boots
+
+    def inject_reboot(self, node: str, *, devices_after_seconds: float | None = 2.0, comes_back: bool = False) -> None:
+        """Restart ``node`` now (see the module docstring); its NPUs reported again ``devices_after_seconds``
+        later (``None``: never), its labs running again then if ``comes_back``."""
+        if devices_after_seconds is not None:
+            _check_delay("devices_after_seconds", devices_after_seconds)
+        now = time.time()
+        back = None if devices_after_seconds is None else now + float(devices_after_seconds)
+        path = Path(self.state.path, f"{NODE_PREFIX}{uuid.uuid5(uuid.NAMESPACE_DNS, node)}.json")
+        try:
+            boot = json.loads(path.read_text(encoding="utf-8"))["boot"] + 1
+        except FileNotFoundError:
+            boot = 2
+        _write_atomically(self.state.path, path, {"name": node, "boot": boot, "devices_at": back})
+        for sid in self.state.session_ids():
+            with self.state.lock(sid) as locked:
+                record = self.state.read(locked)
+                if record is not None and record.get("node") == node:
+                    self.state.write(locked, {**record, "reboot": {"at": now, "back_at": back, "comes_back": comes_back}})
 
     def foreign_pod_add(self, node: str, name: str = "research/train-0") -> str:
         """Put a pod the portal did not make on ``node``, seen by every driver on this state

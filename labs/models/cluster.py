@@ -49,6 +49,15 @@ class Node(models.Model):
     driver_version = models.CharField(_("NPU driver version"), max_length=64, blank=True)
     firmware_version = models.CharField(_("firmware version"), max_length=64, blank=True)
     npu_smi_version = models.CharField(_("npu-smi version"), max_length=64, blank=True)
+    # The node's boot id as the cluster (the Kubernetes Node's ``status.nodeInfo.bootID``) and as
+    # its agent last reported it (empty: never reported); each compared only with its own last
+    # one. A new one means the node restarted: ``rebooted_at`` is when that was seen,
+    # ``devices_back_at`` when its NPUs were reported again since (empty: not yet). Its labs wait
+    # ``LAB_REBOOT_DEVICE_WAIT`` for them (labs.services.reboots, labs.domain.lifecycle).
+    boot_id = models.CharField(_("boot id"), max_length=64, blank=True)
+    agent_boot_id = models.CharField(_("boot id (agent)"), max_length=64, blank=True)
+    rebooted_at = models.DateTimeField(_("restart seen at"), null=True, blank=True)
+    devices_back_at = models.DateTimeField(_("NPUs reported again at"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -15,6 +15,8 @@ class RepairEvent(models.Model):
         SESSION_FAILED = "session_failed", _("session failed: its instance vanished")
         NODE_UNAVAILABLE = "node_unavailable", _("node agent unreachable")
         NODE_AVAILABLE = "node_available", _("node agent reachable again")
+        NODE_REBOOTED = "node_rebooted", _("node restarted")
+        NODE_DEVICES_BACK = "node_devices_back", _("node reports its NPUs again after a restart")
         CARD_CHANGED = "card_changed", _("card inventory changed")
         CARD_REBOUND = "card_rebound", _("allocation moved to the card the node reports")
         CARD_TOTALS = "card_totals", _("card memory in use beyond the ledger")

@@ -67,6 +67,10 @@ class LabSession(models.Model):
     # How many times the platform restarted the lab's instance, as the controller last recorded
     # it (when it came up, and at each restart of the running lab, which the student is told of).
     restarts = models.PositiveSmallIntegerField(default=0)
+    # The restart of its node the session was caught in (that node's ``rebooted_at``), and the
+    # instance a relaunch after it replaces (made again once that one is gone).
+    reboot_at = models.DateTimeField(null=True, blank=True)
+    replaced_ref = models.CharField(max_length=128, blank=True)
     # Borrowed capacity another course needs back: the session was warned and stops at this time
     # unless the need goes away first (labs.services.allocation._reclaim_follow).
     reclaim_at = models.DateTimeField(null=True, blank=True)

@@ -16,6 +16,7 @@ from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentU
 from labs.drivers import get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 from labs.services.events import cluster_changed_publish
+from labs.services.reboots import node_boot_record
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
         if came_back:
             RepairEvent.objects.create(kind=RepairEvent.Kind.NODE_AVAILABLE, node=node, message="agent answers again")
     node.available = node.available or bool(came_back)
+    # The host's boot: a new one is a restart, whose labs wait until the node reports healthy cards.
+    healthy = any(r.healthy for r in inventory.cards)
+    node_boot_record(node.name, boot_id=inventory.boot_id, npus_reported=healthy, source="agent", now=now)
     return True
 
 

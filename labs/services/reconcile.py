@@ -24,6 +24,8 @@ unregister, conditional state changes). What it repairs, each recorded as a ``Re
   because it has not used the NPU yet: a fresh Jupyter session is idle by nature. When the pods
   cannot be read, or the list lacks the pod of a running lab the agent reports there (the
   cluster spells the node otherwise), nothing on that node is unregistered that round;
+- every node's boot id and NPUs are read from the cluster driver (``nodes_observe``), so a node
+  that restarts is known by a boot id seen before (``labs.services.reboots``);
 - an agent that does not answer makes its node unavailable for placements; nothing on it is
   released on a guess. Such a node's agent is asked only briefly (``nodes_recheck``'s quick
   check) until it answers again, and then its instances are reconciled at once;
@@ -60,6 +62,7 @@ from labs.services.agents import (
 from labs.services.allocation import memory_beyond_ledger
 from labs.services.controller import allocation_rebind
 from labs.services.locks import RECHECK_LOCK_KEY, try_lock
+from labs.services.reboots import nodes_observe
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +80,13 @@ class ReconcileReport:
     pods_unknown: list[str] = field(default_factory=list)
     breaches: int = 0
     cards_over: int = 0
+    # Nodes whose restart (a new boot id) or NPUs coming back after one were seen this round.
+    nodes_restarted: int = 0
 
 
 def reconcile() -> ReconcileReport:
     report = ReconcileReport()
+    report.nodes_restarted = nodes_observe()
     for node in Node.objects.exclude(agent_url="").order_by("name"):
         # An agent that did not answer is asked only briefly until it does: a hung host must not
         # cost a whole timeout per period.
@@ -92,6 +98,7 @@ def reconcile() -> ReconcileReport:
     if any(
         (
             report.rebound,
+            report.nodes_restarted,
             report.sessions_failed,
             report.residuals_unregistered,
             report.foreign_seen,

@@ -63,6 +63,7 @@ DRIVER_CALLS = {
     "create_namespaced_ingress": ("networking.k8s.io", "ingresses", "create"),
     "delete_namespaced_ingress": ("networking.k8s.io", "ingresses", "delete"),
     "list_pod_for_all_namespaces": ("", "pods", "list"),  # the cluster-wide reader
+    "list_node": ("", "nodes", "list"),  # the node reader: boot ids and NPU resources
 }
 SENSITIVE_ENV = re.compile(r"SECRET|PASSWORD|TOKEN|DATABASE_URL|CREDENTIAL", re.IGNORECASE)
 POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
@@ -381,7 +382,11 @@ def test_placeholder_secrets_are_marked_change_me():
 def test_portal_role_grants_exactly_the_driver_verbs():
     for name in FULL_INSTALLS:
         roles = objects(name, "ClusterRole") + objects(name, "Role")
-        assert sorted(r["metadata"]["name"] for r in roles) == ["npu-lab-portal-lab-driver", "npu-lab-portal-pod-reader"]
+        assert sorted(r["metadata"]["name"] for r in roles) == [
+            "npu-lab-portal-lab-driver",
+            "npu-lab-portal-node-reader",
+            "npu-lab-portal-pod-reader",
+        ]
         driver_role = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-lab-driver")
         granted = defaultdict(set)
         for rule in driver_role["rules"]:
@@ -391,11 +396,14 @@ def test_portal_role_grants_exactly_the_driver_verbs():
                 for resource in rule["resources"]:
                     granted[(group, resource)] |= set(rule["verbs"])
         assert dict(granted) == ALLOWED_RULES
-        # The one cluster-wide grant: reading pods, to find a session's pod in any lab namespace.
-        (binding,) = objects(name, "ClusterRoleBinding")
-        assert binding["roleRef"]["name"] == "npu-lab-portal-pod-reader"
+        # The cluster-wide grants: listing pods, to find a session's pod in any lab namespace, and
+        # listing nodes, to see a node restart (its boot id) and its NPUs come back.
+        bindings = objects(name, "ClusterRoleBinding")
+        assert sorted(b["roleRef"]["name"] for b in bindings) == ["npu-lab-portal-node-reader", "npu-lab-portal-pod-reader"]
         reader = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-pod-reader")
         assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+        nodes = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-node-reader")
+        assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
 
 
 def test_the_granted_verbs_are_the_ones_the_driver_calls():
@@ -410,6 +418,7 @@ def test_the_granted_verbs_are_the_ones_the_driver_calls():
     for group, resource, verb in DRIVER_CALLS.values():
         needed[(group, resource)].add(verb)
     needed[("", "pods")].discard("list")  # granted cluster-wide by the reader
+    del needed[("", "nodes")]  # granted cluster-wide by the node reader
     assert needed == ALLOWED_RULES
 
 

@@ -258,3 +258,43 @@ def test_injecting_a_restart_into_a_missing_instance_raises(state_dir: str) -> N
 def test_a_restart_fraction_outside_zero_to_one_is_a_configuration_error(state_dir: str, fraction: float) -> None:
     with pytest.raises(ValueError, match="restart_fraction must be between 0 and 1"):
         SimulatorDriver(state_dir=state_dir, restart_fraction=fraction)
+
+
+def test_a_restarted_node_has_a_new_boot_its_labs_fail_until_its_npus_are_back_then_run(state_dir: str) -> None:
+    web = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0.2)
+    worker = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0.2)
+    spec = make_spec()
+    web.create(spec)
+    wait_for(web, spec.session_id, PollStatus.RUNNING)
+    before = web.nodes()[spec.card.node]
+    assert before.boot_id and before.npus_reported
+
+    worker.inject_reboot(spec.card.node, devices_after_seconds=0.5, comes_back=True)
+
+    after = web.nodes()[spec.card.node]
+    assert after.boot_id not in ("", before.boot_id) and not after.npus_reported
+    down = web.poll(spec.session_id)
+    assert down.status == PollStatus.FAILED and "UnexpectedAdmissionError" in str(down.reason)
+    up = wait_for(web, spec.session_id, PollStatus.RUNNING)
+    assert up.restarts == 1 and web.nodes()[spec.card.node] == type(after)(after.boot_id, npus_reported=True)
+
+
+def test_labs_on_a_restarted_node_that_do_not_come_back_stay_failed_and_new_ones_run(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir, start_delay_seconds=0)
+    old = make_spec()
+    driver.create(old)
+
+    driver.inject_reboot(old.card.node, devices_after_seconds=0, comes_back=False)
+    time.sleep(0.05)
+
+    assert driver.poll(old.session_id).status == PollStatus.FAILED
+    driver.delete(old.session_id)
+    driver.create(old)
+    assert driver.poll(old.session_id).status == PollStatus.RUNNING
+
+
+def test_npus_that_never_come_back_are_never_reported(state_dir: str) -> None:
+    driver = SimulatorDriver(state_dir=state_dir)
+    driver.inject_reboot("n9", devices_after_seconds=None)
+
+    assert driver.nodes()["n9"].npus_reported is False

@@ -36,6 +36,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.utils import parse_quantity
 from urllib3.util.retry import Retry
 
 from labs.domain import vllm
@@ -45,6 +46,7 @@ from labs.drivers.base import (
     DriverError,
     DriverRefused,
     LaunchSpec,
+    NodeBoot,
     NodePod,
     Observed,
     PollResult,
@@ -407,6 +409,37 @@ class KubernetesDriver(ClusterDriver):
                 pods[uid] = NodePod(uid, name, portal=self._owns(metadata))
         return pods
 
+    def nodes(self) -> dict[str, NodeBoot]:
+        """Every node's ``status.nodeInfo.bootID`` and whether its pool's device profile's instance
+        count (``volcano.sh/flexnpu-num``, ``huawei.com/vnpu-number``, ...) is allocatable, above 0.
+
+        One list of nodes (``nodes: list``, ``deploy/base/rbac.yaml``), read as plain JSON. The
+        controller asks only while a lab's pod shows failed or a node that restarted waits for its
+        NPUs, and the reconciler once a period.
+        """
+        answer = self._call("listing the nodes", self.core.list_node, _preload_content=False)
+        not_a_list = DriverError("The cluster API answered the list of nodes with something that is not a list.")
+        try:
+            items = json.loads(answer.data).get("items") or []
+        except (ValueError, AttributeError) as exc:
+            raise not_a_list from exc
+        if not isinstance(items, list):
+            raise not_a_list
+        boots = {}
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            metadata, status = item.get("metadata") or {}, item.get("status") or {}
+            name = metadata.get("name")
+            if not name:
+                continue
+            count = self.profile_of(metadata.get("labels") or {}).resource_names()[0]
+            boots[name] = NodeBoot(
+                boot_id=str((status.get("nodeInfo") or {}).get("bootID") or ""),
+                npus_reported=_positive_quantity((status.get("allocatable") or {}).get(count)),
+            )
+        return boots
+
     def _session_pods(self, session_id: str) -> list[dict[str, Any]]:
         pods = self._list_pods(f"{builders.SESSION_LABEL}={session_id}")
         return [pod for pod in pods if _labels(pod).get(builders.SESSION_LABEL) == session_id]
@@ -674,6 +707,16 @@ class PodMetadataApi:
             _preload_content=False,
             _request_timeout=_request_timeout,
         )
+
+
+def _positive_quantity(value: object) -> bool:
+    """Whether a Kubernetes quantity (``"800"``, ``"1k"``) is above 0; ``False`` for none or nonsense."""
+    if value is None:
+        return False
+    try:
+        return parse_quantity(value) > 0
+    except (ValueError, TypeError):
+        return False
 
 
 def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
