@@ -437,6 +437,12 @@ LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
 # CCE FlexNPU guide says a pod may restart briefly while its instance initialises when many are
 # created at once, and that this is normal. 0: a start fails at its first restart.
 LAB_START_RESTARTS = env_int("LAB_START_RESTARTS", 3, minimum=0, maximum=20)
+# Seconds a node that restarted has to report its NPUs again before the labs caught in the
+# restart fail. The CCE FlexNPU guide: after an unexpected node restart, NPU pods may show
+# failed because the NPU resources are reported late; this is normal and may be ignored. Within
+# this bound such a lab is not failed for it: it waits, then is watched again or started again
+# on its allocation (labs.domain.lifecycle). The guide names no time; 300 s is the spawn timeout's.
+LAB_REBOOT_DEVICE_WAIT = env_int("LAB_REBOOT_DEVICE_WAIT", 300, minimum=0, maximum=3600)
 LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
 LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)
 # Placement policies of the allocation engine (labs.domain.placement), as Volcano's

@@ -260,6 +260,19 @@ def test_a_restart_bound_that_is_not_a_count_in_range_is_refused_naming_the_vari
     assert "LAB_START_RESTARTS" in refused(run_settings(tmp_path, PRINT_START_RESTARTS, LAB_START_RESTARTS=value))
 
 
+PRINT_REBOOT_WAIT = "import django; django.setup(); from django.conf import settings; print(settings.LAB_REBOOT_DEVICE_WAIT)"
+
+
+def test_labs_on_a_restarted_node_wait_300_seconds_for_its_npus_unless_set_otherwise(tmp_path):
+    assert loaded(run_settings(tmp_path, PRINT_REBOOT_WAIT)) == 300
+    assert loaded(run_settings(tmp_path, PRINT_REBOOT_WAIT, LAB_REBOOT_DEVICE_WAIT="60")) == 60
+
+
+@pytest.mark.parametrize("value", ["-1", "3601", "soon"])
+def test_a_reboot_wait_that_is_not_seconds_in_range_is_refused_naming_the_variable(tmp_path, value):
+    assert "LAB_REBOOT_DEVICE_WAIT" in refused(run_settings(tmp_path, PRINT_REBOOT_WAIT, LAB_REBOOT_DEVICE_WAIT=value))
+
+
 @pytest.fixture
 def fresh_driver():
     """Build the driver from the settings of this test, and forget it afterwards."""

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -53,8 +53,11 @@ from labs.domain.lifecycle import (
     Expire,
     Fail,
     Finish,
+    NodeReboot,
     Note,
     Rebind,
+    RebootWait,
+    Relaunch,
     Restarted,
     Running,
     Seen,
@@ -67,17 +70,19 @@ from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.drivers import DriverError, DriverRefused, LaunchSpec, Observed, get_driver
 from labs.drivers.base import CardBinding, HostResources
-from labs.models import Allocation, Card, LabSession, RepairEvent
+from labs.models import Allocation, Card, LabSession, Node, RepairEvent
 from labs.services.agents import InstanceCall, instance_calls_make
 from labs.services.allocation import allocation_pass
 from labs.services.events import events_batch
 from labs.services.locks import CONTROLLER_LOCK_KEY, allocation_lock, try_lock
+from labs.services.reboots import nodes_observe
 from labs.services.rows import rows_update
 from labs.services.selftest import selftests_record
 from labs.services.sessions import (
     reason_fields,
     session_begin_stop,
     session_note,
+    session_relaunch,
     session_stop,
     sessions_note,
     sessions_transition,
@@ -224,18 +229,52 @@ def reconcile_once(
             report.observe_error = str(exc)
             seen = None
         now = timezone.now()
+        sessions = _with_node_reboots(sessions, seen, now.timestamp())
         actions = decide(
             sessions,
             seen,
             now=now.timestamp(),
             timing=Timing(
-                settings.LAB_SPAWN_TIMEOUT_SECONDS, settings.LAB_STOP_TIMEOUT_SECONDS, start_restarts=settings.LAB_START_RESTARTS
+                settings.LAB_SPAWN_TIMEOUT_SECONDS,
+                settings.LAB_STOP_TIMEOUT_SECONDS,
+                start_restarts=settings.LAB_START_RESTARTS,
+                reboot_device_wait_seconds=settings.LAB_REBOOT_DEVICE_WAIT,
             ),
         )
         for action in actions:
             name = type(action).__name__
             report.actions[name] = report.actions.get(name, 0) + 1
         return _execute(actions, sessions, now, report, agent_calls, answers, out)
+
+
+def _with_node_reboots(sessions: list[Desired], seen: dict[str, Seen] | None, now: float) -> list[Desired]:
+    """``sessions``, each with its node's latest restart.
+
+    The nodes themselves are looked at (the driver's ``nodes()``: boot ids, NPUs reported) only
+    when it matters, not every round: while a starting or running lab's instance shows failed
+    (a restart is what may explain it) or a node that restarted still waits for its NPUs.
+    """
+    reboots = _node_reboots()
+    if seen is not None:
+        live = (SessionState.STARTING, SessionState.RUNNING)
+        failed = any(
+            (instance := seen.get(s.session_id)) is not None and instance.phase == "failed" and not instance.deleting
+            for s in sessions
+            if s.state in live
+        )
+        wait = settings.LAB_REBOOT_DEVICE_WAIT
+        waiting = any(r.devices_at is None and now - r.at <= wait for r in reboots.values())
+        if (failed or waiting) and nodes_observe(wake=False):
+            reboots = _node_reboots()
+    if not reboots:
+        return sessions
+    return [replace(s, node_reboot=reboots[s.node]) if s.node in reboots else s for s in sessions]
+
+
+def _node_reboots() -> dict[str, NodeReboot]:
+    """The latest restart of every node that restarted, by node name."""
+    rows = Node.objects.filter(rebooted_at__isnull=False).values_list("name", "rebooted_at", "devices_back_at")
+    return {name: NodeReboot(at.timestamp(), back.timestamp() if back else None) for name, at, back in rows}
 
 
 def _seen(observed: Observed) -> Seen:
@@ -272,6 +311,8 @@ def _desired() -> list[Desired]:
         "extensions_used",
         "course__quota__extension_minutes",
         "restarts",
+        "reboot_at",
+        "replaced_ref",
     )
     sessions = []
     for (
@@ -292,6 +333,8 @@ def _desired() -> list[Desired]:
         extensions,
         extension_minutes,
         restarts,
+        reboot_at,
+        replaced_ref,
     ) in rows:
         minutes = session_limit_minutes(lifetime, course_limit, extensions * (extension_minutes or 0))
         sessions.append(
@@ -309,6 +352,8 @@ def _desired() -> list[Desired]:
                 expires_at=session_deadline(running.timestamp() if running else None, minutes),
                 lifetime_minutes=minutes or 0,
                 restarts=restarts,
+                reboot_at=reboot_at.timestamp() if reboot_at else None,
+                replaced_ref=replaced_ref,
             )
         )
     return sessions
@@ -368,10 +413,10 @@ def _execute(
                 lease = by_id[session_id].retry_at
                 _bind(session_id, ref, recovered=lease is None or lease <= now.timestamp())
                 bound.append(session_id)
-            case Running(session_id, url, restarts):
+            case Running(session_id, url, restarts, said):
                 kind, secret = links.get(session_id, ("", ""))
                 url = with_jupyter_token(url, kind=kind, secret=secret)
-                running[session_id] = {"access_url": url[:500], "restarts": restarts, **reason_fields(None)}
+                running[session_id] = {"access_url": url[:500], "restarts": restarts, "replaced_ref": "", **reason_fields(said)}
             case Fail(session_id, reason):
                 if session_begin_stop(session_id, reason=reason, failed=True):
                     report.failed += 1
@@ -391,6 +436,14 @@ def _execute(
             case Restarted(session_id, restarts, reason):
                 # Rare (an OOM kill, a crash): one conditional UPDATE each, the count and the student's reason.
                 session_note(session_id, reason=reason, state=SessionState.RUNNING, restarts=restarts)
+            case RebootWait(session_id, state, reboot_at, reason):
+                session_note(session_id, reason=reason, state=state, reboot_at=_moment(reboot_at))
+            case Relaunch(session_id, ref, reboot_at):
+                # Rare (a node restarted): the session starts again on its allocation, the failed
+                # instance goes, and the new one is made once it is gone (``decide``).
+                if session_relaunch(session_id, ref=ref, reboot_at=_moment(reboot_at)):
+                    pending.append((_calls.submit(session_id, get_driver().delete, session_id), Delete(session_id)))
+                    agent_calls.extend(_unregistrations(by_id[session_id].node, ref))
     # Progress notes, the labs that came up and those whose instance is gone, each kind in one transaction.
     sessions_note(notes, state=SessionState.STARTING)
     report.running += len(sessions_transition(running, to=SessionState.RUNNING, only_from={SessionState.STARTING}))
@@ -502,6 +555,18 @@ def _create(session: LabSession) -> str:
     ledger cannot name. A session that had a lease or a back-off before (``retry_at``, read
     before this round set its lease) may have been created already: the driver looks first."""
     return get_driver().create(replace(launch_spec(session), repeat=session.retry_at is not None))
+
+
+def _moment(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+def _unregistrations(node_name: str, entity_id: str) -> list[InstanceCall]:
+    """Unregister a replaced instance from its node's agent (local and simulator drivers only)."""
+    if not settings.LAB_AGENT_REGISTERS_INSTANCES or not entity_id:
+        return []
+    node = Node.objects.exclude(agent_url="").filter(name=node_name).values_list("pk", flat=True).first()
+    return [] if node is None else [InstanceCall(node, entity_id)]
 
 
 def _registrations(session_ids: list[str]) -> list[InstanceCall]:

@@ -153,6 +153,44 @@ def _transitioned(session_ids: list[str], to: SessionState, *, release) -> None:
     session_changes_publish(session_ids, queues_moved=to in LEAVES_QUEUE)
 
 
+def session_relaunch(session_id, *, ref: str, reboot_at) -> bool:
+    """Start a running or starting session's lab again on the allocation it holds: its node
+    restarted (at ``reboot_at``, the node's ``rebooted_at``) and its instance ``ref`` stays failed
+    now that the node reports its NPUs again.
+
+    The session goes (back) to starting with no instance: its place, allocation and card are
+    kept, the spawn deadline counts anew, and ``ref`` is recorded as the instance replaced, so
+    the controller makes the new one only once that one is gone. One conditional UPDATE; returns
+    ``False``, changing nothing, for a session in any other state (a stop came first).
+    """
+    fields = {
+        "driver_ref": "",
+        "replaced_ref": ref[:128],
+        "reboot_at": reboot_at,
+        "access_url": "",
+        "create_attempts": 0,
+        "retry_at": None,
+        "restarts": 0,
+    }
+    reason = Reason.of("session.node_restart_relaunching")
+    with transaction.atomic():
+        moved = _session_transition_in(
+            session_id, to=SessionState.STARTING, reason=reason, only_from={SessionState.RUNNING}, **fields
+        )
+        if not moved:
+            moved = bool(
+                LabSession.objects.filter(pk=session_id, state=SessionState.STARTING).update(
+                    **fields, **reason_fields(reason), started_at=timezone.now(), version=F("version") + 1
+                )
+            )
+            if moved:
+                session_changes_publish([str(session_id)], queues_moved=False)
+        if moved:
+            # The replaced instance's entity-id is no longer the allocation's; the new one is bound when made.
+            Allocation.objects.filter(session_id=session_id, released_at__isnull=True).update(entity_id="")
+    return moved
+
+
 def session_note(session_id, *, reason: Reason, state: SessionState, **fields: object) -> bool:
     """Change the reason of a session still in ``state`` (progress messages); ``fields`` go in the same UPDATE."""
     stored = reason_fields(reason)

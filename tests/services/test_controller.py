@@ -10,8 +10,9 @@ from django.utils import timezone
 from labs.domain.reasons import Reason
 from labs.drivers import get_driver
 from labs.drivers.base import CardBinding, LaunchSpec
-from labs.models import Allocation, LabSession, RepairEvent
+from labs.models import Allocation, LabSession, Node, RepairEvent
 from labs.services.controller import ControllerReport, controller_run, launch_spec, reconcile_once, with_jupyter_token
+from labs.services.reboots import nodes_observe
 from labs.services.sessions import session_launch, session_stop, session_transition
 
 BYE = Reason.of("session.stopped_by", who="student000")
@@ -584,3 +585,97 @@ def test_the_rounds_of_a_run_are_paced_by_their_own_cost(world, driver, monkeypa
     assert report.rounds == 3
     gaps = [later - earlier for earlier, later in zip(looks, looks[1:], strict=False)]
     assert all(gap >= 0.8 for gap in gaps), gaps
+
+
+# -- a node restart (the CCE FlexNPU guide: after an unexpected restart, NPU pods may show failed
+# -- because the NPUs are reported late; normal, to be ignored) ------------------------------------
+
+
+def restarted_node(world, driver, session, **reboot):
+    """``session`` running, the nodes' boot ids known (the reconciler's beat), then its node restarted."""
+    settle(session)
+    nodes_observe()
+    assert Node.objects.get(pk=world["node"].pk).boot_id
+    driver.inject_reboot(world["node"].name, **reboot)
+
+
+def test_a_lab_whose_node_restarted_waits_for_the_npus_and_is_watched_again_when_it_comes_back(world, driver):
+    session = launch(world)
+    restarted_node(world, driver, session, devices_after_seconds=1.0, comes_back=True)
+    allocation = Allocation.objects.get(session=session)
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert (session.state, session.reason) == ("running", "waiting for the NPU to come back after a node restart")
+    assert Node.objects.get(pk=world["node"].pk).rebooted_at is not None
+    deadline = time.monotonic() + 10
+    while session.reason != "the node restarted; your lab was restarted":
+        assert time.monotonic() < deadline, (session.state, session.reason)
+        time.sleep(0.1)
+        reconcile_once()
+        session.refresh_from_db()
+    assert (session.state, session.restarts) == ("running", 1)
+    assert Allocation.objects.get(session=session) == allocation and allocation.released_at is None
+    assert RepairEvent.objects.filter(kind=RepairEvent.Kind.NODE_REBOOTED).count() == 1
+    assert RepairEvent.objects.filter(kind=RepairEvent.Kind.NODE_DEVICES_BACK).count() == 1
+
+
+def test_a_lab_still_failed_when_the_npus_are_back_is_started_again_on_its_allocation(world, driver):
+    session = launch(world)
+    restarted_node(world, driver, session, devices_after_seconds=0.5, comes_back=False)
+    old_ref = session.driver_ref
+    allocation = Allocation.objects.get(session=session)
+    spec = launch_spec(LabSession.objects.get(pk=session.pk))
+
+    deadline = time.monotonic() + 15
+    seen = []
+    while not (session.state == "running" and session.driver_ref not in ("", old_ref)):
+        assert time.monotonic() < deadline, (session.state, session.reason, seen)
+        reconcile_once()
+        session.refresh_from_db()
+        seen.append((session.state, session.reason))
+        time.sleep(0.05)
+
+    assert ("running", "waiting for the NPU to come back after a node restart") in seen
+    assert ("starting", "the node restarted; starting your lab again") in seen
+    assert session.reason == "the node restarted; your lab was restarted"
+    moved = Allocation.objects.get(session=session)
+    assert (moved.pk, moved.card_id, moved.released_at) == (allocation.pk, allocation.card_id, None)
+    assert moved.entity_id == session.driver_ref
+    assert driver.observe()[str(session.pk)].ref == session.driver_ref  # the old instance is gone
+    # The same instance asked for: the same card and share, the same student (whose home claim it names).
+    assert launch_spec(LabSession.objects.get(pk=session.pk)) == spec
+    assert session_stop(session_id=session.pk, reason=BYE)
+    settle(session, until=("stopped",))
+    assert Allocation.objects.filter(session=session, released_at__isnull=False).count() == 1
+
+
+@override_settings(LAB_REBOOT_DEVICE_WAIT=1)
+def test_a_lab_whose_node_restarted_fails_when_its_npus_do_not_come_back_in_time(world, driver):
+    session = launch(world)
+    restarted_node(world, driver, session, devices_after_seconds=None)
+
+    reconcile_once()
+    session.refresh_from_db()
+    assert (session.state, session.reason) == ("running", "waiting for the NPU to come back after a node restart")
+    time.sleep(1.1)
+    settle(session, until=("failed",))
+
+    assert session.reason == "the node restarted and its NPUs did not come back within 1 s"
+    allocation = Allocation.objects.get(session=session)
+    assert allocation.released_at is not None
+    reconcile_once()
+    assert Allocation.objects.get(session=session).released_at == allocation.released_at
+
+
+def test_a_failed_lab_on_a_node_that_did_not_restart_still_fails_at_once(world, driver):
+    session = launch(world)
+    settle(session)
+    nodes_observe()
+    driver.inject_failure(str(session.pk), "Error")
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert session.state in ("stopping", "failed") and session.reason == "Error"
