@@ -20,6 +20,12 @@ What a kubelet tells the API server, and nothing it does on the host:
   tenth, as when a class's FlexNPU instances are created at once): terminated first, then,
   ``start_delay_seconds`` later, running and Ready again with ``restartCount`` 1 and the end as
   its ``lastState`` (with ``restartPolicy: Never`` the pod is Failed instead);
+* restarts a node on request (``reboot_node``), as an unexpected reboot does: its status comes
+  with a new ``nodeInfo.bootID`` and its NPU resources at 0 (the device plugin has not reported
+  them yet), and each of its pods is Failed (``UnexpectedAdmissionError``, the kubelet's words
+  for a pod whose devices it cannot allocate) — the CCE FlexNPU guide's "执行失败" after a restart.
+  ``devices_after_seconds`` later the NPU resources are back and, with ``pods_come_back``, each
+  pod runs and is Ready again with one restart more;
 * loses a node on request (``lose_node``): its lease is no longer renewed and its pods are left
   alone, so the controller-manager marks it NotReady after its grace period, as for a node that
   died.
@@ -40,6 +46,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,6 +57,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from labs.devcluster.nodes import FakeNode
+from labs.drivers.kubernetes.profiles import get_profile
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +172,11 @@ def container_statuses(pod: dict[str, Any], state: Callable[[dict[str, Any]], di
     return statuses
 
 
+def get_profile_resource(node: FakeNode) -> str:
+    """The instance-count resource of ``node``'s device profile (``volcano.sh/flexnpu-num``, ...)."""
+    return get_profile(node.profile).resource_names()[0]
+
+
 def checked_pod_ip(value: str | None) -> str | None:
     """``value`` as an IP address's text, or ``None``; ``ValueError`` saying so for anything else."""
     if value is None:
@@ -208,6 +221,9 @@ class NodeSimulator:
         self.kubelet_version = kubelet_version
         self._node_ips = {node.name: str(NODE_NETWORK[i + 10]) for i, node in enumerate(nodes)}
         self._lost: set[str] = set()
+        # Each node's boot (a new id at each ``reboot_node``) and the nodes whose NPUs are not reported.
+        self._boot_ids = {node.name: str(uuid.uuid4()) for node in nodes}
+        self._npus_down: set[str] = set()
         self._pods: dict[str, _Pod] = {}
         self._planned: dict[tuple[str, str], str] = {}
         self.pod_ip = pod_ip
@@ -301,6 +317,69 @@ class NodeSimulator:
         self._post_node_status(self.nodes[name])
         self._renew(name)
 
+    def boot_id(self, name: str) -> str:
+        """The ``status.nodeInfo.bootID`` node ``name`` reports now."""
+        self._known(name)
+        with self._lock:
+            return self._boot_ids[name]
+
+    def reboot_node(self, name: str, *, devices_after_seconds: float | None = 1.0, pods_come_back: bool = True) -> None:
+        """Restart ``name`` now (see the module docstring): a new boot id, its NPUs unreported and its
+        pods Failed; ``devices_after_seconds`` later (``None``: never) the NPUs reported again and,
+        with ``pods_come_back``, its pods running again."""
+        self._known(name)
+        if devices_after_seconds is not None and devices_after_seconds < 0:
+            raise ValueError(f"devices_after_seconds must be 0 or more, got {devices_after_seconds!r}")
+        with self._lock:
+            self._boot_ids[name] = str(uuid.uuid4())
+            self._npus_down.add(name)
+            pods = [p for p in self._pods.values() if p.node == name and p.stage in ("accepted", "running")]
+            for pod in pods:
+                pod.stage = "rebooted"
+            manifests = [p.manifest for p in pods if p.manifest is not None]
+        # The kubelet reports its node first, then the pods it cannot admit.
+        self._post_node_status(self.nodes[name])
+        for manifest in manifests:
+            self._pool.submit(self._guard, self._reject_after_reboot, manifest)
+        if devices_after_seconds is not None:
+            self._later(devices_after_seconds, self._devices_back, name, manifests if pods_come_back else [])
+
+    def _reject_after_reboot(self, manifest: dict[str, Any]) -> None:
+        moment = _now()
+        count = get_profile_resource(self.nodes[manifest["spec"]["nodeName"]])
+        message = (
+            f"Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices {count}, "
+            "which is unexpected"
+        )
+        ended = {"exitCode": 137, "reason": "ContainerStatusUnknown", "finishedAt": _time(moment), "startedAt": _time(moment)}
+        status = {
+            "phase": "Failed",
+            "reason": "UnexpectedAdmissionError",
+            "message": message,
+            "conditions": _conditions(manifest, moment, ready=False, sandbox=False, reason="PodFailed"),
+            **container_statuses(manifest, lambda _c: {"terminated": ended}, ready=False),
+        }
+        self._patch_status(manifest, status)
+
+    def _devices_back(self, name: str, manifests: list[dict[str, Any]]) -> None:
+        """The device plugin reports the NPUs again; the pods that come back run again, one restart more.
+
+        The pods first: a kubelet reports a pod's status as it changes, its node's only every
+        ``nodeStatusUpdateFrequency`` (10 s), so the node's resources come back after its pods.
+        """
+        with self._lock:
+            self._npus_down.discard(name)
+        for manifest in manifests:
+            with self._lock:
+                pod = self._pods.get(manifest["metadata"]["uid"])
+                if pod is None or pod.stage != "rebooted":
+                    continue
+                pod.stage = "running"
+                if not pod.pod_ip:
+                    pod.pod_ip = next(self._pod_ips)
+            self._run_again(manifest, {"exitCode": 137, "reason": "ContainerStatusUnknown"})
+        self._post_node_status(self.nodes[name])
+
     def report_status(self, names: Sequence[str]) -> None:
         """Post these nodes' status again, side by side, as a kubelet does every few minutes: each
         is an update of the Node for the controllers that missed the last one."""
@@ -354,9 +433,13 @@ class NodeSimulator:
             ("Ready", "True", "KubeletReady"),
         ]
         capacity = node.capacity()
+        with self._lock:
+            boot_id, npus_down = self._boot_ids[node.name], node.name in self._npus_down
+        # Until the device plugin reports after a restart, its resources are allocatable at 0.
+        allocatable = {**capacity, **dict.fromkeys(node.npu_resources(), "0")} if npus_down else capacity
         status = {
             "capacity": capacity,
-            "allocatable": capacity,
+            "allocatable": allocatable,
             "conditions": [
                 {"type": kind, "status": value, "reason": reason, "message": "simulated by labs.devcluster",
                  "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
@@ -368,7 +451,7 @@ class NodeSimulator:
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "simulated",
+                "machineID": "", "systemUUID": "", "bootID": boot_id, "kernelVersion": "", "osImage": "simulated",
                 "containerRuntimeVersion": "devcluster://simulated", "kubeletVersion": self.kubelet_version,
                 "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
             },

@@ -137,3 +137,31 @@ def test_a_lost_node_is_marked_not_ready_by_the_controller_manager(devcluster: D
     finally:
         devcluster.simulator.restore_node(name)
         devcluster.wait_for_nodes_ready()
+
+
+def test_a_restarted_node_reports_a_new_boot_fails_its_pods_and_brings_them_back(
+    devcluster: DevCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    node = devcluster.nodes[0]
+    count = next(iter(node.npu_resources()))
+    core.create_namespaced_pod(namespace, pod_manifest("lab", nodeName=node.name, restartPolicy="OnFailure"))
+    wait_for("the pod Running", lambda: core.read_namespaced_pod("lab", namespace).status.phase == "Running")
+    before = core.read_node(node.name).status.node_info.boot_id
+    assert before
+
+    devcluster.simulator.reboot_node(node.name, devices_after_seconds=2.0)
+
+    def failed() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod("lab", namespace)
+        return pod if pod.status.phase == "Failed" else None
+
+    pod = wait_for("the pod Failed", failed)
+    assert pod.status.reason == "UnexpectedAdmissionError"
+    status = core.read_node(node.name).status
+    assert status.node_info.boot_id not in ("", before)
+    assert status.allocatable[count] == "0"
+    back = wait_for(
+        "the pod running again", lambda: (p := core.read_namespaced_pod("lab", namespace)).status.phase == "Running" and p
+    )
+    assert back.status.container_statuses[0].restart_count == 1
+    wait_for("the NPUs reported", lambda: core.read_node(node.name).status.allocatable[count] == node.npu_resources()[count])
