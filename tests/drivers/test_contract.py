@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from labs.domain.reasons import Reason
-from labs.drivers import ClusterDriver, DriverError, LaunchSpec, PollStatus, build_driver
+from labs.drivers import ClusterDriver, DriverError, LaunchSpec, NodeBoot, PollStatus, build_driver
 from tests.drivers.helpers import make_spec, wait_for, wait_gone
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -191,3 +191,18 @@ def test_pods_on_lists_an_instance_by_its_ref_on_its_node_only(driver: ClusterDr
     driver.delete(spec.session_id)
     wait_gone(driver, spec.session_id)
     assert ref not in driver.pods_on(spec.card.node)
+
+
+def test_nodes_reports_the_node_of_a_running_lab_with_a_steady_boot_and_its_npus(
+    driver: ClusterDriver, new_spec: SpecFactory
+) -> None:
+    spec = new_spec()
+    driver.create(spec)
+    wait_for(driver, spec.session_id, PollStatus.RUNNING, PollStatus.FAILED)
+
+    first, second = driver.nodes(), driver.nodes()
+
+    assert first == second  # a boot id changes only when the node restarts
+    assert all(isinstance(boot, NodeBoot) for boot in first.values())
+    if first:  # a driver that sees nodes (the local one does not)
+        assert first[spec.card.node].boot_id and first[spec.card.node].npus_reported

@@ -27,6 +27,7 @@ from tests.drivers.test_contract import (  # noqa: F401 - collected here with th
     test_delete_of_an_unknown_session_is_fine,
     test_delete_twice_is_fine,
     test_each_session_gets_its_own_instance,
+    test_nodes_reports_the_node_of_a_running_lab_with_a_steady_boot_and_its_npus,
     test_observe_of_a_deleted_instance_no_longer_lists_it,
     test_observe_reports_every_instance_with_its_reference_and_node,
     test_observe_with_no_instances_is_empty,
