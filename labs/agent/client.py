@@ -121,6 +121,8 @@ class InventoryReport:
     host: HostReport | None  # None: an agent that predates host figures
     versions: VersionsReport  # all "" from an agent that predates versions
     boot_id: str = ""  # the host's boot id; "" from an agent that predates it
+    # Every chip in device-share mode (npu-smi); None: the node cannot tell, or an older agent.
+    device_share: bool | None = None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -162,11 +164,15 @@ class AgentClient:
         host = payload.get("host") if isinstance(payload, dict) else None
         versions = payload.get("versions")
         boot_id = payload.get("boot_id")
+        device_share = payload.get("device_share")
+        if device_share not in (None, True, False) or isinstance(device_share, int) and not isinstance(device_share, bool):
+            raise AgentUnavailable(f"malformed answer from the agent: device_share is {device_share!r}")
         return InventoryReport(
             cards=cards,
             host=None if host is None else _build(HostReport, host),
             versions=VersionsReport("", "", "") if versions is None else _build(VersionsReport, versions),
             boot_id=boot_id[:64] if isinstance(boot_id, str) else "",
+            device_share=device_share,
         )
 
     def instances(self) -> list[InstanceReport]:

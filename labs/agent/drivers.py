@@ -22,6 +22,11 @@ Contract (``NodeDriver``):
     The host's boot id (``/proc/sys/kernel/random/boot_id``, what Kubernetes reports as the
     node's ``bootID``): a new one means the node restarted. ``""`` when it cannot be read.
 
+``device_share() -> bool | None``
+    Whether every chip has device-share mode on (``npu-smi info -t device-share``), the
+    openFuyao vNPU's precondition; ``None`` when the node cannot tell (a driver before 25.5.0
+    knows no such type, or the output does not parse). Never raises.
+
 ``register(...)`` and ``set_demand(...)``
     Only the simulated driver implements them (on a real node the FlexNPU device plugin creates
     instances and the workload makes the demand); others raise ``NotSupported``.
@@ -50,6 +55,7 @@ from labs.agent.parsers import (
     chip_type,
     parse_flexnpu_smi_info,
     parse_npu_smi_board,
+    parse_npu_smi_device_share,
     parse_npu_smi_info,
 )
 from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
@@ -149,6 +155,9 @@ class NodeDriver(ABC):
         except (OSError, UnicodeDecodeError):
             return ""
 
+    def device_share(self) -> bool | None:
+        return None
+
     @abstractmethod
     def unregister(self, entity_id: str) -> bool: ...
 
@@ -216,6 +225,7 @@ class FlexnpuSmiDriver(NodeDriver):
         self.versions_cache_seconds = versions_cache_seconds
         self._firmware: tuple[float, str] | None = None
         self._firmware_lock = threading.Lock()
+        self._device_share: tuple[float, bool | None] | None = None
         self._last_info: NpuSmiInfo | None = None
 
     def inventory(self) -> list[CardInfo]:
@@ -266,6 +276,25 @@ class FlexnpuSmiDriver(NodeDriver):
                 firmware = ""
             self._firmware = (time.monotonic(), firmware)
             return firmware
+
+    def device_share(self) -> bool | None:
+        """Read once per ``versions_cache_seconds``, like the firmware: it changes only by hand."""
+        with self._firmware_lock:
+            cached = self._device_share
+            if cached is not None and time.monotonic() - cached[0] < self.versions_cache_seconds:
+                return cached[1]
+            command = [self.npu_smi, "info", "-t", "device-share"]
+            try:
+                shares = parse_npu_smi_device_share(self._run(command))
+                share: bool | None = all(shares.values())
+            except ParseError as exc:
+                logger.warning("%s", _unparsed(command, exc))
+                share = None
+            except DriverError as exc:
+                logger.warning("cannot read the device-share mode: %s", exc)
+                share = None
+            self._device_share = (time.monotonic(), share)
+            return share
 
     def _npu_smi_info(self, command: list[str]) -> bytes:
         with self._npu_smi_lock:
@@ -391,6 +420,7 @@ class SimulatedDriver(NodeDriver):
         node_name: str = "sim-node",
         host_cpus: int = 192,
         host_memory_mib: int = 1024 * 1024,
+        device_share: bool | None = True,
     ) -> None:
         if host_cpus < 1 or host_memory_mib < 1:
             raise ValueError(f"a host needs CPUs and memory, got {host_cpus} CPUs and {host_memory_mib} MiB")
@@ -401,6 +431,7 @@ class SimulatedDriver(NodeDriver):
             raise ValueError(f"card memory must be a positive multiple of {MEMORY_GRANULE_MIB} MiB, got {memory_mib}")
         self.node_name = node_name
         self.chip_type = chip_type
+        self.device_share_on = device_share
         self.memory_mib = memory_mib
         self._die_ids = [_die_id(node_name, index) for index in range(cards)]
         self._healthy = [True] * cards
@@ -443,6 +474,9 @@ class SimulatedDriver(NodeDriver):
         with self._lock:
             self._boot += 1
             self._instances.clear()
+
+    def device_share(self) -> bool | None:
+        return self.device_share_on
 
     def instances(self) -> list[InstanceInfo]:
         with self._lock:

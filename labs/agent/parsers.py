@@ -188,6 +188,7 @@ WATTS = re.compile(r"([0-9]{1,5})(?:\.([0-9]{1,3}))?")
 DEGREES = re.compile(r"[0-9]{1,3}")
 NOT_REPORTED = {"NA", "-"}
 FIRMWARE_LINE = re.compile(r"\s*Firmware Version\s*:\s*(\S*)\s*")
+KEY_VALUE_LINE = re.compile(r"\s*([A-Za-z][A-Za-z -]*?)\s*:\s*(\S*)\s*")
 # What npu-smi prints instead of its table when DCMI fails ("... failed ... ret is -8020"):
 # the line with the return code says most, any "failed" line is the fallback.
 VENDOR_ERRORS = (re.compile(r"\bret is -[0-9]+"), re.compile(r"\bfailed\b", re.IGNORECASE))
@@ -338,6 +339,57 @@ def parse_npu_smi_board(output: str | bytes) -> str:
     if error_at is not None:
         raise ParseError(error_at + 1, f"npu-smi printed an error instead of the board: {_clip(lines[error_at].strip(), 120)!r}")
     raise ParseError(1, f"no 'Firmware Version : ...' line in {len(lines)} line(s)")
+
+
+def parse_npu_smi_device_share(output: str | bytes) -> dict[int, bool]:
+    """Each NPU's device-share mode as ``npu-smi info -t device-share`` prints it: ``True`` when every
+    chip of it says ``Device-share Status : True``.
+
+    The layout is the one npu-smi's source prints (``"\\t%-30s : %s\\n"``, ``False``/``True``) and a
+    public verification log shows, one block per NPU::
+
+        NPU ID                         : 4
+        Chip Count                     : 1
+
+        Device-share Status            : True
+        Chip ID                        : 0
+
+    Raises ``ParseError`` for no block, an NPU block without a status (cut short), a status that
+    is neither ``True`` nor ``False``, an NPU listed twice, or an error printed instead.
+    """
+    lines = _lines(output)
+    shares: dict[int, bool] = {}
+    current: int | None = None
+    started_at: dict[int, int] = {}
+    for number, line in enumerate(lines, start=1):
+        match = KEY_VALUE_LINE.fullmatch(line)
+        if match is None:
+            continue
+        key, value = match[1], match[2]
+        if key == "NPU ID":
+            if not WHOLE_NUMBER.fullmatch(value):
+                raise ParseError(number, f"NPU ID: expected a number, got {_clip(value)!r}")
+            if current is not None and current not in shares:
+                raise ParseError(number, f"NPU {current} (line {started_at[current]}) has no Device-share Status")
+            current = int(value)
+            if current in started_at:
+                raise ParseError(number, f"NPU {current} is already listed on line {started_at[current]}")
+            started_at[current] = number
+        elif key == "Device-share Status":
+            if current is None:
+                raise ParseError(number, "Device-share Status before any NPU ID")
+            if value not in ("True", "False"):
+                raise ParseError(number, f"Device-share Status: expected True or False, got {_clip(value)!r}")
+            shares[current] = shares.get(current, True) and value == "True"
+    if current is None:
+        error_at = next((n for pattern in VENDOR_ERRORS for n, line in enumerate(lines) if pattern.search(line)), None)
+        if error_at is not None:
+            error = _clip(lines[error_at].strip(), 120)
+            raise ParseError(error_at + 1, f"npu-smi printed an error instead of the device-share mode: {error!r}")
+        raise ParseError(1, f"no 'NPU ID : ...' line in {len(lines)} line(s)")
+    if current not in shares:
+        raise ParseError(len(lines), f"NPU {current} (line {started_at[current]}) has no Device-share Status (truncated?)")
+    return shares
 
 
 def chip_type(name: str, memory_total_mib: int) -> str:
@@ -578,7 +630,12 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-PARSERS = {"flexnpu-smi": parse_flexnpu_smi_info, "npu-smi": parse_npu_smi_info, "npu-smi-board": parse_npu_smi_board}
+PARSERS = {
+    "flexnpu-smi": parse_flexnpu_smi_info,
+    "npu-smi": parse_npu_smi_info,
+    "npu-smi-board": parse_npu_smi_board,
+    "npu-smi-device-share": parse_npu_smi_device_share,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -587,7 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2 or args[0] not in PARSERS:
         print(
             "usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)\n"
-            "       python -m labs.agent.parsers npu-smi-board FILE  (saved 'npu-smi info -t board -i 0' output)",
+            "       python -m labs.agent.parsers npu-smi-board FILE  (saved 'npu-smi info -t board -i 0' output)\n"
+            "       python -m labs.agent.parsers npu-smi-device-share FILE  (saved 'npu-smi info -t device-share' output)",
             file=sys.stderr,
         )
         return 2
@@ -604,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if isinstance(parsed, str):
         print(json.dumps({"firmware_version": parsed}))
+        return 0
+    if isinstance(parsed, dict):
+        print(json.dumps({"device_share": {str(npu): on for npu, on in parsed.items()}}))
         return 0
     if isinstance(parsed, NpuSmiInfo):
         for chip in parsed.chips:

@@ -6,7 +6,8 @@ Every endpoint but ``GET /healthz`` needs ``Authorization: Bearer <token>`` (401
     GET    /v1/inventory                  {"node": ..., "cards": [{index, die_id, chip_type, memory_total_mib,
                                            memory_used_mib, aicore_percent, healthy, power_milliwatts,
                                            temperature_celsius}, ...], "host": {cpu_millicores, memory_mib},
-                                           "versions": {driver, firmware, npu_smi}, "boot_id"}
+                                           "versions": {driver, firmware, npu_smi}, "boot_id",
+                                           "device_share": true | false | null}
     GET    /v1/instances                  {"instances": [{entity_id, flexnpu_id, card_index, core_percent, memory_mib,
                                            memory_used_mib, aicore_percent, demand_percent}, ...]}
     DELETE /v1/instances/<entity_id>      204; 404 when the node has no such instance
@@ -188,8 +189,14 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
         driver = self.server.driver
         cards = [asdict(card) for card in driver.inventory()]
         versions = asdict(driver.versions())
-        host = asdict(driver.host())
-        return 200, {"node": self.server.node, "cards": cards, "host": host, "versions": versions, "boot_id": driver.boot_id()}
+        return 200, {
+            "node": self.server.node,
+            "cards": cards,
+            "host": asdict(driver.host()),
+            "versions": versions,
+            "boot_id": driver.boot_id(),
+            "device_share": driver.device_share(),
+        }
 
     def handle_instances(self, body: bytes) -> tuple[int, dict[str, Any]]:
         return 200, {"instances": [asdict(instance) for instance in self.server.driver.instances()]}

@@ -94,6 +94,9 @@ if sys.argv[1:3] == ["unregister", "-u"] and len(sys.argv) == 4:
         with open(removed, "a") as out:
             out.write(sys.argv[3] + "\\n")
     sys.exit(config["unregister_exit_code"])
+if sys.argv[1:] == ["info", "-t", "device-share"] and config["device_share"]:
+    sys.stdout.buffer.write(pathlib.Path(config["device_share"]).read_bytes())
+    sys.exit(0)
 if sys.argv[1:4] == ["info", "-t", "board"] and config["board"]:
     sys.stdout.buffer.write(pathlib.Path(config["board"]).read_bytes())
     sys.exit(config["board_exit_code"])
@@ -127,9 +130,11 @@ def fake_cli(
     unregister_exit_code: int = 0,
     board: str | None = None,
     board_exit_code: int = 0,
+    device_share: str | None = None,
 ) -> FakeCli:
     """Write a fake CLI ``directory/name`` whose ``info`` prints the fixture file ``output``
-    (and ``info -t board ...`` the fixture ``board``, when given)."""
+    (``info -t board ...`` the fixture ``board`` and ``info -t device-share`` the fixture
+    ``device_share``, when given; without, they fail as an older npu-smi does)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
     path.write_text(FAKE_CLI.format(python=sys.executable))
@@ -142,6 +147,7 @@ def fake_cli(
         "unregister_exit_code": unregister_exit_code,
         "board": None if board is None else str(FIXTURES / board),
         "board_exit_code": board_exit_code,
+        "device_share": None if device_share is None else str(FIXTURES / device_share),
     }
     path.with_name(name + ".json").write_text(json.dumps(config))
     return FakeCli(path)
