@@ -235,6 +235,24 @@ MESSAGES: dict[str, str] = {
     "stranded.card_full": gettext_noop("holds its maximum of %(cap)s instances"),
     "stranded.memory_step": gettext_noop("has %(free_mib)s MiB free, less than one %(step_mib)s MiB step"),
     "stranded.node_full": gettext_noop("its node holds its maximum of instances"),
+    # -- why a node takes no placements: its device profile's preconditions (labs/domain/readiness.py) ----
+    "readiness.vnpu_label": gettext_noop(
+        "not ready for vNPU: the node lacks the label %(label)s, which the openFuyao vNPU components are deployed by"
+    ),
+    "readiness.device_share_off": gettext_noop(
+        "not ready for vNPU: device-share mode is off on a chip (npu-smi set -t device-share -i <id> -d 1)"
+    ),
+    "readiness.resource_missing": gettext_noop(
+        "not ready for %(profile)s: the node advertises no %(resource)s (the device plugin has not registered it)"
+    ),
+    "readiness.chip_unsupported": gettext_noop("not ready for %(profile)s: the %(chip)s chip is not supported (%(supported)s)"),
+    "readiness.driver_too_old": gettext_noop(
+        "not ready for %(profile)s: the NPU driver (HDK) is %(version)s; %(minimum)s or newer is needed"
+    ),
+    "readiness.driver_unreadable": gettext_noop(
+        "not ready for %(profile)s: the NPU driver version %(version)s cannot be compared with %(minimum)s"
+    ),
+    "readiness.node_missing": gettext_noop("not ready: the cluster has no node named %(node)s"),
     # -- parts of other reasons ------------------------------------------------------------------------
     "duration.minutes": gettext_noop("%(minutes)s min"),
     "duration.seconds": gettext_noop("%(seconds)s s"),

@@ -60,6 +60,15 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
     ``{}`` from a driver that cannot see nodes (the default). Raises ``DriverError`` when they
     cannot be read.
 
+``node_status(node) -> NodeStatus | None``
+    The cluster's node called ``node`` as its device plugin and the vNPU installation left it:
+    the device profile the driver uses there, the node's labels and the profile's extended
+    resources with their allocatable amounts (0 for one not advertised); ``exists`` false when
+    the cluster has no such node. ``None`` from a driver without node objects (local,
+    simulator, unless a test gives it one): then only the agent's facts decide readiness
+    (``labs.domain.readiness``). Raises ``DriverError`` when the node cannot be read: then
+    nothing may be concluded.
+
 ``shutdown() -> None``
     Called when the portal process that owns the instances stops (the local driver stops its
     processes); the default does nothing, since cluster instances outlive the portal.
@@ -145,6 +154,16 @@ class NodeBoot:
 
     boot_id: str
     npus_reported: bool
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node as ``node_status`` reads it (see the module docstring)."""
+
+    profile: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, int] = field(default_factory=dict)
+    exists: bool = True
 
 
 def launches_vllm_serve(command: Sequence[str]) -> bool:
@@ -288,6 +307,16 @@ class ClusterDriver:
 
     def nodes(self) -> dict[str, NodeBoot]:
         return {}
+
+    def node_status(self, node: str) -> NodeStatus | None:
+        """The cluster's node; ``None``: this driver has no node objects (module docstring)."""
+        return None
+
+    def device_profile(self, labels: Mapping[str, str]) -> str:
+        """The device profile (``flexnpu``, ``vnpu``, ``hami``) of a node with ``labels``: the
+        node's preconditions (``labs.domain.readiness``) are that profile's. The local and
+        simulated instances stand for FlexNPU ones."""
+        return "flexnpu"
 
     def card_truth(self, labels: Mapping[str, str], *, die_ids_known: bool) -> str:
         """How the portal learns which card an instance on a node with ``labels`` really got.

@@ -32,6 +32,9 @@ the same instances. Failures can be injected three ways:
   NPUs yet). ``devices_after_seconds`` later (``None``: never) the NPUs are reported again and,
   with ``comes_back``, the labs run again, one restart more; without, they stay failed (a bare pod
   on Kubernetes does) and only a new instance runs. From any process;
+* ``node_status_set(node, status)`` gives a node a node object (its device profile, labels and
+  registered resources), as a cluster whose device plugin is not installed, or whose node lacks
+  the vNPU label, would hold it; without one, ``node_status`` is ``None`` as for no cluster;
 * ``inject_api_faults(...)`` gives every driver on the state directory, in any process, other
   failure rates and create delay until ``clear_api_faults()`` (``make chaos`` opens a window of a
   flaky cluster API this way, without restarting the workers that read the settings).
@@ -57,6 +60,7 @@ from labs.drivers.base import (
     LaunchSpec,
     NodeBoot,
     NodePod,
+    NodeStatus,
     Observed,
     PollStatus,
     canonical_session_id,
@@ -77,6 +81,7 @@ REBOOT_FAILURE = Reason.of(
     "session.driver",
     message="UnexpectedAdmissionError: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices",
 )
+NODE_STATUS_PREFIX = "nodestatus-"
 
 
 def _failure(stored: dict | str) -> Reason:
@@ -317,6 +322,33 @@ class SimulatorDriver(ClusterDriver):
         """Take the foreign pod ``uid`` away (nothing happens when there is none)."""
         Path(self.state.path, f"{FOREIGN_POD_PREFIX}{uuid.UUID(uid)}.json").unlink(missing_ok=True)
 
+    def node_status(self, node: str) -> NodeStatus | None:
+        """The node object ``node_status_set`` gave ``node``; ``None`` (no node objects) for any other."""
+        try:
+            with open(Path(self.state.path, f"{NODE_STATUS_PREFIX}{_node_file(node)}.json"), encoding="utf-8") as fh:
+                record = json.load(fh)
+        except FileNotFoundError:
+            return None
+        return NodeStatus(record["profile"], record["labels"], record["resources"], record["exists"])
+
+    def node_status_set(self, node: str, status: NodeStatus) -> None:
+        """Give ``node`` a node object, as a cluster whose device plugin and labels are ``status``
+        says, seen by every driver on this state directory (``node_status``)."""
+        record = {"profile": status.profile, "labels": dict(status.labels), "resources": dict(status.resources)}
+        fd, tmp = tempfile.mkstemp(dir=self.state.path, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({**record, "exists": status.exists}, fh)
+            os.replace(tmp, Path(self.state.path, f"{NODE_STATUS_PREFIX}{_node_file(node)}.json"))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def node_status_forget(self, node: str) -> None:
+        """Take ``node``'s node object away again (``node_status`` is ``None`` for it)."""
+        Path(self.state.path, f"{NODE_STATUS_PREFIX}{_node_file(node)}.json").unlink(missing_ok=True)
+
     def api_faults(self) -> dict[str, float]:
         """The failure rates and create delay in force: the injected ones while there are any
         (``inject_api_faults``, from any process), else this driver's own options."""
@@ -381,3 +413,10 @@ class SimulatorDriver(ClusterDriver):
             if record is None:
                 raise DriverError(f"no simulated instance for session {sid}")
             self.state.write(sid, {**record, **fields})
+
+
+def _node_file(node: str) -> str:
+    """A node name as a file name: the simulator's names are DNS labels; anything else is refused."""
+    if not node or not all(ch.isalnum() or ch in ".-" for ch in node) or node.startswith("."):
+        raise DriverError(f"Not a node name: {node!r}.")
+    return node

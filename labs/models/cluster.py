@@ -2,6 +2,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from labs.models.sessions import stored_reason_text
+
 
 class Node(models.Model):
     """An NPU server. ``available`` is false while its agent cannot be reached or it is drained."""
@@ -58,6 +60,11 @@ class Node(models.Model):
     agent_boot_id = models.CharField(_("boot id (agent)"), max_length=64, blank=True)
     rebooted_at = models.DateTimeField(_("restart seen at"), null=True, blank=True)
     devices_back_at = models.DateTimeField(_("NPUs reported again at"), null=True, blank=True)
+    # Why the node does not meet its device profile's preconditions (labs.domain.readiness), as
+    # a reason code and parameters; empty: ready. Set at each inventory sync; an unready node
+    # takes no new placements, and its running sessions go on.
+    readiness_code = models.CharField(_("why not ready"), max_length=64, blank=True)
+    readiness_params = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -69,6 +76,15 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def ready(self) -> bool:
+        return not self.readiness_code
+
+    @property
+    def readiness_reason(self) -> str:
+        """Why the node is not ready, in the active language; empty when it is."""
+        return stored_reason_text(self.readiness_code, self.readiness_params)
 
 
 class Card(models.Model):

@@ -17,6 +17,7 @@ class RepairEvent(models.Model):
         NODE_AVAILABLE = "node_available", _("node agent reachable again")
         NODE_REBOOTED = "node_rebooted", _("node restarted")
         NODE_DEVICES_BACK = "node_devices_back", _("node reports its NPUs again after a restart")
+        NODE_READINESS = "node_readiness", _("node readiness for its device profile changed")
         CARD_CHANGED = "card_changed", _("card inventory changed")
         CARD_REBOUND = "card_rebound", _("allocation moved to the card the node reports")
         CARD_TOTALS = "card_totals", _("card memory in use beyond the ledger")

@@ -12,8 +12,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable
-from labs.drivers import get_driver
+from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable, InventoryReport
+from labs.dispatch import controller_wake
+from labs.domain.readiness import NodeFacts, node_readiness
+from labs.domain.reasons import Reason
+from labs.drivers import DriverError, get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 from labs.services.events import cluster_changed_publish
 from labs.services.reboots import node_boot_record
@@ -48,12 +51,22 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     to them. A node whose agent answers again becomes available for placements again. Each
     card keeps its latest temperature, power and memory in use, and the node its driver,
     firmware and npu-smi versions, as the agent last read them (empty: not reported).
+
+    The node's readiness for its device profile (``node_readiness_judge``) is stored with them:
+    an unready node takes no placements until a later sync finds it ready. When the cluster
+    cannot say (``DriverError``), the readiness stays as it was.
     """
     try:
         inventory = agent_client(node, timeout=timeout).inventory_report()
     except AgentError as exc:
         node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return False
+    try:
+        readiness: Reason | None = node_readiness_judge(node, inventory)
+        readiness_known = True
+    except DriverError as exc:
+        logger.warning("cannot read node %s from the cluster; its readiness stays as it was: %s", node.name, exc)
+        readiness, readiness_known = None, False
     now = timezone.now()
     with transaction.atomic():
         cards = {card.index: card for card in Card.objects.select_for_update().filter(node=node)}
@@ -123,6 +136,8 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
             "npu_smi_version": versions.npu_smi[:64],
         }
         Node.objects.filter(pk=node.pk).update(last_seen_at=now, **host_fields, **version_fields)
+        if readiness_known:
+            changed = _readiness_store(node, readiness) or changed
         if changed:
             # The heatmap shows each card's readings: it reads the cluster again (at most once a second).
             cluster_changed_publish()
@@ -132,6 +147,44 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     # The host's boot: a new one is a restart, whose labs wait until the node reports healthy cards.
     healthy = any(r.healthy for r in inventory.cards)
     node_boot_record(node.name, boot_id=inventory.boot_id, npus_reported=healthy, source="agent", now=now)
+    return True
+
+
+def node_readiness_judge(node: Node, inventory: InventoryReport) -> Reason | None:
+    """Why ``node`` does not meet its device profile's preconditions, or ``None`` (``labs.domain.readiness``).
+
+    The facts are the agent's (chips, the HDK driver of npu-smi's banner, device-share mode)
+    and the cluster's node object (labels, registered resources), read from the driver; a
+    driver without node objects leaves those unknown. Raises ``DriverError`` when the cluster
+    cannot be read.
+    """
+    driver = get_driver()
+    status = driver.node_status(node.name)
+    if status is not None and not status.exists:
+        return Reason.of("readiness.node_missing", node=node.name)
+    facts = NodeFacts(
+        profile=status.profile if status is not None else driver.device_profile(node.labels or {}),
+        chip_types=tuple(sorted({card.chip_type for card in inventory.cards})),
+        driver_version=inventory.versions.driver,
+        device_share=inventory.device_share,
+        labels=None if status is None else status.labels,
+        resources=None if status is None else status.resources,
+    )
+    return node_readiness(facts)
+
+
+def _readiness_store(node: Node, readiness: Reason | None) -> bool:
+    """Store ``readiness`` on ``node`` (in the caller's transaction); whether it changed. A node
+    that became ready wakes the controller: sessions queued for want of room may fit now."""
+    stored = readiness.to_json() if readiness is not None else {"code": "", "params": {}}
+    if stored == {"code": node.readiness_code, "params": node.readiness_params or {}}:
+        return False
+    Node.objects.filter(pk=node.pk).update(readiness_code=stored["code"], readiness_params=stored["params"])
+    message = f"not ready: {readiness}" if readiness is not None else "ready for its device profile"
+    RepairEvent.objects.create(kind=RepairEvent.Kind.NODE_READINESS, node=node, message=message[:500])
+    if readiness is None:
+        controller_wake()
+    node.readiness_code, node.readiness_params = stored["code"], stored["params"]
     return True
 
 

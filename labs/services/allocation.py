@@ -190,19 +190,30 @@ def capacity_snapshot() -> list[NodeCapacity]:
         usable = healthy and not disabled
         cards_by_node[node_id].append(CardCapacity(pk, index, memory_mib, usable, on_card, die_id, chip_type, unlisted))
     nodes = Node.objects.order_by("name").values_list(
-        "pk", "name", "available", "drained", "labels", "memory_granule_mib", "host_cpu_millicores", "host_memory_mib"
+        "pk",
+        "name",
+        "available",
+        "drained",
+        "readiness_code",
+        "labels",
+        "memory_granule_mib",
+        "host_cpu_millicores",
+        "host_memory_mib",
     )
     return [
         NodeCapacity(
             name,
             tuple(cards_by_node.get(pk, ())),
-            available and not drained,  # a drained node takes no new placement; its sessions go on
+            # A drained node takes no new placement, nor one whose device profile's preconditions
+            # do not hold (labs.domain.readiness): its device plugin could not serve the share. Their
+            # sessions go on.
+            available and not drained and not unready,
             # Labels are JSON in the database; the engine compares strings.
             {str(key): str(value) for key, value in (labels or {}).items()},
             granule,
             *node_allocatable(cpu, host_mib),
         )
-        for pk, name, available, drained, labels, granule, cpu, host_mib in nodes
+        for pk, name, available, drained, unready, labels, granule, cpu, host_mib in nodes
     ]
 
 

@@ -64,6 +64,7 @@ DRIVER_CALLS = {
     "delete_namespaced_ingress": ("networking.k8s.io", "ingresses", "delete"),
     "list_pod_for_all_namespaces": ("", "pods", "list"),  # the cluster-wide reader
     "list_node": ("", "nodes", "list"),  # the node reader: boot ids and NPU resources
+    "read_node": ("", "nodes", "get"),  # the node reader: a node's readiness
 }
 SENSITIVE_ENV = re.compile(r"SECRET|PASSWORD|TOKEN|DATABASE_URL|CREDENTIAL", re.IGNORECASE)
 POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
@@ -403,7 +404,7 @@ def test_portal_role_grants_exactly_the_driver_verbs():
         reader = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-pod-reader")
         assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
         nodes = next(r for r in roles if r["metadata"]["name"] == "npu-lab-portal-node-reader")
-        assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
+        assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
 
 
 def test_the_granted_verbs_are_the_ones_the_driver_calls():

@@ -48,6 +48,7 @@ from labs.drivers.base import (
     LaunchSpec,
     NodeBoot,
     NodePod,
+    NodeStatus,
     Observed,
     PollResult,
     PollStatus,
@@ -440,6 +441,30 @@ class KubernetesDriver(ClusterDriver):
             )
         return boots
 
+    def node_status(self, node: str) -> NodeStatus:
+        """The node object, read as JSON (``get`` on nodes, the portal's one cluster-wide read besides pods).
+
+        The profile is the pool's, by the node's labels as the cluster holds them; its resources
+        are the node's ``status.allocatable`` (else ``capacity``) of the profile's instance,
+        core and memory resources, 0 for one the device plugin has not registered.
+        """
+        if not _DNS_NAME.fullmatch(node):
+            raise DriverError(f"Not a node name: {node!r}.")
+        try:
+            answer = self._call(f"reading node {node}", self.core.read_node, node, passthrough=(404,), _preload_content=False)
+        except ApiException:
+            return NodeStatus(profile=self.profile.name, exists=False)
+        try:
+            body = json.loads(answer.data)
+            labels = {str(k): str(v) for k, v in ((body.get("metadata") or {}).get("labels") or {}).items()}
+            status = body.get("status") or {}
+            amounts = status.get("allocatable") or status.get("capacity") or {}
+        except (ValueError, AttributeError) as exc:
+            raise DriverError(f"The cluster API answered node {node} with something that is not a node.") from exc
+        profile = self.profile_of(labels)
+        resources = {name: _whole_quantity(amounts.get(name)) for name in profile.resource_names()[:3]}
+        return NodeStatus(profile=profile.name, labels=labels, resources=resources)
+
     def _session_pods(self, session_id: str) -> list[dict[str, Any]]:
         pods = self._list_pods(f"{builders.SESSION_LABEL}={session_id}")
         return [pod for pod in pods if _labels(pod).get(builders.SESSION_LABEL) == session_id]
@@ -479,6 +504,10 @@ class KubernetesDriver(ClusterDriver):
             if labels.get(key) == value:
                 return profile
         return self.profile
+
+    def device_profile(self, labels: Mapping[str, str]) -> str:
+        """The name of the node pool's profile."""
+        return self.profile_of(labels).name
 
     def card_truth(self, labels: Mapping[str, str], *, die_ids_known: bool) -> str:
         """The pool's profile says; a die-id profile pins the card only where the agent reports die ids."""
@@ -780,6 +809,14 @@ def _restarts(pod: Mapping[str, Any]) -> tuple[int, Reason | None]:
         if previous:
             last_exit = _terminated_reason(previous, pod)
     return restarts, last_exit
+
+
+def _whole_quantity(value: object) -> int:
+    """An extended resource's amount (``"800"``, ``"1k"``) as a whole number; 0 when absent or not a quantity."""
+    try:
+        return max(0, int(parse_quantity(value))) if value is not None else 0
+    except (ValueError, TypeError):
+        return 0
 
 
 def _age_seconds(created: str | None) -> float | None:
