@@ -110,6 +110,9 @@ class NodeView:
     # What its agent listed at the last reconcile; None: no agent, or none reported yet.
     has_agent: bool = False
     instances_reported: int | None = None
+    # Why the node does not meet its device profile's preconditions, in the reader's language
+    # (labs.domain.readiness); "" when it does. An unready node takes no placements.
+    unready_reason: str = ""
 
     @property
     def empty(self) -> bool:
@@ -156,6 +159,7 @@ def cluster_state() -> list[NodeView]:
             n.evacuate_at,
             bool(n.agent_url),
             n.instances_reported,
+            n.readiness_reason,
         )
         for n in Node.objects.order_by("name")
     }
@@ -193,6 +197,7 @@ def cluster_state_json(nodes: list[NodeView]) -> dict:
                 "name": n.name,
                 "available": n.available,
                 "drained": n.drained,
+                "unready_reason": n.unready_reason,
                 "sessions": n.sessions,
                 "evacuation": n.evacuation_text,
                 "empty": n.evacuate_at is not None and n.empty,
