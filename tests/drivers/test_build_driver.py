@@ -91,7 +91,7 @@ def test_a_whole_number_is_a_valid_float_option(tmp_path):
         (
             {"profile": "vnpu", "profile_settings": {"mdoe": "hard"}},
             "profile_settings: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'\\? "
-            "accepted: memory_seen, mode, policy",
+            "accepted: device_policy, hard_aicpu_level, memory_seen, mode, node_policy, policy",
         ),
         ({"profile": "vnpu", "profile_settings": {"mode": "strict"}}, "profile_settings: vNPU mode must be 'soft' or 'hard'"),
         ({"profile_settings": {"mode": "hard"}}, "unknown option 'mode' for device profile 'flexnpu'; accepted: memory_seen"),

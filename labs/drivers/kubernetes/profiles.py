@@ -10,6 +10,7 @@ break the per-card sum the ledger keeps, rounding it down would break the studen
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from labs.drivers.base import CardBinding, DriverError
@@ -140,23 +141,37 @@ class FlexNPUProfile(DeviceProfile):
 
 @dataclass(frozen=True)
 class VNPUProfile(DeviceProfile):
-    """openFuyao vNPU: ``vnpu-cores`` in percent, memory in 1 GiB units, card pinned by die id.
+    """openFuyao vNPU: ``vnpu-cores`` in percent, memory in 1 GiB units, card pinned by die id and type.
 
     ``mode`` is ``soft`` (idle compute may be lent) or ``hard``; ``policy`` is the soft-mode
     share policy: ``elastic`` is FlexNPU's behaviour (floor guaranteed, idle lent out).
+    ``hard_aicpu_level`` is the hard mode's AI CPU allotment (``huawei.com/vnpu-hard-aicpu-level``,
+    sent in hard mode only; the guide's example is ``low``). ``node_policy`` and ``device_policy``
+    (``binpack`` or ``spread``; ``""``: not sent, the scheduler's default) are the pod's node- and
+    device-level scheduling policies. A card with a die id is pinned by it and by its chip type
+    (``huawei.com/vnpu-use-npu-type``, e.g. ``NPU-ASCEND-910B4``): the guide says the two together
+    name one NPU.
     """
 
     mode: str = "soft"
     policy: str = "elastic"
     memory_seen: str = "card"
+    hard_aicpu_level: str = "low"
+    node_policy: str = ""
+    device_policy: str = ""
     name = "vnpu"
-    card_truth = "pinned"  # by die id (huawei.com/vnpu-use-npu-dieID), where the agent knows it
+    card_truth = "pinned"  # by die id (huawei.com/vnpu-use-npu-dieID), where the agent or the node knows it
     NUMBER = "huawei.com/vnpu-number"
     CORES = "huawei.com/vnpu-cores"
     MEMORY = "huawei.com/vnpu-memory.1Gi"
     MODE = "huawei.com/vnpu-mode"
     POLICY = "huawei.com/vnpu-soft-scheduler-policy"
     DIE_ID = "huawei.com/vnpu-use-npu-dieID"
+    NPU_TYPE = "huawei.com/vnpu-use-npu-type"
+    HARD_AICPU_LEVEL = "huawei.com/vnpu-hard-aicpu-level"
+    NODE_POLICY = "huawei.com/vnpu-pod-node-scheduler-policy"
+    DEVICE_POLICY = "huawei.com/vnpu-pod-device-scheduler-policy"
+    AICPU_LEVELS = ("low", "middle", "high")
     MEMORY_UNIT_MIB = 1024
 
     def __post_init__(self) -> None:
@@ -165,6 +180,12 @@ class VNPUProfile(DeviceProfile):
             raise ValueError(f"vNPU mode must be 'soft' or 'hard', got {self.mode!r}")
         if self.policy not in {"fixed-share", "elastic", "best-effort"}:
             raise ValueError(f"vNPU policy must be fixed-share, elastic or best-effort, got {self.policy!r}")
+        if self.hard_aicpu_level not in self.AICPU_LEVELS:
+            levels = ", ".join(self.AICPU_LEVELS)
+            raise ValueError(f"vNPU hard_aicpu_level must be one of {levels}, got {self.hard_aicpu_level!r}")
+        for option in ("node_policy", "device_policy"):
+            if getattr(self, option) not in {"", "binpack", "spread"}:
+                raise ValueError(f"vNPU {option} must be 'binpack', 'spread' or '' (not sent), got {getattr(self, option)!r}")
 
     def render(self, card: CardBinding) -> DeviceRequest:
         """One share: ``vnpu-number`` 1 with cores, memory, mode (and die id). Whole cards:
@@ -181,8 +202,16 @@ class VNPUProfile(DeviceProfile):
         annotations = {self.MODE: self.mode}
         if self.mode == "soft":
             annotations[self.POLICY] = self.policy
+        else:
+            annotations[self.HARD_AICPU_LEVEL] = self.hard_aicpu_level
+        if self.node_policy:
+            annotations[self.NODE_POLICY] = self.node_policy
+        if self.device_policy:
+            annotations[self.DEVICE_POLICY] = self.device_policy
         if card.die_id:
             annotations[self.DIE_ID] = card.die_id
+            if card.chip_type:
+                annotations[self.NPU_TYPE] = vnpu_npu_type(card.chip_type)
         return DeviceRequest(
             resources={self.NUMBER: "1", self.CORES: str(core), self.MEMORY: str(units)},
             annotations=annotations,
@@ -237,6 +266,43 @@ class HAMiProfile(DeviceProfile):
         return f"huawei.com/{self.device}", f"huawei.com/{self.device}-core", f"huawei.com/{self.device}-memory", 1
 
 
+def vnpu_npu_type(chip_type: str) -> str:
+    """The vNPU device type of a chip the ledger names ``chip_type``: ``Ascend310P3`` is
+    ``NPU-ASCEND-310P3``, as the guide's example and the node's ``huawei.com/node-vnpu-register``
+    spell it; a type already so spelt is kept."""
+    if chip_type.upper().startswith("NPU-"):
+        return chip_type
+    return "NPU-ASCEND-" + chip_type.removeprefix("Ascend").upper()
+
+
+def ledger_chip_type(npu_type: str) -> str:
+    """The ledger's name for a vNPU device type: ``NPU-ASCEND-910B4`` is ``Ascend910B4`` (``vnpu_npu_type`` undone)."""
+    model = npu_type.upper().removeprefix("NPU-").removeprefix("ASCEND-")
+    return f"Ascend{model}" if model else ""
+
+
+VNPU_REGISTER_ANNOTATION = "huawei.com/node-vnpu-register"
+
+
+def parse_vnpu_register(value: str) -> tuple[tuple[str, str], ...] | None:
+    """Each card's (die id, ledger chip type) from a node's ``huawei.com/node-vnpu-register``, in order.
+
+    FORMAT FROM THE GUIDE'S DESCRIPTION, NOT FROM A CAPTURED ANNOTATION: "输出字段之间以分号分隔，
+    第2个字段为dieID，第5个字段为芯片类型" (fields separated by semicolons, the second the die id,
+    the fifth the chip type). One card per record; records are taken to be separated by ``:`` or
+    line breaks, as HAMi's register annotations are. ``None`` when a record has fewer than five
+    fields or no die id: then nothing of it is used.
+    """
+    records = [record.strip() for record in re.split(r"[:\n]", value) if record.strip()]
+    devices = []
+    for record in records:
+        fields = [part.strip() for part in record.split(";")]
+        if len(fields) < 5 or not fields[1] or not fields[4]:
+            return None
+        devices.append((fields[1], ledger_chip_type(fields[4])))
+    return tuple(devices) or None
+
+
 PROFILES: dict[str, type[DeviceProfile]] = {"flexnpu": FlexNPUProfile, "vnpu": VNPUProfile, "hami": HAMiProfile}
 
 
@@ -244,9 +310,9 @@ def get_profile(name: str = "flexnpu", **settings: object) -> DeviceProfile:
     """The profile called ``name`` (``flexnpu``, ``vnpu`` or ``hami``) with ``settings``, its own options.
 
     ``ValueError`` for any other name, and for a setting the profile does not take (``vnpu``:
-    ``mode``, ``policy``; ``hami``: ``device``, ``node_policy``, ``card_policy``; every profile:
-    ``memory_seen``, ``"card"`` or ``"cap"``, what the pod's memory query reports as the total),
-    of the wrong type or out of range.
+    ``mode``, ``policy``, ``hard_aicpu_level``, ``node_policy``, ``device_policy``; ``hami``:
+    ``device``, ``node_policy``, ``card_policy``; every profile: ``memory_seen``, ``"card"`` or
+    ``"cap"``, what the pod's memory query reports as the total), of the wrong type or out of range.
     """
     try:
         cls = PROFILES[name]

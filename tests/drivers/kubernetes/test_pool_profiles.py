@@ -74,7 +74,7 @@ def test_the_default_profile_settings_do_not_leak_into_a_pool_of_another_profile
         (
             {"pool=research": {"profile": "vnpu", "mdoe": "hard"}},
             "pool_profiles\\['pool=research'\\]: unknown option 'mdoe' for device profile 'vnpu'; did you mean 'mode'\\?"
-            " accepted: memory_seen, mode, policy",
+            " accepted: device_policy, hard_aicpu_level, memory_seen, mode, node_policy, policy",
         ),
         ({"pool=research": {"profile": "flexnpu", "mode": "hard"}}, "unknown option 'mode' for device profile 'flexnpu'"),
         ({"pool=research": {"profile": "vnpu", "mode": 1}}, "option 'mode' for device profile 'vnpu' must be str, got 1"),
