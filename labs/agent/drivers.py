@@ -421,6 +421,7 @@ class SimulatedDriver(NodeDriver):
         host_cpus: int = 192,
         host_memory_mib: int = 1024 * 1024,
         device_share: bool | None = True,
+        die_ids: bool = True,
     ) -> None:
         if host_cpus < 1 or host_memory_mib < 1:
             raise ValueError(f"a host needs CPUs and memory, got {host_cpus} CPUs and {host_memory_mib} MiB")
@@ -433,7 +434,8 @@ class SimulatedDriver(NodeDriver):
         self.chip_type = chip_type
         self.device_share_on = device_share
         self.memory_mib = memory_mib
-        self._die_ids = [_die_id(node_name, index) for index in range(cards)]
+        # ``die_ids=False``: none reported, as npu-smi shows none (the flexnpu-smi driver's cards).
+        self._die_ids = [_die_id(node_name, index) if die_ids else "" for index in range(cards)]
         self._healthy = [True] * cards
         self._instances: dict[str, _SimulatedInstance] = {}
         self._registered = 0

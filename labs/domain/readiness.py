@@ -95,7 +95,7 @@ def node_readiness(facts: NodeFacts) -> Reason | None:
         if amount <= 0:
             return Reason.of("readiness.resource_missing", resource=name, profile=profile)
     for chip in facts.chip_types:
-        if not chip_supported(facts.profile, chip):
+        if chip and not chip_supported(facts.profile, chip):
             supported = {"flexnpu": "Snt9B (Ascend910B)", "vnpu": ", ".join(VNPU_CHIPS)}.get(facts.profile, "")
             return Reason.of("readiness.chip_unsupported", chip=chip, profile=profile, supported=supported)
     minimum = MIN_DRIVER.get(facts.profile)

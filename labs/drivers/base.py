@@ -63,8 +63,9 @@ Contract (the suite in ``tests/drivers`` runs it against every driver):
 ``node_status(node) -> NodeStatus | None``
     The cluster's node called ``node`` as its device plugin and the vNPU installation left it:
     the device profile the driver uses there, the node's labels and the profile's extended
-    resources with their allocatable amounts (0 for one not advertised); ``exists`` false when
-    the cluster has no such node. ``None`` from a driver without node objects (local,
+    resources with their allocatable amounts (0 for one not advertised), the cards' die ids and
+    chip types where its device plugin registers them on the node; ``exists`` false when the
+    cluster has no such node. ``None`` from a driver without node objects (local,
     simulator, unless a test gives it one): then only the agent's facts decide readiness
     (``labs.domain.readiness``). Raises ``DriverError`` when the node cannot be read: then
     nothing may be concluded.
@@ -164,6 +165,10 @@ class NodeStatus:
     labels: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, int] = field(default_factory=dict)
     exists: bool = True
+    # Each card's (die id, chip type as the ledger names it), by card index, as the device plugin
+    # registered them on the node (openFuyao's ``huawei.com/node-vnpu-register``); empty when
+    # the node carries no such list.
+    devices: tuple[tuple[str, str], ...] = ()
 
 
 def launches_vllm_serve(command: Sequence[str]) -> bool:

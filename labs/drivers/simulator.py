@@ -329,12 +329,18 @@ class SimulatorDriver(ClusterDriver):
                 record = json.load(fh)
         except FileNotFoundError:
             return None
-        return NodeStatus(record["profile"], record["labels"], record["resources"], record["exists"])
+        devices = tuple((die_id, chip) for die_id, chip in record["devices"])
+        return NodeStatus(record["profile"], record["labels"], record["resources"], record["exists"], devices)
 
     def node_status_set(self, node: str, status: NodeStatus) -> None:
         """Give ``node`` a node object, as a cluster whose device plugin and labels are ``status``
         says, seen by every driver on this state directory (``node_status``)."""
-        record = {"profile": status.profile, "labels": dict(status.labels), "resources": dict(status.resources)}
+        record = {
+            "profile": status.profile,
+            "labels": dict(status.labels),
+            "resources": dict(status.resources),
+            "devices": [list(device) for device in status.devices],
+        }
         fd, tmp = tempfile.mkstemp(dir=self.state.path, prefix=".", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -5,18 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable, InventoryReport
+from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable, CardReport, InventoryReport
 from labs.dispatch import controller_wake
 from labs.domain.readiness import NodeFacts, node_readiness
 from labs.domain.reasons import Reason
-from labs.drivers import DriverError, get_driver
+from labs.drivers import DriverError, NodeStatus, get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 from labs.services.events import cluster_changed_publish
 from labs.services.reboots import node_boot_record
@@ -62,17 +62,19 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
         node_mark_unavailable(node, reason=f"agent unreachable: {exc}")
         return False
     try:
-        readiness: Reason | None = node_readiness_judge(node, inventory)
-        readiness_known = True
+        status = get_driver().node_status(node.name)
     except DriverError as exc:
         logger.warning("cannot read node %s from the cluster; its readiness stays as it was: %s", node.name, exc)
-        readiness, readiness_known = None, False
+        status, readiness_known = None, False
+    else:
+        readiness_known = True
+    readiness = node_readiness_judge(node, inventory, status) if readiness_known else None
     now = timezone.now()
     with transaction.atomic():
         cards = {card.index: card for card in Card.objects.select_for_update().filter(node=node)}
         seen = set()
         changed = False
-        reports, host, versions = inventory.cards, inventory.host, inventory.versions
+        reports, host, versions = _registered_devices(inventory.cards, status), inventory.host, inventory.versions
         for report in reports:
             seen.add(report.index)
             card = cards.get(report.index)
@@ -150,27 +152,41 @@ def node_inventory_sync(node: Node, *, timeout: float | None = None) -> bool:
     return True
 
 
-def node_readiness_judge(node: Node, inventory: InventoryReport) -> Reason | None:
+def node_readiness_judge(node: Node, inventory: InventoryReport, status: NodeStatus | None) -> Reason | None:
     """Why ``node`` does not meet its device profile's preconditions, or ``None`` (``labs.domain.readiness``).
 
     The facts are the agent's (chips, the HDK driver of npu-smi's banner, device-share mode)
-    and the cluster's node object (labels, registered resources), read from the driver; a
-    driver without node objects leaves those unknown. Raises ``DriverError`` when the cluster
-    cannot be read.
+    and the cluster's node object, ``status`` (labels, registered resources), as the driver's
+    ``node_status`` read it; ``None`` (a driver without node objects) leaves those unknown.
     """
     driver = get_driver()
-    status = driver.node_status(node.name)
     if status is not None and not status.exists:
         return Reason.of("readiness.node_missing", node=node.name)
     facts = NodeFacts(
         profile=status.profile if status is not None else driver.device_profile(node.labels or {}),
-        chip_types=tuple(sorted({card.chip_type for card in inventory.cards})),
+        chip_types=tuple(sorted({card.chip_type for card in _registered_devices(inventory.cards, status) if card.chip_type})),
         driver_version=inventory.versions.driver,
         device_share=inventory.device_share,
         labels=None if status is None else status.labels,
         resources=None if status is None else status.resources,
     )
     return node_readiness(facts)
+
+
+def _registered_devices(reports: list[CardReport], status: NodeStatus | None) -> list[CardReport]:
+    """The agent's cards, each without a die id (``npu-smi`` shows none) given the one the device
+    plugin registered on the node for its index (``NodeStatus.devices``), and its chip type
+    where the agent names none: so the card can be pinned (``huawei.com/vnpu-use-npu-dieID``)."""
+    devices = status.devices if status is not None else ()
+    if not devices:
+        return reports
+    filled = []
+    for report in reports:
+        if not report.die_id and 0 <= report.index < len(devices):
+            die_id, chip = devices[report.index]
+            report = replace(report, die_id=die_id, chip_type=report.chip_type or chip)
+        filled.append(report)
+    return filled
 
 
 def _readiness_store(node: Node, readiness: Reason | None) -> bool:

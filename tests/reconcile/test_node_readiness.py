@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from labs.agent.drivers import FlexnpuSmiDriver, NodeVersions
+from labs.agent.drivers import FlexnpuSmiDriver, NodeVersions, SimulatedDriver
 from labs.drivers import NodeStatus
-from labs.models import Allocation, LabSession, Node, RepairEvent
+from labs.models import Allocation, Card, LabSession, Node, RepairEvent
 from labs.services.agents import node_inventory_sync
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
@@ -123,3 +123,19 @@ def test_a_flexnpu_node_of_the_simulated_agent_stays_ready(world, agent, cluster
     assert node_inventory_sync(world["node"])
 
     assert readiness(world["node"]) == ("", {})
+
+
+def test_cards_without_a_die_id_get_the_one_the_vnpu_plugin_registered_on_the_node(world, settings, cluster_driver):
+    settings.LAB_AGENT_TOKEN = AGENT_TOKEN
+    node = world["node"]
+    devices = tuple((f"DIE-{index:02d}", "Ascend910B4") for index in range(8))
+    status = NodeStatus("vnpu", labels=VNPU_READY, resources=VNPU_RESOURCES, devices=devices)
+    cluster_driver.node_status_set(node.name, status)
+    with running(SimulatedDriver(node_name=node.name, chip_type="", die_ids=False)) as server:
+        Node.objects.filter(pk=node.pk).update(agent_url=server.url)
+        node.refresh_from_db()
+        assert node_inventory_sync(node)
+
+    cards = list(Card.objects.filter(node=node).order_by("index").values_list("die_id", "chip_type"))
+    assert cards == [(f"DIE-{index:02d}", "Ascend910B4") for index in range(8)]
+    assert readiness(node)[0] == "readiness.driver_too_old"  # the simulated HDK 25.2.0, not the chip

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 import threading
@@ -54,9 +55,17 @@ from labs.drivers.base import (
     PollStatus,
 )
 from labs.drivers.kubernetes import builders
-from labs.drivers.kubernetes.profiles import HOSTNAME_LABEL, PROFILES, DeviceProfile, get_profile
+from labs.drivers.kubernetes.profiles import (
+    HOSTNAME_LABEL,
+    PROFILES,
+    VNPU_REGISTER_ANNOTATION,
+    DeviceProfile,
+    get_profile,
+    parse_vnpu_register,
+)
 from labs.drivers.statefile import canonical_session_id
 
+logger = logging.getLogger(__name__)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Answers that say the API server did nothing with the request: priority and fairness turned
 # it away (429). Only these are sent again for a create.
@@ -456,14 +465,19 @@ class KubernetesDriver(ClusterDriver):
             return NodeStatus(profile=self.profile.name, exists=False)
         try:
             body = json.loads(answer.data)
-            labels = {str(k): str(v) for k, v in ((body.get("metadata") or {}).get("labels") or {}).items()}
+            metadata = body.get("metadata") or {}
+            labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+            register = str((metadata.get("annotations") or {}).get(VNPU_REGISTER_ANNOTATION) or "")
             status = body.get("status") or {}
             amounts = status.get("allocatable") or status.get("capacity") or {}
         except (ValueError, AttributeError) as exc:
             raise DriverError(f"The cluster API answered node {node} with something that is not a node.") from exc
         profile = self.profile_of(labels)
         resources = {name: _whole_quantity(amounts.get(name)) for name in profile.resource_names()[:3]}
-        return NodeStatus(profile=profile.name, labels=labels, resources=resources)
+        devices = parse_vnpu_register(register) if register else None
+        if register and devices is None:
+            logger.warning("node %s: %s is not in the expected format; its die ids are not used", node, VNPU_REGISTER_ANNOTATION)
+        return NodeStatus(profile=profile.name, labels=labels, resources=resources, devices=devices or ())
 
     def _session_pods(self, session_id: str) -> list[dict[str, Any]]:
         pods = self._list_pods(f"{builders.SESSION_LABEL}={session_id}")
