@@ -113,6 +113,7 @@ class LabTemplateAdmin(admin.ModelAdmin):
         "name",
         "kind",
         "core_percent",
+        "share_policy",
         "memory_mib",
         "card_count",
         "scenario",

@@ -201,6 +201,8 @@ class CardBinding:
     # The node's labels: a node pool (e.g. ``pool=research``) may use another device profile.
     node_labels: tuple[tuple[str, str], ...] = ()
     cards: int = 1
+    # "elastic" (a floor: ``core_percent`` 1..100) or "best-effort" (no floor: ``core_percent`` 0).
+    share_policy: str = "elastic"
 
 
 @dataclass(frozen=True)
@@ -315,6 +317,13 @@ class ClusterDriver:
 
     def node_status(self, node: str) -> NodeStatus | None:
         """The cluster's node; ``None``: this driver has no node objects (module docstring)."""
+        return None
+
+    def best_effort_nodes(self) -> dict[str, str] | None:
+        """The node labels (all of them) of the nodes that run best-effort instances (no AI Core
+        floor: cores 0, memory only); ``{}``: every node; ``None``: none, and a best-effort
+        template is refused. Only openFuyao vNPU in soft mode has them; FlexNPU and the local
+        and simulated instances always have a floor."""
         return None
 
     def device_profile(self, labels: Mapping[str, str]) -> str:

@@ -5,10 +5,13 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from labs.domain.images import is_image_reference
+from labs.domain.placement import SharePolicy
 from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, WHOLE_CARDS_MAX, Scenario
+from labs.drivers import get_driver
 from labs.drivers.base import launches_vllm_serve
 
 
@@ -93,6 +96,12 @@ IMAGE_NEEDED = _(
 )
 
 
+SHARE_POLICY_CHOICES = [
+    (SharePolicy.ELASTIC.value, _("a guaranteed floor; idle compute lent out")),
+    (SharePolicy.BEST_EFFORT.value, _("best effort: no floor, memory only")),
+]
+
+
 class LabTemplate(models.Model):
     """What a session runs and the FlexNPU instance it is bound to."""
 
@@ -122,7 +131,14 @@ class LabTemplate(models.Model):
     core_percent = models.PositiveSmallIntegerField(
         # xgettext:no-python-format
         _("AI Core floor (% of one card)"),
-        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        validators=[MinValueValidator(0), MaxValueValidator(100)],
+        help_text=_("0 for a best-effort instance, which has no floor."),
+    )
+    # How the instance shares the card's compute (openFuyao's policies): "elastic", a floor with
+    # idle compute lent out (FlexNPU's behaviour), or "best-effort", no floor (cores 0, memory
+    # only), which only openFuyao vNPU in soft mode runs (``ClusterDriver.best_effort_nodes``).
+    share_policy = models.CharField(
+        _("compute share"), max_length=16, choices=SHARE_POLICY_CHOICES, default=SharePolicy.ELASTIC.value
     )
     memory_mib = models.PositiveIntegerField(
         _("NPU memory cap (MiB)"), validators=[MinValueValidator(MEMORY_GRANULE_MIB), validate_memory_granule]
@@ -159,7 +175,11 @@ class LabTemplate(models.Model):
         ordering = ["core_percent", "name"]
         constraints = [
             models.UniqueConstraint(fields=["institution", "slug"], name="template_unique_slug"),
-            models.CheckConstraint(condition=Q(core_percent__gte=1, core_percent__lte=100), name="template_core_percent_range"),
+            models.CheckConstraint(
+                condition=Q(share_policy="elastic", core_percent__gte=1, core_percent__lte=100)
+                | Q(share_policy="best-effort", core_percent=0),
+                name="template_core_percent_range",
+            ),
             models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="template_memory_positive"),
             models.CheckConstraint(
                 condition=Exact(Mod("memory_mib", MEMORY_GRANULE_MIB), 0), name="template_memory_128mib_multiple"
@@ -193,7 +213,8 @@ class LabTemplate(models.Model):
     def __str__(self) -> str:
         if self.card_count > 1:
             return f"{self.name} ({self.card_count} whole cards)"
-        return f"{self.name} ({self.core_percent} %, {self.memory_mib // 1024} GiB)"
+        core = "best effort" if self.share_policy == SharePolicy.BEST_EFFORT else f"{self.core_percent} %"
+        return f"{self.name} ({core}, {self.memory_mib // 1024} GiB)"
 
     @property
     def core_percent_total(self) -> int:
@@ -213,6 +234,7 @@ class LabTemplate(models.Model):
             raise ValidationError({"image": IMAGE_NEEDED})
         if not isinstance(self.command, list) or not all(isinstance(part, str) for part in self.command):
             raise ValidationError({"command": _("The command must be a list of strings.")})
+        self._clean_share_policy()
         if self.kind == self.Kind.VLLM and not launches_vllm_serve(self.command):
             raise ValidationError(
                 {
@@ -274,3 +296,21 @@ class LabTemplate(models.Model):
                 "A lab on whole cards has each card's whole memory: %(sizes)s, not %(memory)s MiB."
             ) % {"sizes": ", ".join(f"{size} MiB" for size in sizes_mib), "memory": self.memory_mib}
         return errors
+
+    def _clean_share_policy(self) -> None:
+        """A best-effort template has core 0 and needs nodes that run best-effort instances; any other, a floor."""
+        if self.share_policy != SharePolicy.BEST_EFFORT:
+            if self.core_percent == 0:  # None: a form that checks the rest of the template
+                raise ValidationError({"core_percent": gettext("An AI Core floor from 1 to 100 is needed; 0 means best effort.")})
+            return
+        if self.core_percent:
+            raise ValidationError({"core_percent": gettext("A best-effort instance has no AI Core floor: set it to 0.")})
+        if get_driver().best_effort_nodes() is None:
+            raise ValidationError(
+                {
+                    "share_policy": gettext(
+                        "This cluster cannot run best-effort instances: only openFuyao vNPU in soft mode has them "
+                        "(FlexNPU and HAMi shares always have an AI Core floor)."
+                    )
+                }
+            )

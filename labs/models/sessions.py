@@ -162,8 +162,9 @@ class Allocation(models.Model):
             models.Index(fields=["course"], condition=Q(released_at__isnull=True), name="allocation_live_by_course"),
         ]
         constraints = [
+            # 0: a best-effort instance, which has no floor; on whole cards, 100 % of each card.
             models.CheckConstraint(
-                condition=Q(cards=1, core_percent__gte=1, core_percent__lte=100) | Q(cards__gte=2, core_percent=F("cards") * 100),
+                condition=Q(cards=1, core_percent__gte=0, core_percent__lte=100) | Q(cards__gte=2, core_percent=F("cards") * 100),
                 name="allocation_core_percent_range",
             ),
             models.CheckConstraint(condition=Q(memory_mib__gte=MEMORY_GRANULE_MIB), name="allocation_memory_positive"),

@@ -24,6 +24,7 @@ from labs.domain.placement import (
     PlacementConfig,
     Policy,
     ScoreWeights,
+    SharePolicy,
     largest_limit,
 )
 from labs.domain.quota import CourseQuota as QuotaRule
@@ -31,6 +32,7 @@ from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
 from labs.domain.states import HOLDS_ALLOCATION, RECLAIMABLE, SessionState
 from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
+from labs.drivers import get_driver
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, Node, RepairEvent
 from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
@@ -449,6 +451,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             .values("course_id", "student_id")
             .annotate(n=Count("id"))
         }
+        best_effort_selector = tuple(sorted((get_driver().best_effort_nodes() or {}).items()))
         requests = [
             LaunchRequest(
                 key=str(s.pk),
@@ -462,6 +465,9 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
                 pooled=s.reservation_slot_id is not None and s.claimed_at is None,
                 cpu_millicores=s.template.cpu_request_millicores,
                 host_memory_mib=s.template.host_memory_request_mib,
+                share_policy=SharePolicy(s.template.share_policy),
+                # A best-effort instance goes only where the device plugin runs one.
+                node_selector=best_effort_selector if s.template.share_policy == SharePolicy.BEST_EFFORT else (),
             )
             for s in queued
         ]

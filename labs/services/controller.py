@@ -776,6 +776,7 @@ def launch_spec(session: LabSession) -> LaunchSpec:
             card_memory_mib=card.memory_mib,
             node_labels=tuple(sorted((str(k), str(v)) for k, v in (card.node.labels or {}).items())),
             cards=allocation.cards,
+            share_policy=template.share_policy,
         ),
         course_code=session.course.code,
         student=session.student.get_username(),

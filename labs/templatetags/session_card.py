@@ -42,11 +42,16 @@ PIECES = ("queue", "started", "left", "stops")
 
 def share_text(core_percent: int, memory_mib: int, cards: int = 1) -> str:
     """An NPU share in words: "5 % of one NPU's AI Core guaranteed, 4 GiB memory"; on whole cards
-    (``cards`` > 1, ``memory_mib`` each card's): "2 whole cards, 128 GiB memory in all"."""
+    (``cards`` > 1, ``memory_mib`` each card's): "2 whole cards, 128 GiB memory in all"; a share
+    with no floor (core 0: a best-effort instance) says it is best effort."""
     if cards > 1:
         return gettext("%(cards)s whole cards, %(memory)s memory in all") % {
             "cards": cards,
             "memory": gib_text(memory_mib * cards),
+        }
+    if core_percent == 0:
+        return gettext("best effort: no AI Core guaranteed (it uses what the card has idle), %(memory)s memory") % {
+            "memory": gib_text(memory_mib)
         }
     return gettext("%(core)s %% of one NPU's AI Core guaranteed, %(memory)s memory") % {
         "core": core_percent,

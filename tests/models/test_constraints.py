@@ -105,7 +105,11 @@ def test_a_valid_allocation_is_accepted(world, session):
     allocation_for(session, world, core_percent=100, memory_mib=128)
 
 
-@pytest.mark.parametrize(("core_percent", "memory_mib"), [(0, 4096), (101, 4096), (5, 127), (5, 0), (5, 4000)])
+def test_a_best_effort_allocation_without_a_floor_is_accepted(world, session):
+    allocation_for(session, world, core_percent=0, memory_mib=4096)
+
+
+@pytest.mark.parametrize(("core_percent", "memory_mib"), [(101, 4096), (5, 127), (5, 0), (5, 4000)])
 def test_an_allocation_outside_the_vendor_limits_is_refused(world, session, core_percent, memory_mib):
     refused_by_the_database(lambda: allocation_for(session, world, core_percent=core_percent, memory_mib=memory_mib))
 

@@ -519,6 +519,14 @@ class KubernetesDriver(ClusterDriver):
                 return profile
         return self.profile
 
+    def best_effort_nodes(self) -> dict[str, str] | None:
+        """The first node pool whose profile runs best-effort instances, by its label; ``{}`` when
+        the default profile does and no pool has another; else ``None``."""
+        for (key, value), profile in self.pool_profiles:
+            if profile.best_effort:
+                return {key: value}
+        return {} if self.profile.best_effort and not self.pool_profiles else None
+
     def device_profile(self, labels: Mapping[str, str]) -> str:
         """The name of the node pool's profile."""
         return self.profile_of(labels).name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from labs.drivers.base import CardBinding, DriverError
+from labs.drivers.base import CardBinding, DriverError, DriverRefused
 from labs.drivers.options import check_options
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -27,6 +27,14 @@ class DeviceRequest:
     resources: dict[str, str]
     annotations: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
+
+
+def _refuse_best_effort(card: CardBinding, profile: str) -> None:
+    if card.share_policy == "best-effort":
+        raise DriverRefused(
+            f"{profile} has no best-effort instances (its shares always have an AI Core floor); "
+            "only openFuyao vNPU in soft mode runs them."
+        )
 
 
 def _check_core_percent(card: CardBinding) -> int:
@@ -87,6 +95,8 @@ class DeviceProfile:
     # "card" (the whole card's HBM; the plugin only enforces the cap) or "cap" (soft
     # partitioning hooks the query and reports the share's cap as the total).
     memory_seen = "card"
+    # Whether it runs best-effort instances (no AI Core floor: ``CardBinding.share_policy``).
+    best_effort = False
 
     def render(self, card: CardBinding) -> DeviceRequest:
         raise NotImplementedError
@@ -128,6 +138,7 @@ class FlexNPUProfile(DeviceProfile):
         """One share: ``flexnpu-num`` 1. Whole cards: ``flexnpu-num`` N with ``core.percentage``
         N x 100 (the guide: a pod with more than one vNPU takes whole cards' AI Core) and the
         memory of all N cards."""
+        _refuse_best_effort(card, "FlexNPU")
         core = _check_core_percent(card)
         units = _memory_units(card, self.MEMORY_UNIT_MIB, self.MEMORY)
         return DeviceRequest(
@@ -187,11 +198,21 @@ class VNPUProfile(DeviceProfile):
             if getattr(self, option) not in {"", "binpack", "spread"}:
                 raise ValueError(f"vNPU {option} must be 'binpack', 'spread' or '' (not sent), got {getattr(self, option)!r}")
 
+    @property
+    def best_effort(self) -> bool:
+        """Soft mode only: "best-effort策略取值范围0~100；硬切分取值范围1~100"."""
+        return self.mode == "soft"
+
     def render(self, card: CardBinding) -> DeviceRequest:
         """One share: ``vnpu-number`` 1 with cores, memory, mode (and die id). Whole cards:
         ``vnpu-number`` N alone (the guide's two-whole-card example) in hard mode, since soft
         partitioning refuses ``vnpu-number`` > 1; one die id cannot pin N cards, so none is sent."""
-        core = _check_core_percent(card)
+        best_effort = card.share_policy == "best-effort"
+        if best_effort and not self.best_effort:
+            raise DriverRefused("openFuyao vNPU runs best-effort instances in soft mode only; this node pool is in hard mode.")
+        if best_effort and card.core_percent != 0:
+            raise DriverError(f"A best-effort vNPU instance has no AI Core floor (cores 0), got {card.core_percent!r}.")
+        core = 0 if best_effort else _check_core_percent(card)
         if card.cards > 1:
             return DeviceRequest(
                 resources={self.NUMBER: str(card.cards)},
@@ -201,7 +222,7 @@ class VNPUProfile(DeviceProfile):
         units = _memory_units(card, self.MEMORY_UNIT_MIB, self.MEMORY)
         annotations = {self.MODE: self.mode}
         if self.mode == "soft":
-            annotations[self.POLICY] = self.policy
+            annotations[self.POLICY] = "best-effort" if best_effort else self.policy
         else:
             annotations[self.HARD_AICPU_LEVEL] = self.hard_aicpu_level
         if self.node_policy:
@@ -243,6 +264,7 @@ class HAMiProfile(DeviceProfile):
     def render(self, card: CardBinding) -> DeviceRequest:
         """One share: one device with its memory (MiB) and core (percent). Whole cards: N devices
         and nothing else (no memory or core limit: each device is the whole card)."""
+        _refuse_best_effort(card, "HAMi")
         core = _check_core_percent(card)
         annotations = {"hami.io/node-scheduler-policy": self.node_policy, "hami.io/gpu-scheduler-policy": self.card_policy}
         if card.cards > 1:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from labs.drivers.base import CardBinding, DriverError
+from labs.drivers.base import CardBinding, DriverError, DriverRefused
 from labs.drivers.kubernetes.profiles import (
     FlexNPUProfile,
     HAMiProfile,
@@ -135,3 +135,24 @@ def test_the_node_vnpu_register_annotation_gives_each_cards_die_id_and_chip_type
 @pytest.mark.parametrize("value", ["ready", "0;die;1;2", "0;;32768;100;NPU-ASCEND-910B4", "0;die;32768;100;"])
 def test_a_register_annotation_not_in_the_guides_format_gives_nothing(value: str) -> None:
     assert parse_vnpu_register(value) is None
+
+
+def test_a_best_effort_vnpu_instance_asks_zero_cores_and_the_best_effort_policy() -> None:
+    request = VNPUProfile().render(replace(CARD, core_percent=0, share_policy="best-effort"))
+
+    assert request.resources["huawei.com/vnpu-cores"] == "0"
+    assert request.resources["huawei.com/vnpu-memory.1Gi"] == "4"
+    assert request.annotations["huawei.com/vnpu-soft-scheduler-policy"] == "best-effort"
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        (FlexNPUProfile(), "FlexNPU has no best-effort instances"),
+        (HAMiProfile(), "HAMi has no best-effort instances"),
+        (VNPUProfile(mode="hard"), "best-effort instances in soft mode only"),
+    ],
+)
+def test_profiles_without_best_effort_refuse_it_saying_so(profile, message) -> None:
+    with pytest.raises(DriverRefused, match=message):
+        profile.render(replace(CARD, core_percent=0, share_policy="best-effort"))
