@@ -19,11 +19,24 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
+def services_ready(clean_redis_and_driver_state, disconnect_child_processes):
+    """A test may use this run's database, Redis and driver state: they are made ready once, before
+    the first such test. Tests that need none override this fixture (tests/domain/conftest.py), so
+    a run of them alone connects to neither PostgreSQL nor Redis."""
+
+
+@pytest.fixture(scope="session")
 def clean_redis_and_driver_state():
     """Start from an empty Redis database and driver state (this run's own); free them at the end."""
-    from tests.settings import REDIS_CLAIM_KEY, RUN_ID
+    from tests.settings import REDIS_CLAIM_KEY, REDIS_UNREACHABLE, RUN_ID
 
+    if REDIS_UNREACHABLE:
+        pytest.fail(
+            f"this test needs Redis, which did not answer at {REDIS_UNREACHABLE} when the run started "
+            "(tests/settings.py claims a database number there): start Redis or set TEST_REDIS_URL",
+            pytrace=False,
+        )
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.flushdb()
     client.set(REDIS_CLAIM_KEY, RUN_ID, ex=3 * 3600)  # flushdb dropped the claim; hold it for the run
@@ -47,7 +60,7 @@ def default_language():
     translation.deactivate()
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def disconnect_child_processes(django_db_setup, django_db_blocker):
     """Before the test database is dropped, end connections that killed child processes left."""
     yield

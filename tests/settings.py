@@ -62,17 +62,27 @@ def _release_redis_database(url: str) -> None:
         client.delete(REDIS_CLAIM_KEY)
 
 
-def _claim_redis_database(server_url: str) -> str:
-    """The first Redis database (1..15) that no other live run of the suite has claimed."""
+def _claim_redis_database(server_url: str) -> str | None:
+    """The first Redis database (1..15) that no other live run of the suite has claimed; ``None``
+    when no Redis answers at ``server_url`` (a run of tests that need none, such as tests/domain:
+    tests/conftest.py fails the first test that needs Redis, naming the server)."""
     import redis
 
     for number in range(1, 16):
         url = f"{server_url.rstrip('/')}/{number}"
         # The claim expires, so a run that was killed frees its number after a while.
-        if redis.Redis.from_url(url).set(REDIS_CLAIM_KEY, RUN_ID, nx=True, ex=3 * 3600):
+        try:
+            claimed = redis.Redis.from_url(url).set(REDIS_CLAIM_KEY, RUN_ID, nx=True, ex=3 * 3600)
+        except redis.ConnectionError:
+            return None
+        if claimed:
             atexit.register(_release_redis_database, url)
             return url
     raise RuntimeError(f"every Redis database 1..15 at {server_url} is claimed by another test run ({REDIS_CLAIM_KEY})")
+
+
+# The Redis server at which no database could be claimed because it did not answer, or "".
+REDIS_UNREACHABLE = ""
 
 
 if "REDIS_URL" not in os.environ:
@@ -81,7 +91,11 @@ if "REDIS_URL" not in os.environ:
     else:  # several workers never share one number: each claims its own on TEST_REDIS_URL's server
         server = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379").rstrip("/")
         server = server.rsplit("/", 1)[0] if server.rsplit("/", 1)[-1].isdigit() else server
-        _derive("REDIS_URL", _claim_redis_database(server))
+        claimed = _claim_redis_database(server)
+        if claimed is None:
+            REDIS_UNREACHABLE = server
+        # No number claimed: the settings still name one (0, which no run claims); no test uses it.
+        _derive("REDIS_URL", claimed or f"{server}/0")
 os.environ[DERIVED_KEY] = ",".join(_derived)
 
 from portal.settings import *  # noqa: E402,F403
