@@ -133,6 +133,10 @@ class TemplateSerializer(serializers.Serializer):
     card_count = serializers.IntegerField(
         help_text="1: a share of one card. More: that many whole cards on one node (100 % AI Core and memory of each)."
     )
+    share_policy = serializers.CharField(
+        help_text='"elastic": an AI Core floor (core_percent), idle compute lent out; "best-effort": no floor '
+        "(core_percent 0), memory only (openFuyao vNPU in soft mode)."
+    )
     cpu_request_millicores = serializers.IntegerField(help_text="Host CPU kept for the lab on its node (1000 = one core).")
     cpu_limit_millicores = serializers.IntegerField(help_text="Host CPU the lab may use at most.")
     host_memory_request_mib = serializers.IntegerField(help_text="Host memory kept for the lab on its node, MiB.")

@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
+from labs.domain.placement import SharePolicy
 from labs.domain.units import (
     CARD_INSTANCE_CAP,
     CORE_PERCENT_MAX,
@@ -22,7 +23,9 @@ from labs.domain.units import (
     default_scenario,
 )
 from labs.domain.vllm import VENDOR_MODELS, vendor_supports
+from labs.drivers import get_driver
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
+from labs.models.catalog import SHARE_POLICY_CHOICES
 from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
 from labs.selectors.console import Allotment, ClusterFacts
 from labs.templatetags.units import gib_text
@@ -357,10 +360,18 @@ class TemplateForm(forms.Form):
     core_percent = forms.IntegerField(
         # xgettext:no-python-format
         label=gettext_lazy("AI Core floor (% of one card)"),
-        validators=[MinValueValidator(1), MaxValueValidator(CORE_PERCENT_MAX)],
+        validators=[MinValueValidator(0), MaxValueValidator(CORE_PERCENT_MAX)],
         initial=10,
     )
     memory_mib = GiBField(label=gettext_lazy("NPU memory cap (GiB)"), min_value=Decimal("0.125"), initial=Decimal(8))
+    # Shown only where the cluster runs best-effort instances (openFuyao vNPU in soft mode).
+    share_policy = forms.ChoiceField(
+        label=gettext_lazy("compute share"),
+        choices=SHARE_POLICY_CHOICES,
+        required=False,
+        initial=SharePolicy.ELASTIC.value,
+        help_text=gettext_lazy("Best effort: no AI Core floor (set it to 0), memory only; the lab uses what the card has idle."),
+    )
     card_count = forms.IntegerField(
         label=gettext_lazy("Cards"),
         required=False,
@@ -412,11 +423,18 @@ class TemplateForm(forms.Form):
             "vLLM Ascend on FlexNPU: %(models)s. Others may run, but are not on its list."
         ) % {"models": ", ".join(VENDOR_MODELS)}
         self.fields["memory_mib"].set_step(facts.memory_step_mib)
+        if get_driver().best_effort_nodes() is None:
+            del self.fields["share_policy"]  # the cluster has none: every share has a floor
+
+    @property
+    def offers_best_effort(self) -> bool:
+        return "share_policy" in self.fields
 
     def clean(self):
         data = super().clean()
         if data.get("card_count") is None and "card_count" not in self.errors:
             data["card_count"] = 1
+        data["share_policy"] = data.get("share_policy") or SharePolicy.ELASTIC.value
         memory = data.get("memory_mib")
         if memory is not None and self.facts.largest_card_mib and memory > self.facts.largest_card_mib:
             self.add_error(
@@ -434,7 +452,7 @@ class TemplateForm(forms.Form):
                     data[name] = defaults[name]
             # The model's rule (an image to run, limits at least the requests, requests within the
             # largest node; whole cards: 100 % AI Core, a card's whole memory, no more cards than a node has).
-            share = {name: data.get(name) for name in ("core_percent", "memory_mib", "card_count")}
+            share = {name: data.get(name) for name in ("core_percent", "memory_mib", "card_count", "share_policy")}
             try:
                 LabTemplate(**self._runs(allowed), **share, **{name: data[name] for name in self.HOST_FIELDS}).clean()
             except forms.ValidationError as exc:
@@ -460,6 +478,7 @@ class TemplateForm(forms.Form):
             "core_percent": data["core_percent"],
             "memory_mib": data["memory_mib"],
             "card_count": data["card_count"],
+            "share_policy": data["share_policy"],
             "scenario": data["scenario"],
             **{name: data[name] for name in self.HOST_FIELDS},
         }
