@@ -405,13 +405,18 @@ def _execute(
     finishing: list[str] = []
     notes: dict[str, Reason] = {}
     bound: list[str] = []
+    late: dict[str, str] = {}
     for action in actions:
         match action:
             case Bind(session_id, ref):
-                # Under its create lease the answer just came late; after it, a worker died
-                # between creating the instance and recording it: a repair worth an event.
+                # Under its create lease the answer just came late (a busy cluster: many at once,
+                # bound together below); after it, a worker died between creating the instance
+                # and recording it: a repair worth an event.
                 lease = by_id[session_id].retry_at
-                _bind(session_id, ref, recovered=lease is None or lease <= now.timestamp())
+                if lease is None or lease <= now.timestamp():
+                    _bind(session_id, ref, recovered=True)
+                else:
+                    late[session_id] = ref
                 bound.append(session_id)
             case Running(session_id, url, restarts, said):
                 kind, secret = links.get(session_id, ("", ""))
@@ -444,7 +449,9 @@ def _execute(
                 if session_relaunch(session_id, ref=ref, reboot_at=_moment(reboot_at)):
                     pending.append((_calls.submit(session_id, get_driver().delete, session_id), Delete(session_id)))
                     agent_calls.extend(_unregistrations(by_id[session_id].node, ref))
-    # Progress notes, the labs that came up and those whose instance is gone, each kind in one transaction.
+    # The late answers, progress notes, the labs that came up and those whose instance is gone,
+    # each kind in one transaction.
+    _bind_created(late)
     sessions_note(notes, state=SessionState.STARTING)
     report.running += len(sessions_transition(running, to=SessionState.RUNNING, only_from={SessionState.STARTING}))
     finished = _finish(finishing, agent_calls)
@@ -632,8 +639,9 @@ def _simulated_selftests(session_ids: list[str]) -> None:
 
 
 def _bind_created(refs: dict[str, str]) -> None:
-    """``_bind`` for the instances a round created (not recovered ones): one transaction, four
-    statements on PostgreSQL, whose row locks keep it exact; ``_bind`` each elsewhere."""
+    """``_bind`` for the instances a round created, or saw created under their create lease (not
+    recovered ones): one transaction, four statements on PostgreSQL, whose row locks keep it
+    exact; ``_bind`` each elsewhere."""
     if not refs:
         return
     if connection.vendor != "postgresql":

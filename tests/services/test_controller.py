@@ -679,3 +679,31 @@ def test_a_failed_lab_on_a_node_that_did_not_restart_still_fails_at_once(world, 
 
     session.refresh_from_db()
     assert session.state in ("stopping", "failed") and session.reason == "Error"
+
+
+@override_settings(LAB_CONTROLLER_WAIT_SECONDS=0.1)
+def test_late_answers_a_round_sees_are_bound_together(world, driver, monkeypatch):
+    # A busy cluster answers a class's creates after the round stopped waiting: the next round
+    # sees the instances and binds them in one transaction, not one each.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(driver, "create_delay_seconds", 0.5)
+    sessions = [launch(world, student=i) for i in range(4)]
+    reconcile_once()  # asks for all four; their answers come after the round
+    wait_for_all = time.monotonic() + 5
+    while len(driver.list()) < 4:
+        assert time.monotonic() < wait_for_all
+        time.sleep(0.05)
+
+    with CaptureQueriesContext(connection) as queries:
+        reconcile_once()
+
+    binds = [
+        q["sql"] for q in queries.captured_queries if q["sql"].startswith('UPDATE "labs_labsession"') and "driver_ref" in q["sql"]
+    ]
+    assert len(binds) == 1, binds
+    for session in sessions:
+        session.refresh_from_db()
+        assert session.driver_ref
+    assert not RepairEvent.objects.exists()
