@@ -294,7 +294,7 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 LAB_CONTROLLER_SECONDS = env_float("LAB_CONTROLLER_SECONDS", 1.0, minimum=0.2)
 LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS", 0.25, minimum=0.05)
 LAB_CONTROLLER_ROUND_PAUSE_SECONDS = env_float("LAB_CONTROLLER_ROUND_PAUSE_SECONDS", 0.1, minimum=0.0)
-LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 8, minimum=1, maximum=64)
+LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 16, minimum=1, maximum=64)
 LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
 LAB_CREATE_BACKOFF_MAX_SECONDS = env_float("LAB_CREATE_BACKOFF_MAX_SECONDS", 1.0, minimum=0.1)
 # How long a run waits for the driver's answers before it moves on (they are picked up from the

@@ -99,7 +99,7 @@ REFUSED_STATUSES = frozenset({400, 403, 422})
 # connections kept open to the API server: enough for the controller's pool to make its labs'
 # parts at once without opening (a TLS handshake each) and dropping connections.
 PARTS_THREADS = 24
-CONNECTIONS = 32
+CONNECTIONS = 48
 IMAGE_PULL_FAILURES = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 # Not CrashLoopBackOff: that is a container waiting to be restarted, which the controller judges
 # (``Observed.restarts``), as it does a terminated container that its pod's restart policy restarts.
