@@ -381,12 +381,7 @@ class KubernetesDriver(ClusterDriver):
         """
         listing = self.core.list_pod_for_all_namespaces
         answer = self._call("listing lab pods", listing, label_selector=selector, _preload_content=False)
-        try:
-            items = json.loads(answer.data).get("items")
-        except (ValueError, AttributeError) as exc:
-            raise DriverError("The cluster API answered the list of lab pods with something that is not a pod list.") from exc
-        if not isinstance(items, list):
-            raise DriverError("The cluster API answered the list of lab pods with something that is not a pod list.")
+        items = _list_items(answer, "the list of lab pods with something that is not a pod list")
         # Filtered here too: the selector is the API server's job, but a wrong pod here would be deleted.
         return [pod for pod in items if isinstance(pod, dict) and self._owns(pod.get("metadata") or {})]
 
@@ -402,14 +397,7 @@ class KubernetesDriver(ClusterDriver):
             raise DriverError(f"Not a node name: {node!r}.")
         listing = self.metadata_api.list_pod_for_all_namespaces
         answer = self._call(f"listing the pods on node {node}", listing, field_selector=f"spec.nodeName={node}")
-        not_a_list = DriverError(f"The cluster API answered the list of pods on {node} with something that is not a list.")
-        try:
-            # An empty list comes with "items": null.
-            items = json.loads(answer.data).get("items") or []
-        except (ValueError, AttributeError) as exc:
-            raise not_a_list from exc
-        if not isinstance(items, list):
-            raise not_a_list
+        items = _list_items(answer, f"the list of pods on {node} with something that is not a list")
         pods = {}
         for item in items:
             metadata = (item.get("metadata") if isinstance(item, dict) else None) or {}
@@ -428,13 +416,7 @@ class KubernetesDriver(ClusterDriver):
         NPUs, and the reconciler once a period.
         """
         answer = self._call("listing the nodes", self.core.list_node, _preload_content=False)
-        not_a_list = DriverError("The cluster API answered the list of nodes with something that is not a list.")
-        try:
-            items = json.loads(answer.data).get("items") or []
-        except (ValueError, AttributeError) as exc:
-            raise not_a_list from exc
-        if not isinstance(items, list):
-            raise not_a_list
+        items = _list_items(answer, "the list of nodes with something that is not a list")
         boots = {}
         for item in items:
             if not isinstance(item, dict):
@@ -768,6 +750,18 @@ def _positive_quantity(value: object) -> bool:
         return parse_quantity(value) > 0
     except (ValueError, TypeError):
         return False
+
+
+def _list_items(answer: Any, what: str) -> list[Any]:
+    """The ``items`` of a list read as plain JSON (an empty list comes with ``"items": null``);
+    ``DriverError`` "The cluster API answered <what>." when it is not a list."""
+    try:
+        items = json.loads(answer.data).get("items") or []
+    except (ValueError, AttributeError) as exc:
+        raise DriverError(f"The cluster API answered {what}.") from exc
+    if not isinstance(items, list):
+        raise DriverError(f"The cluster API answered {what}.")
+    return items
 
 
 def _labels(pod: Mapping[str, Any]) -> dict[str, str]:
