@@ -19,7 +19,7 @@ from kubernetes.utils import parse_quantity
 
 from labs.devcluster.cluster import DevCluster
 from labs.devcluster.portal import portal_token
-from labs.drivers import LaunchSpec, build_driver
+from labs.drivers import LaunchSpec, get_driver
 from labs.drivers.kubernetes import builders
 from labs.forms import TemplateForm
 from labs.models import AllowedImage, Course, LabTemplate
@@ -74,8 +74,11 @@ def test_the_api_server_accepts_every_template_the_console_makes(
 ) -> None:
     quota = {"core_percent": 800, "memory_mib": 131072, "instance_count": 32}
     course = make_lab_course(deployed, settings, profile=profile, quota=quota)
+    # The portal's driver as its settings name it: the console's form asks it what the cluster runs.
+    settings.LAB_DRIVER = portal_driver_config(deployed, portal_token(core), namespace_prefix=course.prefix, profile=profile)
+    get_driver.cache_clear()
     try:
-        driver = build_driver(portal_driver_config(deployed, portal_token(core), namespace_prefix=course.prefix, profile=profile))
+        driver = get_driver()
         made = {}
         for kind, scenario, host in CASES:
             template = console_template(Course.objects.get(code=course.code), kind, scenario, host)
@@ -92,4 +95,5 @@ def test_the_api_server_accepts_every_template_the_console_makes(
             assert core.read_namespaced_service(builders.service_name(session_id), course.namespace)
         assert {t.kind for t, _uid in made.values()} == {"jupyter", "vllm"}
     finally:
+        get_driver.cache_clear()
         core.delete_namespace(course.namespace)
