@@ -44,10 +44,6 @@ def card_instance_cap(scenarios: Iterable[Scenario]) -> int:
     return min((CARD_INSTANCE_CAP[s] for s in scenarios), default=CARD_INSTANCE_CAP[Scenario.DEVELOPMENT])
 
 
-def node_instance_cap(scenarios: Iterable[Scenario]) -> int:
-    return min((NODE_INSTANCE_CAP[s] for s in scenarios), default=NODE_INSTANCE_CAP[Scenario.DEVELOPMENT])
-
-
 def node_instance_slots(cards: int, scenario: Scenario) -> int:
     """How many ``scenario`` instances a node with ``cards`` usable cards holds: both caps at once.
 
@@ -56,13 +52,6 @@ def node_instance_slots(cards: int, scenario: Scenario) -> int:
     if not isinstance(cards, int) or isinstance(cards, bool) or cards < 0:
         raise ValueError(f"cards must be a whole number >= 0, not {cards!r}")
     return min(cards * CARD_INSTANCE_CAP[Scenario(scenario)], NODE_INSTANCE_CAP[Scenario(scenario)])
-
-
-def memory_units_128mi(memory_mib: int) -> int:
-    """``volcano.sh/flexnpu-memory.128mi`` counts 128 MiB units: 38400 MiB -> 300."""
-    if memory_mib % MEMORY_GRANULE_MIB:
-        raise ValueError(f"{memory_mib} MiB is not a multiple of {MEMORY_GRANULE_MIB} MiB")
-    return memory_mib // MEMORY_GRANULE_MIB
 
 
 # Host resources a template's pod asks of its node, by kind (issue 14): a teaching JupyterLab

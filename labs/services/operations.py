@@ -21,10 +21,6 @@ from labs.services.sessions import session_stop
 ALLOTMENT_FIELDS = ("allot_instances", "allot_core_percent", "allot_memory_mib")
 
 
-class OperationRefused(Exception):
-    """The action cannot be done as asked; the message says why."""
-
-
 def node_drain(*, node: Node, by, reason: str) -> bool:
     """No new placements on ``node``; running sessions continue. ``False`` if already drained."""
     with transaction.atomic():

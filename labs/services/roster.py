@@ -34,8 +34,7 @@ from django.db import transaction
 from django.db.models.functions import Lower
 from django.utils.translation import gettext as _
 
-from labs.domain.states import TERMINAL
-from labs.models import Affiliation, Course, Enrollment, Institution, LabSession
+from labs.models import Affiliation, Course, Enrollment, Institution
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 
@@ -353,7 +352,3 @@ def roster_remove(*, course: Course, user_id: int, by=None) -> None:
             before={"role": enrollment.role},
         )
         enrollment.delete()
-
-
-def open_sessions_of(*, course: Course, user_id: int) -> int:
-    return LabSession.objects.filter(course=course, student_id=user_id).exclude(state__in=TERMINAL).count()
