@@ -22,8 +22,9 @@ What a kubelet tells the API server, and nothing it does on the host:
   its ``lastState`` (with ``restartPolicy: Never`` the pod is Failed instead);
 * restarts a node on request (``reboot_node``), as an unexpected reboot does: its status comes
   with a new ``nodeInfo.bootID`` and its NPU resources at 0 (the device plugin has not reported
-  them yet), and each of its pods is Failed (``UnexpectedAdmissionError``, the kubelet's words
-  for a pod whose devices it cannot allocate) — the CCE FlexNPU guide's "执行失败" after a restart.
+  them yet), and each of its NPU pods (those asking for the profile's device) is Failed
+  (``UnexpectedAdmissionError``, the kubelet's words for a pod whose devices it cannot allocate)
+  — the CCE FlexNPU guide's "执行失败" after a restart; other pods are left running.
   ``devices_after_seconds`` later the NPU resources are back and, with ``pods_come_back``, each
   pod runs and is Ready again with one restart more;
 * loses a node on request (``lose_node``): its lease is no longer renewed and its pods are left
@@ -177,6 +178,15 @@ def get_profile_resource(node: FakeNode) -> str:
     return get_profile(node.profile).resource_names()[0]
 
 
+def _requests(manifest: dict[str, Any] | None, resource: str) -> bool:
+    """Whether a container of the pod asks for ``resource`` (in its limits or requests)."""
+    for container in ((manifest or {}).get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if resource in (resources.get("limits") or {}) or resource in (resources.get("requests") or {}):
+            return True
+    return False
+
+
 def checked_pod_ip(value: str | None) -> str | None:
     """``value`` as an IP address's text, or ``None``; ``ValueError`` saying so for anything else."""
     if value is None:
@@ -325,15 +335,23 @@ class NodeSimulator:
 
     def reboot_node(self, name: str, *, devices_after_seconds: float | None = 1.0, pods_come_back: bool = True) -> None:
         """Restart ``name`` now (see the module docstring): a new boot id, its NPUs unreported and its
-        pods Failed; ``devices_after_seconds`` later (``None``: never) the NPUs reported again and,
-        with ``pods_come_back``, its pods running again."""
+        NPU pods Failed (the others are admitted again at once: their restart is not simulated);
+        ``devices_after_seconds`` later (``None``: never) the NPUs reported again and, with
+        ``pods_come_back``, its NPU pods running again."""
         self._known(name)
         if devices_after_seconds is not None and devices_after_seconds < 0:
             raise ValueError(f"devices_after_seconds must be 0 or more, got {devices_after_seconds!r}")
+        count = get_profile_resource(self.nodes[name])
         with self._lock:
             self._boot_ids[name] = str(uuid.uuid4())
             self._npus_down.add(name)
-            pods = [p for p in self._pods.values() if p.node == name and p.stage in ("accepted", "running")]
+            # Only the NPU pods: the kubelet admits the others again at once (their restart is not
+            # simulated), and it is the device plugin's allocation that fails an NPU pod.
+            pods = [
+                p
+                for p in self._pods.values()
+                if p.node == name and p.stage in ("accepted", "running") and _requests(p.manifest, count)
+            ]
             for pod in pods:
                 pod.stage = "rebooted"
             manifests = [p.manifest for p in pods if p.manifest is not None]
