@@ -144,8 +144,13 @@ def test_a_restarted_node_reports_a_new_boot_fails_its_pods_and_brings_them_back
 ) -> None:
     node = devcluster.nodes[0]
     count = next(iter(node.npu_resources()))
-    core.create_namespaced_pod(namespace, pod_manifest("lab", nodeName=node.name, restartPolicy="OnFailure"))
-    wait_for("the pod Running", lambda: core.read_namespaced_pod("lab", namespace).status.phase == "Running")
+    core.create_namespaced_pod(
+        namespace, pod_manifest("lab", resources={count: "1"}, nodeName=node.name, restartPolicy="OnFailure")
+    )
+    # A pod without NPUs: the kubelet admits it again at once, its devices are not the plugin's.
+    core.create_namespaced_pod(namespace, pod_manifest("web", nodeName=node.name, restartPolicy="OnFailure"))
+    for name in ("lab", "web"):
+        wait_for(f"{name} Running", lambda name=name: core.read_namespaced_pod(name, namespace).status.phase == "Running")
     before = core.read_node(node.name).status.node_info.boot_id
     assert before
 
@@ -160,6 +165,7 @@ def test_a_restarted_node_reports_a_new_boot_fails_its_pods_and_brings_them_back
     status = core.read_node(node.name).status
     assert status.node_info.boot_id not in ("", before)
     assert status.allocatable[count] == "0"
+    assert core.read_namespaced_pod("web", namespace).status.phase == "Running"
     back = wait_for(
         "the pod running again", lambda: (p := core.read_namespaced_pod("lab", namespace)).status.phase == "Running" and p
     )
