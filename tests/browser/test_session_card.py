@@ -106,6 +106,7 @@ def test_cards_show_place_wait_and_time_left_in_both_languages_and_places_move_l
     expect(hers).to_have_text(f"{code} 队列第 2 位，等待中")
     expect(card(page, queued[1]).locator("[data-field=share_text]")).to_have_text("保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB")
     # Bob gives up his place: carol's page moves her up without a reload, and now has a wait.
+    expect(page.locator("body[data-live=yes]")).to_have_count(1)  # its websocket is open to hear it
     page.evaluate("window.__notReloaded = true")
     assert off_the_browser_loop(session_stop, session_id=queued[0].pk, reason=Reason.of("session.stopped_by", who="bob"))
     expect(hers).to_have_text(re.compile(rf"^{code} 队列第 1 位，约需等待 1 小时 5[89] 分钟$"), timeout=15_000)
