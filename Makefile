@@ -6,7 +6,7 @@ VAR := var
 # Checkov (the policy scan in tests/deploy) pins heavy dependencies: its own virtualenv.
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: checkov controlplane demo test test-fast test-sqlite bench bench-classstart bench-kube bench-metrics bench-requests chaos load lint venv clean messages compilemessages
+.PHONY: checkov controlplane demo settings-doc test test-fast test-sqlite bench bench-classstart bench-kube bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -149,6 +149,10 @@ load: $(VENV)/.installed-dev $(MO_FILES)
 ## CHAOS_ARGS="--only redis,postgres" or "--quick" while developing)
 chaos: $(VENV)/.installed-dev
 	$(PY) -m bench.chaos $(CHAOS_ARGS)
+
+## settings-doc: docs/settings.md from the settings table (portal/settings_table.py); a test fails when it is stale
+settings-doc: $(VENV)/.installed-runtime
+	$(PY) -m portal.settings_doc
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import environ
@@ -116,8 +117,9 @@ def env_fernet_keys(name: str) -> list[str]:
     return keys
 
 
-def env_database(name: str, default: str) -> dict[str, Any]:
-    """Parse a database URL (``sqlite:///path`` or ``postgres://user:pass@host:port/db``)."""
+def env_database(name: str, default: str, *, pool_size: Callable[[], int]) -> dict[str, Any]:
+    """Parse a database URL (``sqlite:///path`` or ``postgres://user:pass@host:port/db``); ``pool_size()``
+    (read only for PostgreSQL) is the connections each process keeps in its pool, 0 for none."""
     url = env_str(name, default)
     assert url is not None
     scheme = url.split(":", 1)[0].lower()
@@ -143,14 +145,14 @@ def env_database(name: str, default: str) -> dict[str, Any]:
         # A connection pool per process (psycopg's), not persistent per-thread connections:
         # under ASGI every request may run in a new thread, and per-thread connections pile up
         # until PostgreSQL refuses more ("too many clients") during a class-start burst.
-        pool_size = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
+        size = pool_size()
         config["CONN_MAX_AGE"] = 0
         # Django's backend with each pooled connection checked as it is handed out (portal/postgresql).
         config["ENGINE"] = "portal.postgresql"
-        if pool_size:
+        if size:
             config["OPTIONS"] = {
                 **config.get("OPTIONS", {}),
-                "pool": {"min_size": 1, "max_size": pool_size, "timeout": 30, "reset": _release_session_locks},
+                "pool": {"min_size": 1, "max_size": size, "timeout": 30, "reset": _release_session_locks},
             }
         else:
             config["CONN_HEALTH_CHECKS"] = True

@@ -1,4 +1,4 @@
-"""Settings for NPU Lab Portal, all from environment variables (see README "Settings").
+"""Settings for NPU Lab Portal, all from environment variables (portal/settings_table.py; docs/settings.md).
 
 The embedded default (``make demo``) is SQLite, a local Redis and the ``local`` cluster driver;
 production sets ``DATABASE_URL`` to PostgreSQL and chooses the ``kubernetes`` driver.
@@ -16,31 +16,18 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 from labs.domain.images import is_image_reference
-from portal.env import (
-    env_bool,
-    env_database,
-    env_fernet_keys,
-    env_float,
-    env_int,
-    env_json_object,
-    env_list,
-    env_redis_url,
-    env_str,
-)
+from portal.settings_table import env_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("PORTAL_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = Path(env_setting("PORTAL_VAR_DIR", default=str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY", required=True)
+DEBUG = env_setting("DEBUG")
+SECRET_KEY = env_setting("SECRET_KEY")
 if len(SECRET_KEY) < 32:
     raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long.")
-# The keys that encrypt the LTI tool's private keys and the webhook signing secrets in the
-# database (labs.encryption): the first encrypts, every one decrypts (rotation, README "Encryption
-# at rest"). Required outside the embedded demo (a system check); `make demo` makes var/field_encryption_key.
-FIELD_ENCRYPTION_KEYS = env_fernet_keys("FIELD_ENCRYPTION_KEY")
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+FIELD_ENCRYPTION_KEYS = env_setting("FIELD_ENCRYPTION_KEY")
+ALLOWED_HOSTS = env_setting("ALLOWED_HOSTS")
+CSRF_TRUSTED_ORIGINS = env_setting("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "daphne",
@@ -103,37 +90,32 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")}
+DATABASES = {"default": env_setting("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_setting("REDIS_URL")
 
 # The channel layer that carries the pages' live updates. "pubsub" (channels_redis's Redis
 # Pub/Sub layer): Redis pushes each message to the web processes whose sockets joined its group.
 # "list" (channels_redis's original layer): each web process pops its sockets' messages off one
 # Redis key, one round trip and one pass of its receive lock per message; under the load bench
 # it delivered about 150 messages a second and the stop's message reached the student's socket
-# 3.4 s (p50) after the answer, against none with pubsub (README "Load"). Pub/Sub keeps nothing:
+# 3.4 s (p50) after the answer, against none with pubsub (docs/performance.md). Pub/Sub keeps nothing:
 # an update sent while a web process is reconnecting to Redis is lost; once it has subscribed
 # again its sockets are told to read again what their pages show (portal.channel_layer). The
 # list layer keeps messages a minute.
-CHANNELS_LAYER = env_str("CHANNELS_LAYER", "pubsub")
-if CHANNELS_LAYER not in ("pubsub", "list"):
-    raise ImproperlyConfigured(f"CHANNELS_LAYER={CHANNELS_LAYER!r}: use pubsub or list.")
+CHANNELS_LAYER = env_setting("CHANNELS_LAYER")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": {
             "pubsub": "portal.channel_layer.ResyncingPubSubChannelLayer",
             "list": "channels_redis.core.RedisChannelLayer",
         }[CHANNELS_LAYER],
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "portal")},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_setting("CHANNELS_PREFIX")},
     }
 }
 if CHANNELS_LAYER == "list":
-    # Messages waiting for one web process: every socket of a process shares one Redis key, and
-    # past this many a message is dropped. channels_redis's default, 100, was overrun by one
-    # controller round telling a few hundred students of their labs (README, "Settings").
-    CHANNEL_LAYERS["default"]["CONFIG"]["capacity"] = env_int("CHANNELS_CAPACITY", 10_000, minimum=100)
+    CHANNEL_LAYERS["default"]["CONFIG"]["capacity"] = env_setting("CHANNELS_CAPACITY")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -147,7 +129,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "labs:home"
 LOGOUT_REDIRECT_URL = "login"
 
-LANGUAGE_CODE = env_str("LANGUAGE_CODE", "en")
+LANGUAGE_CODE = env_setting("LANGUAGE_CODE")
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
 # The compiled catalogues (django.mo) are built by `make compilemessages`, not committed.
 LOCALE_PATHS = [BASE_DIR / "locale"]
@@ -158,7 +140,7 @@ LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 # thousands separator in a plain {{ number }}: ids and versions go into attributes and form values;
 # sizes people read are grouped where they are shown (labs/templatetags/units.py).
 USE_THOUSAND_SEPARATOR = False
-TIME_ZONE = env_str("TIME_ZONE", "UTC")
+TIME_ZONE = env_setting("TIME_ZONE")
 USE_I18N = True
 USE_TZ = True
 
@@ -170,27 +152,25 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-# --- Security (README "Security") ---------------------------------------------------------------
+# --- Security (docs/security.md) ---------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 SESSION_ENGINE = "portal.sessions"  # Django's database sessions, read with a written-out statement
 X_FRAME_OPTIONS = "DENY"
 # HTTPS: the portal is served over TLS (itself or behind a TLS-terminating proxy). It then
 # redirects plain HTTP to HTTPS, sends HSTS and marks its cookies secure, unless told otherwise.
-HTTPS = env_bool("HTTPS", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and HTTPS)
+HTTPS = env_setting("HTTPS")
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_setting("SECURE_COOKIES", default=not DEBUG and HTTPS)
 # "None" lets the portal run inside an LMS's iframe (LTI) with its session: browsers then need
 # Secure cookies, so it needs HTTPS. Lax (Django's default) suits a portal opened in its own window.
-SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = env_str("SESSION_COOKIE_SAMESITE", "Lax")
-if SESSION_COOKIE_SAMESITE not in ("Lax", "Strict", "None"):
-    raise ImproperlyConfigured(f"SESSION_COOKIE_SAMESITE={SESSION_COOKIE_SAMESITE!r}: use Lax, Strict or None.")
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = env_setting("SESSION_COOKIE_SAMESITE")
 if SESSION_COOKIE_SAMESITE == "None" and not SESSION_COOKIE_SECURE:
     raise ImproperlyConfigured("SESSION_COOKIE_SAMESITE=None needs secure cookies: set HTTPS=true (or SECURE_COOKIES=true).")
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SECURE_SSL_REDIRECT = env_setting("SECURE_SSL_REDIRECT", default=HTTPS)
 # Prometheus scrapes /metrics from inside the cluster over plain HTTP (with its bearer token).
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if HTTPS else 0, minimum=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_HSTS_SECONDS = env_setting("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_setting("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
+SECURE_HSTS_PRELOAD = env_setting("SECURE_HSTS_PRELOAD")
 # security.W021 asks for preload, which commits the whole domain to HTTPS in browsers for months
 # and is not undone by a setting: a choice for the domain's owner, so it is off by default.
 SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
@@ -199,7 +179,7 @@ SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 def _env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
     """``X-Forwarded-Proto`` -> ``("HTTP_X_FORWARDED_PROTO", "https")``: the header a TLS-terminating
     proxy sets (overwriting the client's) to say the request came over HTTPS."""
-    header = env_str(name, "")
+    header = env_setting(name)
     if not header:
         return None
     if not header.replace("-", "").replace("_", "").isalnum() or not header.isascii():
@@ -210,7 +190,7 @@ def _env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
 SECURE_PROXY_SSL_HEADER = _env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
 # How many reverse proxies in front of the portal append to X-Forwarded-For: the client's address
 # is the one the outermost of them saw (portal.proxies). 0: the header is ignored.
-TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+TRUSTED_PROXY_COUNT = env_setting("TRUSTED_PROXY_COUNT")
 
 # Login throttling (django-axes): after LOGIN_FAILURE_LIMIT failed logins, logging in is refused
 # for LOGIN_LOCKOUT_MINUTES after the last failure. By default the lockout is per account *and*
@@ -219,10 +199,10 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
 _LOCKOUT_PARAMETERS = {"username", "ip_address", "user_agent"}
 
 
-def _env_lockout_parameters(name: str, default: str) -> list[str | list[str]]:
+def _env_lockout_parameters(name: str) -> list[str | list[str]]:
     """``username+ip_address,ip_address`` -> ``[["username", "ip_address"], "ip_address"]`` (axes' format:
     a lockout when any group, counted together, reaches the limit)."""
-    value = env_str(name, default)
+    value = env_setting(name)
     groups: list[str | list[str]] = []
     for group in value.split(","):
         parts = [part.strip() for part in group.split("+")]
@@ -235,9 +215,9 @@ def _env_lockout_parameters(name: str, default: str) -> list[str | list[str]]:
     return groups
 
 
-AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
-AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1, maximum=7 * 24 * 60))
-AXES_LOCKOUT_PARAMETERS = _env_lockout_parameters("LOGIN_LOCKOUT_PARAMETERS", "username+ip_address")
+AXES_FAILURE_LIMIT = env_setting("LOGIN_FAILURE_LIMIT")
+AXES_COOLOFF_TIME = timedelta(minutes=env_setting("LOGIN_LOCKOUT_MINUTES"))
+AXES_LOCKOUT_PARAMETERS = _env_lockout_parameters("LOGIN_LOCKOUT_PARAMETERS")
 # A try while locked out does not start the wait again: the page can say how long it lasts.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
@@ -264,7 +244,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- Celery -------------------------------------------------------------------------------------
-CELERY_BROKER_URL = env_redis_url("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_URL = env_setting("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # A task is acknowledged only after it finished, and a task whose worker died is re-queued:
@@ -276,8 +256,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # for visibility_timeout seconds (checked every unacked_restore_interval): keep the timeout above
 # the longest task, which is bounded by the driver's own timeouts.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300, minimum=5),
-    "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_SECONDS", 10, minimum=1),
+    "visibility_timeout": env_setting("CELERY_VISIBILITY_TIMEOUT"),
+    "unacked_restore_interval": env_setting("CELERY_UNACKED_RESTORE_SECONDS"),
     "unacked_restore_throttle": 1,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -288,19 +268,19 @@ CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 # Reconnect to a broker that is back within half a second, not after Celery's 2-30 s, and run the
 # controller then for what waited (labs/worker.py).
 CELERY_WORKER_CONSUMER = "labs.worker:PromptConsumer"
-CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ALWAYS_EAGER = env_setting("CELERY_TASK_ALWAYS_EAGER")
 # The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
 # launch and stop), how many driver calls it makes at once, how often a failing create is tried.
-LAB_CONTROLLER_SECONDS = env_float("LAB_CONTROLLER_SECONDS", 1.0, minimum=0.2)
-LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_float("LAB_CONTROLLER_FOLLOW_UP_SECONDS", 0.25, minimum=0.05)
-LAB_CONTROLLER_ROUND_PAUSE_SECONDS = env_float("LAB_CONTROLLER_ROUND_PAUSE_SECONDS", 0.1, minimum=0.0)
-LAB_CONTROLLER_THREADS = env_int("LAB_CONTROLLER_THREADS", 16, minimum=1, maximum=64)
-LAB_CREATE_ATTEMPTS = env_int("LAB_CREATE_ATTEMPTS", 5, minimum=1, maximum=20)
-LAB_CREATE_BACKOFF_MAX_SECONDS = env_float("LAB_CREATE_BACKOFF_MAX_SECONDS", 1.0, minimum=0.1)
+LAB_CONTROLLER_SECONDS = env_setting("LAB_CONTROLLER_SECONDS")
+LAB_CONTROLLER_FOLLOW_UP_SECONDS = env_setting("LAB_CONTROLLER_FOLLOW_UP_SECONDS")
+LAB_CONTROLLER_ROUND_PAUSE_SECONDS = env_setting("LAB_CONTROLLER_ROUND_PAUSE_SECONDS")
+LAB_CONTROLLER_THREADS = env_setting("LAB_CONTROLLER_THREADS")
+LAB_CREATE_ATTEMPTS = env_setting("LAB_CREATE_ATTEMPTS")
+LAB_CREATE_BACKOFF_MAX_SECONDS = env_setting("LAB_CREATE_BACKOFF_MAX_SECONDS")
 # How long a run waits for the driver's answers before it moves on (they are picked up from the
 # next observation), and how long a create may be under way before another run asks again.
-LAB_CONTROLLER_WAIT_SECONDS = env_float("LAB_CONTROLLER_WAIT_SECONDS", 3.0, minimum=0.1)
-LAB_CREATE_LEASE_SECONDS = env_int("LAB_CREATE_LEASE_SECONDS", 15, minimum=2)
+LAB_CONTROLLER_WAIT_SECONDS = env_setting("LAB_CONTROLLER_WAIT_SECONDS")
+LAB_CREATE_LEASE_SECONDS = env_setting("LAB_CREATE_LEASE_SECONDS")
 CELERY_BEAT_SCHEDULE = {
     "controller": {
         "task": "labs.tasks.controller",
@@ -308,15 +288,15 @@ CELERY_BEAT_SCHEDULE = {
         # A tick nobody ran in time is dropped: the next one does the same work.
         "options": {"expires": max(5.0, 5 * LAB_CONTROLLER_SECONDS)},
     },
-    "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_float("RECONCILE_SECONDS", 30.0, minimum=1.0)},
-    "activity": {"task": "labs.tasks.activity", "schedule": env_float("LAB_IDLE_CHECK_SECONDS", 60.0, minimum=1.0)},
-    "budgets": {"task": "labs.tasks.budgets", "schedule": env_float("LAB_BUDGET_CHECK_SECONDS", 30.0, minimum=1.0)},
+    "reconcile": {"task": "labs.tasks.reconcile", "schedule": env_setting("RECONCILE_SECONDS")},
+    "activity": {"task": "labs.tasks.activity", "schedule": env_setting("LAB_IDLE_CHECK_SECONDS")},
+    "budgets": {"task": "labs.tasks.budgets", "schedule": env_setting("LAB_BUDGET_CHECK_SECONDS")},
     "reservations": {
         "task": "labs.tasks.reservations",
-        "schedule": env_float("LAB_RESERVATION_CHECK_SECONDS", 30.0, minimum=1.0),
+        "schedule": env_setting("LAB_RESERVATION_CHECK_SECONDS"),
     },
     # Nodes emptied for maintenance: stop what is still there at the deadline (labs.services.evacuation).
-    "evacuations": {"task": "labs.tasks.evacuations", "schedule": env_float("LAB_EVACUATION_CHECK_SECONDS", 15.0, minimum=1.0)},
+    "evacuations": {"task": "labs.tasks.evacuations", "schedule": env_setting("LAB_EVACUATION_CHECK_SECONDS")},
     # Unavailable nodes only: is the agent back? (cheap when every node is up)
     "nodes-recheck": {
         "task": "labs.tasks.nodes_recheck",
@@ -329,33 +309,31 @@ CELERY_BEAT_SCHEDULE = {
 # Plain http and local or private addresses are refused unless allowed (both allowed under DEBUG), for
 # every call: a registration's keyset and token URLs, an LMS's roster and score URLs, webhook URLs.
 # WEBHOOK_ALLOW_HTTP / WEBHOOK_ALLOW_PRIVATE_ADDRESSES, their names when only webhooks had the rule, still count.
-OUTBOUND_ALLOW_HTTP = env_bool("OUTBOUND_ALLOW_HTTP", env_bool("WEBHOOK_ALLOW_HTTP", DEBUG))
-OUTBOUND_ALLOW_PRIVATE_ADDRESSES = env_bool(
-    "OUTBOUND_ALLOW_PRIVATE_ADDRESSES", env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", DEBUG)
+OUTBOUND_ALLOW_HTTP = env_setting("OUTBOUND_ALLOW_HTTP", default=env_setting("WEBHOOK_ALLOW_HTTP", default=DEBUG))
+OUTBOUND_ALLOW_PRIVATE_ADDRESSES = env_setting(
+    "OUTBOUND_ALLOW_PRIVATE_ADDRESSES", default=env_setting("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", default=DEBUG)
 )
 # Resolves a name once per request, before the address is checked and connected to: a dotted path
 # to a function (host, port) -> list of IP addresses.
-OUTBOUND_RESOLVER = env_str("OUTBOUND_RESOLVER", "labs.outbound.system_resolve")
+OUTBOUND_RESOLVER = env_setting("OUTBOUND_RESOLVER")
 
 # --- LTI 1.3 (lti/) ---------------------------------------------------------------------------------
 # A retired tool key stays in /lti/jwks/ this long after `manage.py lti_rotate_key`, so platforms
 # that cached it can still verify what it signed.
-LTI_KEY_GRACE_DAYS = env_int("LTI_KEY_GRACE_DAYS", 7, minimum=0, maximum=365)
-# Rosters of LMS-linked courses are synced from the platform's membership service (NRPS) this often.
-LTI_ROSTER_SYNC_SECONDS = env_float("LTI_ROSTER_SYNC_SECONDS", 3600.0, minimum=60.0)
-# How long a call to an LMS (keyset, access token, roster, score) may take.
-LTI_HTTP_TIMEOUT_SECONDS = env_float("LTI_HTTP_TIMEOUT_SECONDS", 10.0, minimum=1.0)
+LTI_KEY_GRACE_DAYS = env_setting("LTI_KEY_GRACE_DAYS")
+LTI_ROSTER_SYNC_SECONDS = env_setting("LTI_ROSTER_SYNC_SECONDS")
+LTI_HTTP_TIMEOUT_SECONDS = env_setting("LTI_HTTP_TIMEOUT_SECONDS")
 CELERY_BEAT_SCHEDULE["lti-roster-sync"] = {"task": "lti.tasks.roster_sync_all", "schedule": LTI_ROSTER_SYNC_SECONDS}
 # Called when a session ends (labs.dispatch.session_ended): the LMS score of an LTI launch.
 LAB_SESSION_ENDED_HOOKS = ["lti.hooks.session_ended"]
 # A score the LMS does not take is tried again after base, 2 x base, 4 x base, ... (at most the
 # maximum), LTI_SCORE_MAX_ATTEMPTS times in all; then it has failed.
-LTI_SCORE_MAX_ATTEMPTS = env_int("LTI_SCORE_MAX_ATTEMPTS", 6, minimum=1, maximum=30)
-LTI_SCORE_RETRY_BASE_SECONDS = env_float("LTI_SCORE_RETRY_BASE_SECONDS", 10.0, minimum=0.05)
-LTI_SCORE_RETRY_MAX_SECONDS = env_float("LTI_SCORE_RETRY_MAX_SECONDS", 600.0, minimum=1.0)
+LTI_SCORE_MAX_ATTEMPTS = env_setting("LTI_SCORE_MAX_ATTEMPTS")
+LTI_SCORE_RETRY_BASE_SECONDS = env_setting("LTI_SCORE_RETRY_BASE_SECONDS")
+LTI_SCORE_RETRY_MAX_SECONDS = env_setting("LTI_SCORE_RETRY_MAX_SECONDS")
 # Beat looks this often for scores that are due and held by no worker (a send lost with the
 # process that ended the session, a lost retry, a killed worker's).
-LTI_SCORE_SWEEP_SECONDS = env_float("LTI_SCORE_SWEEP_SECONDS", 60.0, minimum=0.2)
+LTI_SCORE_SWEEP_SECONDS = env_setting("LTI_SCORE_SWEEP_SECONDS")
 CELERY_BEAT_SCHEDULE["lti-scores"] = {
     "task": "lti.tasks.scores_pending",
     "schedule": LTI_SCORE_SWEEP_SECONDS,
@@ -363,8 +341,7 @@ CELERY_BEAT_SCHEDULE["lti-scores"] = {
 }
 # Expired OIDC state, nonces and launches are deleted.
 CELERY_BEAT_SCHEDULE["lti-prune"] = {"task": "lti.tasks.launch_data_prune", "schedule": 3600.0}
-# Scores sent (the outbox rows the LMS has) are deleted after this many days.
-LTI_SCORE_RETENTION_DAYS = env_int("LTI_SCORE_RETENTION_DAYS", 30, minimum=1, maximum=3650)
+LTI_SCORE_RETENTION_DAYS = env_setting("LTI_SCORE_RETENTION_DAYS")
 CELERY_BEAT_SCHEDULE["lti-scores-prune"] = {"task": "lti.tasks.scores_prune", "schedule": 3600.0}
 
 # --- Labs ---------------------------------------------------------------------------------------
@@ -374,35 +351,35 @@ CELERY_BEAT_SCHEDULE["lti-scores-prune"] = {"task": "lti.tasks.scores_prune", "s
 
 
 def _local_driver_options() -> dict[str, Any]:
-    return {"state_dir": str(VAR_DIR / "driver"), "host": env_str("LAB_LOCAL_HOST", "127.0.0.1")}
+    return {"state_dir": str(VAR_DIR / "driver"), "host": env_setting("LAB_LOCAL_HOST")}
 
 
 def _simulator_driver_options() -> dict[str, Any]:
     return {
         "state_dir": str(VAR_DIR / "driver"),
-        "start_delay_seconds": env_float("LAB_SIMULATOR_DELAY_SECONDS", 2.0),
-        "create_delay_seconds": env_float("LAB_SIMULATOR_CREATE_DELAY_SECONDS", 0.0),
+        "start_delay_seconds": env_setting("LAB_SIMULATOR_DELAY_SECONDS"),
+        "create_delay_seconds": env_setting("LAB_SIMULATOR_CREATE_DELAY_SECONDS"),
         # Fault injection (make chaos): the share of create / delete calls that fail.
-        "create_failure_rate": env_float("LAB_SIMULATOR_CREATE_FAILURE_RATE", 0.0),
-        "delete_failure_rate": env_float("LAB_SIMULATOR_DELETE_FAILURE_RATE", 0.0),
+        "create_failure_rate": env_setting("LAB_SIMULATOR_CREATE_FAILURE_RATE"),
+        "delete_failure_rate": env_setting("LAB_SIMULATOR_DELETE_FAILURE_RATE"),
     }
 
 
 def _kubernetes_driver_options() -> dict[str, Any]:
     # Inside the cluster the ServiceAccount is used when no API URL is given.
     options = {
-        "api_url": env_str("LAB_K8S_API_URL", ""),
-        "token": env_str("LAB_K8S_TOKEN", ""),
-        "namespace_prefix": env_str("LAB_K8S_NAMESPACE_PREFIX", "lab-"),
-        "profile": env_str("LAB_K8S_PROFILE", "flexnpu"),
+        "api_url": env_setting("LAB_K8S_API_URL"),
+        "token": env_setting("LAB_K8S_TOKEN"),
+        "namespace_prefix": env_setting("LAB_K8S_NAMESPACE_PREFIX"),
+        "profile": env_setting("LAB_K8S_PROFILE"),
         # Per node pool, by node label: "pool=research:vnpu,pool=hami-nodes:hami"; a pool's own
         # profile options need the dict form, in LAB_DRIVER_OPTIONS.
-        "pool_profiles": env_str("LAB_K8S_POOL_PROFILES", ""),
+        "pool_profiles": env_setting("LAB_K8S_POOL_PROFILES"),
         # The host students open labs on: each session gets an Ingress for /labs/<session>/ there.
-        "ingress_host": env_str("LAB_K8S_INGRESS_HOST", ""),
-        "ingress_class_name": env_str("LAB_K8S_INGRESS_CLASS", "nginx"),
+        "ingress_host": env_setting("LAB_K8S_INGRESS_HOST"),
+        "ingress_class_name": env_setting("LAB_K8S_INGRESS_CLASS"),
     }
-    if url_pattern := env_str("LAB_K8S_URL_PATTERN"):
+    if url_pattern := env_setting("LAB_K8S_URL_PATTERN"):
         options["url_pattern"] = url_pattern
     return options
 
@@ -412,18 +389,18 @@ _DRIVER_OPTIONS_FROM_ENV = {
     "labs.drivers.simulator.SimulatorDriver": _simulator_driver_options,
     "labs.drivers.kubernetes.KubernetesDriver": _kubernetes_driver_options,
 }
-_driver_backend = env_str("LAB_DRIVER", "labs.drivers.local.LocalDriver")
+_driver_backend = env_setting("LAB_DRIVER")
 _driver_options_from_env = _DRIVER_OPTIONS_FROM_ENV.get(_driver_backend, dict)
 LAB_DRIVER = {
     "BACKEND": _driver_backend,
     # A JSON object in LAB_DRIVER_OPTIONS adds or overrides options of the chosen backend, e.g.
     # the Kubernetes driver's profile_settings, pod_options or a pool's own profile options.
-    "OPTIONS": {**_driver_options_from_env(), **env_json_object("LAB_DRIVER_OPTIONS")},
+    "OPTIONS": {**_driver_options_from_env(), **env_setting("LAB_DRIVER_OPTIONS")},
 }
 # The serving image of a vLLM model an operator allows without naming one: the image the CCE
 # FlexNPU guide requires (vLLM Ascend v0.18.0 with CANN 8.5.0); a mirror of it where nodes cannot
 # reach quay.io.
-LAB_VLLM_IMAGE = env_str("LAB_VLLM_IMAGE", "quay.io/ascend/vllm-ascend:v0.18.0")
+LAB_VLLM_IMAGE = env_setting("LAB_VLLM_IMAGE")
 if not is_image_reference(LAB_VLLM_IMAGE):
     raise ImproperlyConfigured(
         f"LAB_VLLM_IMAGE={LAB_VLLM_IMAGE!r} is not a container image reference: use e.g. quay.io/ascend/vllm-ascend:v0.18.0."
@@ -431,90 +408,76 @@ if not is_image_reference(LAB_VLLM_IMAGE):
 # Whether the NPU shares the portal books are enforced on hardware. Only the Kubernetes driver
 # places labs on NPU nodes (FlexNPU, vNPU, HAMi); the local and simulator drivers run them on a
 # machine without NPUs, and the student page says so. Set it to override (a test cluster without NPUs).
-LAB_SHARES_ENFORCED = env_bool("LAB_SHARES_ENFORCED", _driver_backend == "labs.drivers.kubernetes.KubernetesDriver")
-LAB_SPAWN_TIMEOUT_SECONDS = env_int("LAB_SPAWN_TIMEOUT_SECONDS", 300, minimum=5)
+LAB_SHARES_ENFORCED = env_setting("LAB_SHARES_ENFORCED", default=_driver_backend == "labs.drivers.kubernetes.KubernetesDriver")
+LAB_SPAWN_TIMEOUT_SECONDS = env_setting("LAB_SPAWN_TIMEOUT_SECONDS")
 # Restarts a starting lab may take before it fails (within LAB_SPAWN_TIMEOUT_SECONDS still): the
 # CCE FlexNPU guide says a pod may restart briefly while its instance initialises when many are
 # created at once, and that this is normal. 0: a start fails at its first restart.
-LAB_START_RESTARTS = env_int("LAB_START_RESTARTS", 3, minimum=0, maximum=20)
+LAB_START_RESTARTS = env_setting("LAB_START_RESTARTS")
 # Seconds a node that restarted has to report its NPUs again before the labs caught in the
 # restart fail. The CCE FlexNPU guide: after an unexpected node restart, NPU pods may show
 # failed because the NPU resources are reported late; this is normal and may be ignored. Within
 # this bound such a lab is not failed for it: it waits, then is watched again or started again
 # on its allocation (labs.domain.lifecycle). The guide names no time; 300 s is the spawn timeout's.
-LAB_REBOOT_DEVICE_WAIT = env_int("LAB_REBOOT_DEVICE_WAIT", 300, minimum=0, maximum=3600)
-LAB_STOP_TIMEOUT_SECONDS = env_int("LAB_STOP_TIMEOUT_SECONDS", 120, minimum=5)
-LAB_ALLOCATION_BATCH = env_int("LAB_ALLOCATION_BATCH", 512, minimum=1)
+LAB_REBOOT_DEVICE_WAIT = env_setting("LAB_REBOOT_DEVICE_WAIT")
+LAB_STOP_TIMEOUT_SECONDS = env_setting("LAB_STOP_TIMEOUT_SECONDS")
+LAB_ALLOCATION_BATCH = env_setting("LAB_ALLOCATION_BATCH")
 # Placement policies of the allocation engine (labs.domain.placement), as Volcano's
 # flexnpuaffinity scheduleMode at node and card level; weights of HAMi-style utilisation scores.
 LAB_PLACEMENT = {
-    "node_policy": env_str("LAB_NODE_POLICY", "binpack"),
-    "card_policy": env_str("LAB_CARD_POLICY", "binpack"),
+    "node_policy": env_setting("LAB_NODE_POLICY"),
+    "card_policy": env_setting("LAB_CARD_POLICY"),
     "weights": {
-        "instances": env_int("LAB_SCORE_WEIGHT_INSTANCES", 1, minimum=0),
-        "core": env_int("LAB_SCORE_WEIGHT_CORE", 1, minimum=0),
-        "memory": env_int("LAB_SCORE_WEIGHT_MEMORY", 1, minimum=0),
+        "instances": env_setting("LAB_SCORE_WEIGHT_INSTANCES"),
+        "core": env_setting("LAB_SCORE_WEIGHT_CORE"),
+        "memory": env_setting("LAB_SCORE_WEIGHT_MEMORY"),
     },
-    "min_runtime_seconds": env_int("LAB_RECLAIM_MIN_RUNTIME_SECONDS", 600, minimum=0),
+    "min_runtime_seconds": env_setting("LAB_RECLAIM_MIN_RUNTIME_SECONDS"),
 }
 # Host CPU and memory of every node kept back from lab sessions: the system, the kubelet and the
 # FlexNPU daemon (the vendor guide gives the daemon 2 CPU / 12 GiB). Placement offers a node's
 # reported host figures minus this reserve (issue 14).
-LAB_NODE_RESERVE_CPU_MILLICORES = env_int("LAB_NODE_RESERVE_CPU_MILLICORES", 2000, minimum=0)
-LAB_NODE_RESERVE_MEMORY_MIB = env_int("LAB_NODE_RESERVE_MEMORY_MIB", 12288, minimum=0)
-# Reclaim: a borrowed session another course needs back is warned, then stopped this long after.
-# Fair order in a course's queue: recent usage (decayed with this half-life) pushes a launch
-# back this many seconds per AI-Core-% x hour, at most this far.
-LAB_FAIR_SHARE_HALF_LIFE_HOURS = env_float("LAB_FAIR_SHARE_HALF_LIFE_HOURS", 24.0, minimum=0.0)
-LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR = env_float("LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR", 30.0, minimum=0.0)
-LAB_FAIR_SHARE_MAX_DELAY_SECONDS = env_float("LAB_FAIR_SHARE_MAX_DELAY_SECONDS", 1800.0, minimum=0.0)
-# Idle culling (beat: LAB_IDLE_CHECK_SECONDS): how long before the stop the student is warned, how long a look waits.
-LAB_IDLE_WARNING_SECONDS = env_int("LAB_IDLE_WARNING_SECONDS", 600, minimum=0, maximum=24 * 3600)
-LAB_IDLE_PROBE_TIMEOUT_SECONDS = env_float("LAB_IDLE_PROBE_TIMEOUT_SECONDS", 3.0, minimum=0.1)
-# Weekly budgets: warned at this share used, stopped this long after the budget is used up.
-LAB_BUDGET_WARNING_PERCENT = env_int("LAB_BUDGET_WARNING_PERCENT", 80, minimum=1, maximum=99)
-LAB_BUDGET_GRACE_SECONDS = env_int("LAB_BUDGET_GRACE_SECONDS", 300, minimum=0, maximum=24 * 3600)
-LAB_RECLAIM_WARNING_SECONDS = env_int("LAB_RECLAIM_WARNING_SECONDS", 300, minimum=0, maximum=24 * 3600)
+LAB_NODE_RESERVE_CPU_MILLICORES = env_setting("LAB_NODE_RESERVE_CPU_MILLICORES")
+LAB_NODE_RESERVE_MEMORY_MIB = env_setting("LAB_NODE_RESERVE_MEMORY_MIB")
+LAB_FAIR_SHARE_HALF_LIFE_HOURS = env_setting("LAB_FAIR_SHARE_HALF_LIFE_HOURS")
+LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR = env_setting("LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR")
+LAB_FAIR_SHARE_MAX_DELAY_SECONDS = env_setting("LAB_FAIR_SHARE_MAX_DELAY_SECONDS")
+LAB_IDLE_WARNING_SECONDS = env_setting("LAB_IDLE_WARNING_SECONDS")
+LAB_IDLE_PROBE_TIMEOUT_SECONDS = env_setting("LAB_IDLE_PROBE_TIMEOUT_SECONDS")
+LAB_BUDGET_WARNING_PERCENT = env_setting("LAB_BUDGET_WARNING_PERCENT")
+LAB_BUDGET_GRACE_SECONDS = env_setting("LAB_BUDGET_GRACE_SECONDS")
+LAB_RECLAIM_WARNING_SECONDS = env_setting("LAB_RECLAIM_WARNING_SECONDS")
 # Class reservations (beat: LAB_RESERVATION_CHECK_SECONDS): a slot's sessions are pre-started this
 # long before it begins (the course's guarantee is raised from then to its end), and the ones no
 # student claimed are stopped this long after it began.
-LAB_RESERVATION_PRESTART_SECONDS = env_int("LAB_RESERVATION_PRESTART_SECONDS", 600, minimum=0, maximum=24 * 3600)
-LAB_RESERVATION_GRACE_SECONDS = env_int("LAB_RESERVATION_GRACE_SECONDS", 900, minimum=0, maximum=24 * 3600)
+LAB_RESERVATION_PRESTART_SECONDS = env_setting("LAB_RESERVATION_PRESTART_SECONDS")
+LAB_RESERVATION_GRACE_SECONDS = env_setting("LAB_RESERVATION_GRACE_SECONDS")
 
 # --- Node agents and the reconciler ---------------------------------------------------------------
-# The bearer token the portal sends to every node agent (python -m labs.agent); mount it as a secret.
-LAB_AGENT_TOKEN = env_str("LAB_AGENT_TOKEN", "")
-LAB_AGENT_TIMEOUT_SECONDS = env_float("LAB_AGENT_TIMEOUT_SECONDS", 5.0, minimum=0.1)
-# How long the quick check of an unavailable node's agent waits (every LAB_CONTROLLER_SECONDS).
-LAB_AGENT_RECHECK_TIMEOUT_SECONDS = env_float("LAB_AGENT_RECHECK_TIMEOUT_SECONDS", 1.0, minimum=0.1)
-# How long each of the controller's calls to an agent (register, unregister) may wait for an answer;
-# a node whose agent does not answer in time is marked unavailable until its quick check answers.
-LAB_AGENT_DEADLINE_SECONDS = env_float("LAB_AGENT_DEADLINE_SECONDS", 2.0, minimum=0.1)
+LAB_AGENT_TOKEN = env_setting("LAB_AGENT_TOKEN")
+LAB_AGENT_TIMEOUT_SECONDS = env_setting("LAB_AGENT_TIMEOUT_SECONDS")
+LAB_AGENT_RECHECK_TIMEOUT_SECONDS = env_setting("LAB_AGENT_RECHECK_TIMEOUT_SECONDS")
+LAB_AGENT_DEADLINE_SECONDS = env_setting("LAB_AGENT_DEADLINE_SECONDS")
 # With the local and simulator drivers nothing on the node registers instances (on Kubernetes the
 # FlexNPU device plugin does): the portal registers each session's instance with the agent itself.
-LAB_AGENT_REGISTERS_INSTANCES = env_bool("LAB_AGENT_REGISTERS_INSTANCES", True)
-# An instance whose pod exists nowhere (the FlexNPU residual rule) is unregistered only after it has been seen this long.
-LAB_RESIDUAL_GRACE_SECONDS = env_int("LAB_RESIDUAL_GRACE_SECONDS", 300, minimum=0)
-# Guarantee monitor: an instance that demanded at least its floor but got less than the floor minus
-# this tolerance (percent of the card; the openFuyao bound is 10) in every sample of the window.
-LAB_GUARANTEE_WINDOW_SECONDS = env_int("LAB_GUARANTEE_WINDOW_SECONDS", 300, minimum=1)
-LAB_GUARANTEE_TOLERANCE_PERCENT = env_int("LAB_GUARANTEE_TOLERANCE_PERCENT", 10, minimum=0, maximum=100)
-LAB_GUARANTEE_MIN_SAMPLES = env_int("LAB_GUARANTEE_MIN_SAMPLES", 3, minimum=1)
-# Bearer token a Prometheus scrape of /metrics must send (or METRICS_TOKEN_FILE); empty closes the
-# endpoint (403) unless DEBUG is on.
-METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+LAB_AGENT_REGISTERS_INSTANCES = env_setting("LAB_AGENT_REGISTERS_INSTANCES")
+LAB_RESIDUAL_GRACE_SECONDS = env_setting("LAB_RESIDUAL_GRACE_SECONDS")
+LAB_GUARANTEE_WINDOW_SECONDS = env_setting("LAB_GUARANTEE_WINDOW_SECONDS")
+LAB_GUARANTEE_TOLERANCE_PERCENT = env_setting("LAB_GUARANTEE_TOLERANCE_PERCENT")
+LAB_GUARANTEE_MIN_SAMPLES = env_setting("LAB_GUARANTEE_MIN_SAMPLES")
+METRICS_TOKEN = env_setting("METRICS_TOKEN")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_setting("LOG_LEVEL")},
     # django-axes: failures and lockouts are warnings; its INFO lines repeat them at every login.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
-# --- The LMS API (/api/v1/, README "REST API") ------------------------------------------------------
+# --- The LMS API (/api/v1/, docs/lms.md) ------------------------------------------------------
 # Institution tokens only (Authorization: Bearer ...): no session or basic auth, so no CSRF to
 # think about and no browser can call it with a signed-in user's cookie.
 REST_FRAMEWORK = {
@@ -565,7 +528,7 @@ SPECTACULAR_SETTINGS = {
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"  # api.OAuthClient refers to it
 OAUTH2_PROVIDER = {
     "SCOPES_BACKEND_CLASS": "api.oauth.InstitutionScopes",
-    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("API_OAUTH_TOKEN_SECONDS", 3600, minimum=60),
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_setting("API_OAUTH_TOKEN_SECONDS"),
     # RFC 9700 (the OAuth 2.0 security BCP) throughout: tokens stored hashed, only in the
     # Authorization header, no implicit or password grant, https redirect URIs (none are used).
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
@@ -580,36 +543,33 @@ OAUTH2_PROVIDER = {
 }
 # Requests per token in any moving window (DRF's rate syntax, e.g. 600/minute), counted in Redis
 # (REDIS_URL, keys under API_THROTTLE_PREFIX) so every web process shares the count (api.throttling).
-API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/minute")
+API_THROTTLE_RATE = env_setting("API_THROTTLE_RATE")
 if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", API_THROTTLE_RATE):
     raise ImproperlyConfigured(
         f"API_THROTTLE_RATE={API_THROTTLE_RATE!r}: requests per second, minute, hour or day, e.g. 600/minute."
     )
-API_THROTTLE_PREFIX = env_str("API_CACHE_PREFIX", "portal-api")
+API_THROTTLE_PREFIX = env_setting("API_CACHE_PREFIX")
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # A launch's Idempotency-Key is remembered this long (the same key and body give the same
 # session); then beat deletes it, and a retry with it makes a new session.
-API_IDEMPOTENCY_RETENTION_HOURS = env_int("API_IDEMPOTENCY_RETENTION_HOURS", 24, minimum=1, maximum=24 * 365)
+API_IDEMPOTENCY_RETENTION_HOURS = env_setting("API_IDEMPOTENCY_RETENTION_HOURS")
 CELERY_BEAT_SCHEDULE["api-idempotency-prune"] = {"task": "api.tasks.idempotency_keys_prune", "schedule": 3600.0}
-# How long GET /api/v1/sessions/<id>/progress streams at most before it ends (the client reconnects).
-API_PROGRESS_MAX_SECONDS = env_int("API_PROGRESS_MAX_SECONDS", 300, minimum=1)
-API_PROGRESS_POLL_SECONDS = env_float("API_PROGRESS_POLL_SECONDS", 1.0, minimum=0.05)
+API_PROGRESS_MAX_SECONDS = env_setting("API_PROGRESS_MAX_SECONDS")
+API_PROGRESS_POLL_SECONDS = env_setting("API_PROGRESS_POLL_SECONDS")
 
-# --- Webhooks (webhooks/, README "Webhooks") ----------------------------------------------------------
+# --- Webhooks (webhooks/, docs/lms.md) ----------------------------------------------------------
 # Called with session events inside the transaction of the change (labs.services.events): the LMS webhooks' outbox.
 LAB_SESSION_EVENT_HOOKS = ["webhooks.hooks.session_events"]
 # One attempt waits this long for an answer; a failed delivery is tried again after about
 # base, 4 x base, 16 x base, ... (at most WEBHOOK_RETRY_MAX_SECONDS), WEBHOOK_MAX_ATTEMPTS times in all.
-WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.5)
-WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 8, minimum=1, maximum=30)
-WEBHOOK_RETRY_BASE_SECONDS = env_float("WEBHOOK_RETRY_BASE_SECONDS", 15.0, minimum=0.05)
-WEBHOOK_RETRY_MAX_SECONDS = env_float("WEBHOOK_RETRY_MAX_SECONDS", 21600.0, minimum=1.0)
-# A subscription is paused after this many deliveries in a row failed for good (0: never).
-WEBHOOK_AUTO_PAUSE_FAILURES = env_int("WEBHOOK_AUTO_PAUSE_FAILURES", 20, minimum=0)
+WEBHOOK_TIMEOUT_SECONDS = env_setting("WEBHOOK_TIMEOUT_SECONDS")
+WEBHOOK_MAX_ATTEMPTS = env_setting("WEBHOOK_MAX_ATTEMPTS")
+WEBHOOK_RETRY_BASE_SECONDS = env_setting("WEBHOOK_RETRY_BASE_SECONDS")
+WEBHOOK_RETRY_MAX_SECONDS = env_setting("WEBHOOK_RETRY_MAX_SECONDS")
+WEBHOOK_AUTO_PAUSE_FAILURES = env_setting("WEBHOOK_AUTO_PAUSE_FAILURES")
 # Beat looks this often for deliveries that are due and held by no worker (lost retries, killed workers).
-WEBHOOK_SWEEP_SECONDS = env_float("WEBHOOK_SWEEP_SECONDS", 30.0, minimum=0.2)
-# Finished deliveries and their log are deleted after this many days.
-WEBHOOK_RETENTION_DAYS = env_int("WEBHOOK_RETENTION_DAYS", 30, minimum=1, maximum=3650)
+WEBHOOK_SWEEP_SECONDS = env_setting("WEBHOOK_SWEEP_SECONDS")
+WEBHOOK_RETENTION_DAYS = env_setting("WEBHOOK_RETENTION_DAYS")
 CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
     "task": "webhooks.tasks.sweep",
     "schedule": WEBHOOK_SWEEP_SECONDS,
