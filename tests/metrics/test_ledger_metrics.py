@@ -272,7 +272,7 @@ def test_the_readme_lists_every_metric(world):
     RepairEvent.objects.create(kind=RepairEvent.Kind.GUARANTEE_BREACH, node=world["node"], message="test")
     # An agent's readings: the card health gauges have samples.
     Card.objects.filter(node=world["node"]).update(temperature_celsius=40, power_milliwatts=90_000, memory_used_mib=1024)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     table = readme.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `(npu_lab_\w+)` \|", table, flags=re.MULTILINE))
 
