@@ -673,7 +673,7 @@ class Chaos:
         for name in NODES:
             port = free_port()
             self.agent_urls[name] = f"http://127.0.0.1:{port}"
-            argv = [sys.executable, "-m", "labs.agent", "--driver", "simulated", "--node", name, "--host", "127.0.0.1"]
+            argv = [sys.executable, "-m", "nodeagent", "--driver", "simulated", "--node", name, "--host", "127.0.0.1"]
             self.agents[name] = Proc(f"agent-{name}", [*argv, "--port", str(port)], {**env, "AGENT_TOKEN": self.token}, self.logs)
             self.agents[name].start()
         for name, url in self.agent_urls.items():
@@ -1179,7 +1179,7 @@ class Chaos:
         return sum(len(found) for found in persistent.values()), notes
 
     def _leak_look(self) -> dict[str, set[str]]:
-        from labs.agent.client import AgentClient, AgentError
+        from nodeagent.client import AgentClient, AgentError
 
         registered: dict[str, set[str]] = {}
         for node, url in self.agent_urls.items():

@@ -12,7 +12,7 @@ set -u
 if [ -n "${NPU_LAB_PORTAL_URL:-}" ]; then
     probe=""
     [ "${NPU_LAB_SELFTEST_PROBE:-0}" = "1" ] && probe="--probe"
-    python -m labs.agent selftest $probe
+    python -m nodeagent selftest $probe
     status=$?
     if [ "$status" -ne 0 ] && [ "${NPU_LAB_SELFTEST_REQUIRED:-0}" = "1" ]; then
         echo "npu-lab-entrypoint: self-test exit $status and NPU_LAB_SELFTEST_REQUIRED=1: not starting the lab" >&2

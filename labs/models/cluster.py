@@ -11,7 +11,7 @@ class Node(models.Model):
     name = models.CharField(_("name"), max_length=253, unique=True)
     available = models.BooleanField(_("available for new sessions"), default=True)
     labels = models.JSONField(_("labels"), default=dict, blank=True)
-    # The node agent (python -m labs.agent); empty for a node the portal only knows from admin.
+    # The node agent (python -m nodeagent); empty for a node the portal only knows from admin.
     agent_url = models.URLField(_("agent URL"), blank=True)
     last_seen_at = models.DateTimeField(_("agent last answered"), null=True, blank=True)
     unavailable_reason = models.CharField(_("why unavailable"), max_length=300, blank=True)

@@ -12,7 +12,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labs.agent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable, CardReport, InventoryReport
 from labs.dispatch import controller_wake
 from labs.domain.readiness import NodeFacts, node_readiness
 from labs.domain.reasons import Reason
@@ -20,6 +19,7 @@ from labs.drivers import DriverError, NodeStatus, get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 from labs.services.events import cluster_changed_publish
 from labs.services.reboots import node_boot_record
+from nodeagent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable, CardReport, InventoryReport
 
 logger = logging.getLogger(__name__)
 

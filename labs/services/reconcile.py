@@ -45,7 +45,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from labs.agent.client import AgentError
 from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
 from labs.drivers import DriverError, NodePod, get_driver
@@ -63,6 +62,7 @@ from labs.services.allocation import memory_beyond_ledger
 from labs.services.controller import allocation_rebind
 from labs.services.locks import RECHECK_LOCK_KEY, try_lock
 from labs.services.reboots import nodes_observe
+from nodeagent.client import AgentError
 
 logger = logging.getLogger(__name__)
 

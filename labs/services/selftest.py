@@ -1,6 +1,6 @@
 """The isolation self-test: what a lab reports it can see of the NPU, compared with its share.
 
-A lab runs ``python -m labs.agent selftest`` at start (the lab images' entrypoint) and posts the
+A lab runs ``python -m nodeagent selftest`` at start (the lab images' entrypoint) and posts the
 NPU memory it can see and, when probed, whether it could allocate past its cap. A session that
 sees more than its cap, or allocated past it, breaks isolation: the session is flagged, its card
 marked suspect (an operator clears it, audited), and a ``isolation_breach`` repair event recorded.

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from labs.agent.drivers import SimulatedDriver
+from nodeagent.drivers import SimulatedDriver
 from tests.agent.helpers import NODE, running
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labs.agent.drivers import NodeDriver
-from labs.agent.server import AgentServer, make_server
+from nodeagent.drivers import NodeDriver
+from nodeagent.server import AgentServer, make_server
 
 TOKEN = "agent-test-token-4f1c9a"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -55,7 +55,7 @@ def test_the_right_token_is_accepted_with_any_scheme_case(agent):
 
 
 def test_requests_are_logged_without_the_token(agent, caplog):
-    with caplog.at_level(logging.INFO, logger="labs.agent"):
+    with caplog.at_level(logging.INFO, logger="nodeagent"):
         call(agent, "GET", "/v1/inventory?x=1")
         call(agent, "GET", "/v1/inventory", token="wrong-token")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labs.agent.drivers import DriverError, FlexnpuSmiDriver, SimulatedDriver
+from nodeagent.drivers import DriverError, FlexnpuSmiDriver, SimulatedDriver
 from tests.agent.helpers import call, fake_cli, running
 
 POD = {"entity_id": "pod-1", "card_index": 0, "core_percent": 25, "memory_mib": 8192}

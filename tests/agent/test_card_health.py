@@ -8,9 +8,9 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from labs.agent.client import AgentClient, AgentUnavailable, InventoryReport, VersionsReport
-from labs.agent.drivers import FlexnpuSmiDriver, NodeVersions, SimulatedDriver
-from labs.agent.parsers import ParseError, parse_npu_smi_board, parse_npu_smi_info
+from nodeagent.client import AgentClient, AgentUnavailable, InventoryReport, VersionsReport
+from nodeagent.drivers import FlexnpuSmiDriver, NodeVersions, SimulatedDriver
+from nodeagent.parsers import ParseError, parse_npu_smi_board, parse_npu_smi_info
 from tests.agent.helpers import FIXTURES, NODE, TOKEN, call, fake_cli, running
 from tests.agent.test_client import canned_client
 from tests.agent.test_parsers import run_parser_cli

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from labs.agent.client import (
+from nodeagent.client import (
     AgentAuthError,
     AgentClient,
     AgentError,
@@ -19,7 +19,7 @@ from labs.agent.client import (
     HealthReport,
     InstanceReport,
 )
-from labs.agent.drivers import FlexnpuSmiDriver
+from nodeagent.drivers import FlexnpuSmiDriver
 from tests.agent.helpers import NODE, TOKEN, fake_cli, running
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from labs.agent.drivers import CardInfo, DriverError, FlexnpuSmiDriver, InstanceInfo, NotSupported
+from nodeagent.drivers import CardInfo, DriverError, FlexnpuSmiDriver, InstanceInfo, NotSupported
 from tests.agent.helpers import fake_cli
 
 A = "0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10"
@@ -115,7 +115,7 @@ def test_output_that_does_not_parse_means_no_unregister(tmp_path, output):
 def test_the_parse_error_tells_the_operator_how_to_check_the_format(tmp_path):
     driver, _, _ = driver_for(tmp_path, flexnpu_output="flexnpu_smi_info_truncated.txt")
 
-    with pytest.raises(DriverError, match=r"python -m labs\.agent\.parsers flexnpu-smi out\.txt"):
+    with pytest.raises(DriverError, match=r"python -m nodeagent\.parsers flexnpu-smi out\.txt"):
         driver.instances()
 
 

@@ -1,4 +1,4 @@
-"""python -m labs.agent: starts with a token, serves, stops on SIGTERM; refuses to start without a token."""
+"""python -m nodeagent: starts with a token, serves, stops on SIGTERM; refuses to start without a token."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labs.agent.__main__ import build_driver, parse_args
-from labs.agent.client import AgentClient
+from nodeagent.__main__ import build_driver, parse_args
+from nodeagent.client import AgentClient
 from tests.agent.helpers import TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def start(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen, Pat
     log = tmp_path / "agent.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "labs.agent", *args], cwd=ROOT, env=agent_env(**env), stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "nodeagent", *args], cwd=ROOT, env=agent_env(**env), stdout=out, stderr=subprocess.STDOUT
         )
     return process, log
 

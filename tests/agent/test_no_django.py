@@ -1,4 +1,4 @@
-"""The agent runs on the node without the portal: nothing in labs/agent imports Django or the portal."""
+"""The agent runs on the node without the portal: nothing in nodeagent imports Django or the portal."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = ROOT / "labs" / "agent"
+AGENT = ROOT / "nodeagent"
 FORBIDDEN = ("django", "celery", "kubernetes", "channels", "redis", "labs.models", "labs.services", "labs.drivers", "portal")
 
 
@@ -32,7 +32,7 @@ def test_agent_modules_import_nothing_from_django_or_the_portal():
 
 def test_importing_the_whole_agent_loads_no_django():
     code = (
-        "import sys, labs.agent.__main__, labs.agent.client, labs.agent.server, labs.agent.drivers, labs.agent.parsers\n"
+        "import sys, nodeagent.__main__, nodeagent.client, nodeagent.server, nodeagent.drivers, nodeagent.parsers\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'celery', 'kubernetes', 'portal'))\n"
         "assert not loaded, loaded\n"
     )

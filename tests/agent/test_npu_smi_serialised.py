@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from labs.agent.drivers import FlexnpuSmiDriver
+from nodeagent.drivers import FlexnpuSmiDriver
 from tests.agent.helpers import FIXTURES, call, fake_cli, running
 
 OVERLAP_DETECTING_NPU_SMI = """#!{python}

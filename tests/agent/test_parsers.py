@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from labs.agent.parsers import (
+from nodeagent.parsers import (
     FlexnpuInstance,
     NpuChip,
     NpuProcess,
@@ -305,7 +305,7 @@ def test_the_chip_type_tells_a_first_generation_910_from_the_910b_series(name, m
 
 
 def run_parser_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labs.agent.parsers", *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run([sys.executable, "-m", "nodeagent.parsers", *args], capture_output=True, text=True, timeout=30)
 
 
 def test_the_operator_check_prints_what_it_parsed():
@@ -329,7 +329,7 @@ def test_the_operator_check_explains_its_usage():
     result = run_parser_cli("nvidia-smi", "out.txt")
 
     assert result.returncode == 2
-    assert "usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE" in result.stderr
+    assert "usage: python -m nodeagent.parsers flexnpu-smi|npu-smi FILE" in result.stderr
 
 
 def test_the_operator_check_prints_chips_processes_and_chip_types():

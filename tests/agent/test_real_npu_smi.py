@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from labs.agent.drivers import CardInfo, FlexnpuSmiDriver
-from labs.agent.parsers import NpuProcess, ParseError, chip_type, parse_npu_smi_info
+from nodeagent.drivers import CardInfo, FlexnpuSmiDriver
+from nodeagent.parsers import NpuProcess, ParseError, chip_type, parse_npu_smi_info
 from tests.agent.helpers import FIXTURES, fake_cli
 
 REAL = FIXTURES / "real"

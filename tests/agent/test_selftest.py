@@ -1,4 +1,4 @@
-"""``python -m labs.agent selftest`` against a live portal, with the fake reporter."""
+"""``python -m nodeagent selftest`` against a live portal, with the fake reporter."""
 
 import socket
 import subprocess
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from labs.agent import selftest
 from labs.drivers import get_driver
 from labs.models import Card, LabSession
 from labs.services.controller import reconcile_once
 from labs.services.sessions import session_launch
+from nodeagent import selftest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_a_half_card_share_that_sees_24_gib_exits_1_and_the_card_is_suspect(runn
     env = lab_env(running, live_server.url, NPU_LAB_SELFTEST_FAKE_VISIBLE_MIB="24576")
 
     result = subprocess.run(
-        [sys.executable, "-m", "labs.agent", "selftest"],
+        [sys.executable, "-m", "nodeagent", "selftest"],
         env={"PATH": "/usr/bin:/bin", **env},
         cwd=ROOT,
         capture_output=True,

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from labs.agent.drivers import DuplicateInstance, SimulatedDriver, UnknownInstance
+from nodeagent.drivers import DuplicateInstance, SimulatedDriver, UnknownInstance
 
 
 @pytest.fixture

@@ -279,7 +279,7 @@ def test_node_agent_daemonset(name):
     assert spec["nodeSelector"].get("accelerator") == "huawei-ascend"
     (container,) = spec["containers"]
     command = container["command"]
-    assert command[:3] == ["python", "-m", "labs.agent"]
+    assert command[:3] == ["python", "-m", "nodeagent"]
     assert command[command.index("--driver") + 1] == "flexnpu-smi"
     assert command[command.index("--node") + 1] == "$(NODE_NAME)"
     assert command[command.index("--port") + 1] == "9410"

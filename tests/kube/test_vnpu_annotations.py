@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from labs.agent.drivers import NodeVersions, SimulatedDriver
 from labs.devcluster.cluster import DevCluster
 from labs.devcluster.nodes import PROFILE_LABEL
 from labs.devcluster.portal import portal_token
@@ -22,6 +21,7 @@ from labs.drivers.kubernetes.builders import pod_name
 from labs.drivers.kubernetes.profiles import VNPU_REGISTER_ANNOTATION, VNPUProfile
 from labs.models import Card, Node
 from labs.services.agents import node_inventory_sync
+from nodeagent.drivers import NodeVersions, SimulatedDriver
 from tests.agent.helpers import TOKEN, running
 from tests.factories import node_with_cards
 from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, wait_for

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class RunningAgent:
     def __init__(self, node_name: str) -> None:
-        from labs.agent.drivers import SimulatedDriver
+        from nodeagent.drivers import SimulatedDriver
 
         self.node_name = node_name
         self.driver = SimulatedDriver(cards=8, node_name=node_name)
@@ -30,7 +30,7 @@ class RunningAgent:
         self.start()
 
     def start(self) -> None:
-        from labs.agent.server import make_server
+        from nodeagent.server import make_server
 
         self.server = make_server(self.driver, TOKEN, "127.0.0.1", self.port, self.node_name)
         self.port = self.server.server_address[1]
@@ -69,7 +69,7 @@ def cluster_driver():
 
 
 class AgentProcess:
-    """``python -m labs.agent --driver simulated`` in a process of its own, so it can hang
+    """``python -m nodeagent --driver simulated`` in a process of its own, so it can hang
     (``pause``: SIGSTOP, as a host that stops answering) and come back (``resume``: SIGCONT)."""
 
     def __init__(self, node_name: str, log_dir: Path) -> None:
@@ -78,7 +78,7 @@ class AgentProcess:
         env.update(PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1", AGENT_TOKEN=TOKEN)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "labs.agent", "--driver", "simulated", "--port", "0", "--node", node_name],
+                [sys.executable, "-m", "nodeagent", "--driver", "simulated", "--port", "0", "--node", node_name],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
@@ -99,7 +99,7 @@ class AgentProcess:
         pytest.fail(f"the agent did not start: {self.log_path.read_text()}")
 
     def entity_ids(self) -> set[str]:
-        from labs.agent.client import AgentClient
+        from nodeagent.client import AgentClient
 
         return {i.entity_id for i in AgentClient(self.url, TOKEN, timeout=5).instances()}
 

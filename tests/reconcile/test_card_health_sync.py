@@ -3,9 +3,9 @@ node's driver, firmware and npu-smi versions, as a real agent (simulated driver)
 
 from __future__ import annotations
 
-from labs.agent.drivers import FlexnpuSmiDriver
 from labs.models import Card, Node
 from labs.services.agents import node_inventory_sync
+from nodeagent.drivers import FlexnpuSmiDriver
 from tests.agent.helpers import TOKEN as AGENT_TOKEN
 from tests.agent.helpers import fake_cli, running
 

@@ -89,7 +89,7 @@ class Command(BaseCommand):
         celery = [python, "-m", "celery", "-A", "portal"]
         # One simulated node agent for the demo node: the portal registers each session's
         # instance with it and the reconciler diffs it against the ledger.
-        agent = [python, "-m", "labs.agent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)]
+        agent = [python, "-m", "nodeagent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)]
         self.supervisor.start("agent", agent)
         web_env = {**os.environ, "METRICS_TOKEN_FILE": str(metrics_token_file)} if metrics_token_file else None
         daphne = [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"]

@@ -1,6 +1,6 @@
-"""Run the node agent: ``python -m labs.agent --driver simulated|flexnpu-smi [--host H] [--port P] [--node NAME]``.
+"""Run the node agent: ``python -m nodeagent --driver simulated|flexnpu-smi [--host H] [--port P] [--node NAME]``.
 
-``python -m labs.agent selftest [--probe]`` runs a lab's isolation self-test instead (``labs.agent.selftest``).
+``python -m nodeagent selftest [--probe]`` runs a lab's isolation self-test instead (``nodeagent.selftest``).
 
 Every option has an environment equivalent (``AGENT_DRIVER``, ``AGENT_HOST``, ...; see ``--help``).
 The bearer token comes from ``--token``, ``AGENT_TOKEN``, ``--token-file`` or ``AGENT_TOKEN_FILE``
@@ -18,17 +18,17 @@ import socket
 import sys
 import threading
 
-from labs.agent.drivers import FlexnpuSmiDriver, NodeDriver, SimulatedDriver
-from labs.agent.server import make_server
+from nodeagent.drivers import FlexnpuSmiDriver, NodeDriver, SimulatedDriver
+from nodeagent.server import make_server
 
 __all__ = ["main", "make_server"]
 
-logger = logging.getLogger("labs.agent")
+logger = logging.getLogger("nodeagent")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="python -m labs.agent", description="The NPU Lab Portal node agent.")
+    parser = argparse.ArgumentParser(prog="python -m nodeagent", description="The NPU Lab Portal node agent.")
     parser.add_argument("--driver", choices=["simulated", "flexnpu-smi"], default=env("AGENT_DRIVER"), help="AGENT_DRIVER")
     parser.add_argument("--host", default=env("AGENT_HOST", "127.0.0.1"), help="AGENT_HOST (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=env("AGENT_PORT", "9410"), help="AGENT_PORT (default 9410; 0: any free)")
@@ -82,7 +82,7 @@ def build_driver(args: argparse.Namespace) -> NodeDriver:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["selftest"]:
-        from labs.agent import selftest
+        from nodeagent import selftest
 
         return selftest.main(argv[1:])
     args = parse_args(argv)
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         driver = build_driver(args)
     except ValueError as exc:
-        print(f"python -m labs.agent: {exc}", file=sys.stderr)
+        print(f"python -m nodeagent: {exc}", file=sys.stderr)
         return 2
     server = make_server(driver, args.token, host=args.host, port=args.port, node=args.node)
     stop = threading.Event()

@@ -38,9 +38,9 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from labs.agent.drivers import DriverError, DuplicateInstance, NodeDriver, NotSupported, UnknownInstance
+from nodeagent.drivers import DriverError, DuplicateInstance, NodeDriver, NotSupported, UnknownInstance
 
-logger = logging.getLogger("labs.agent")
+logger = logging.getLogger("nodeagent")
 
 MAX_BODY_BYTES = 64 * 1024
 # A body over the cap is read and dropped up to this size so the client gets its 413 instead

@@ -13,7 +13,7 @@ find. The layout below uses the guide's terms and npu-smi's table style; check i
 before trusting the flexnpu-smi driver::
 
     flexnpu-smi info > out.txt
-    python -m labs.agent.parsers flexnpu-smi out.txt
+    python -m nodeagent.parsers flexnpu-smi out.txt
 
 which prints what it parsed, or the exact parse error (the line and why). Expected layout, one
 row per FlexNPU instance::
@@ -639,13 +639,13 @@ PARSERS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labs.agent.parsers flexnpu-smi|npu-smi|npu-smi-board FILE`` (``-`` reads standard input)."""
+    """``python -m nodeagent.parsers flexnpu-smi|npu-smi|npu-smi-board FILE`` (``-`` reads standard input)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in PARSERS:
         print(
-            "usage: python -m labs.agent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)\n"
-            "       python -m labs.agent.parsers npu-smi-board FILE  (saved 'npu-smi info -t board -i 0' output)\n"
-            "       python -m labs.agent.parsers npu-smi-device-share FILE  (saved 'npu-smi info -t device-share' output)",
+            "usage: python -m nodeagent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)\n"
+            "       python -m nodeagent.parsers npu-smi-board FILE  (saved 'npu-smi info -t board -i 0' output)\n"
+            "       python -m nodeagent.parsers npu-smi-device-share FILE  (saved 'npu-smi info -t device-share' output)",
             file=sys.stderr,
         )
         return 2

@@ -1,4 +1,4 @@
-"""The isolation self-test a lab runs at start: ``python -m labs.agent selftest [--probe]``.
+"""The isolation self-test a lab runs at start: ``python -m nodeagent selftest [--probe]``.
 
 It reads the NPU memory the container can see, optionally tries to allocate past the share's
 cap, and posts both to the portal (``POST <portal>/sessions/<id>/selftest``, authenticated by
@@ -110,7 +110,7 @@ def post_report(url: str, secret: str, body: dict, timeout: float) -> dict:
 
 
 def parse_args(argv: list[str] | None, env: dict[str, str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m labs.agent selftest", description="The lab's NPU isolation self-test.")
+    parser = argparse.ArgumentParser(prog="python -m nodeagent selftest", description="The lab's NPU isolation self-test.")
     parser.add_argument(
         "--portal", default=env.get("NPU_LAB_PORTAL_URL"), help="NPU_LAB_PORTAL_URL, e.g. https://lab.example.edu"
     )

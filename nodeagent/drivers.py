@@ -48,7 +48,9 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from labs.agent.parsers import (
+from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
+from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
+from nodeagent.parsers import (
     IDENTIFIER,
     NpuSmiInfo,
     ParseError,
@@ -58,10 +60,8 @@ from labs.agent.parsers import (
     parse_npu_smi_device_share,
     parse_npu_smi_info,
 )
-from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
-from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
 
-logger = logging.getLogger("labs.agent")
+logger = logging.getLogger("nodeagent")
 
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
@@ -370,7 +370,7 @@ def _kill_group(process: subprocess.Popen) -> None:
 def _unparsed(command: list[str], exc: ParseError) -> DriverError:
     return DriverError(
         f"'{' '.join(command)}' printed output that did not parse ({exc}); "
-        f"check it with: {' '.join(command)} > out.txt; python -m labs.agent.parsers {os.path.basename(command[0])} out.txt"
+        f"check it with: {' '.join(command)} > out.txt; python -m nodeagent.parsers {os.path.basename(command[0])} out.txt"
     )
 
 
