@@ -18,7 +18,9 @@ import socket
 import sys
 import threading
 
-from nodeagent.drivers import FlexnpuSmiDriver, NodeDriver, SimulatedDriver
+from nodeagent.cards.base import NodeDriver
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
+from nodeagent.cards.simulated import SimulatedDriver
 from nodeagent.server import make_server
 
 __all__ = ["main", "make_server"]

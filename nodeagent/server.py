@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from nodeagent.drivers import DriverError, DuplicateInstance, NodeDriver, NotSupported, UnknownInstance
+from nodeagent.cards.base import DriverError, DuplicateInstance, NodeDriver, NotSupported, UnknownInstance
 
 logger = logging.getLogger("nodeagent")
 

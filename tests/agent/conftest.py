@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.drivers import SimulatedDriver
+from nodeagent.cards.simulated import SimulatedDriver
 from tests.agent.helpers import NODE, running
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodeagent.drivers import NodeDriver
+from nodeagent.cards.base import NodeDriver
 from nodeagent.server import AgentServer, make_server
 
 TOKEN = "agent-test-token-4f1c9a"

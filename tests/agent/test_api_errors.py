@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.drivers import DriverError, FlexnpuSmiDriver, SimulatedDriver
+from nodeagent.cards.base import DriverError
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
+from nodeagent.cards.simulated import SimulatedDriver
 from tests.agent.helpers import call, fake_cli, running
 
 POD = {"entity_id": "pod-1", "card_index": 0, "core_percent": 25, "memory_mib": 8192}

@@ -8,8 +8,10 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from nodeagent.cards.base import NodeVersions
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
+from nodeagent.cards.simulated import SimulatedDriver
 from nodeagent.client import AgentClient, AgentUnavailable, InventoryReport, VersionsReport
-from nodeagent.drivers import FlexnpuSmiDriver, NodeVersions, SimulatedDriver
 from nodeagent.parsers import ParseError, parse_npu_smi_board, parse_npu_smi_info
 from tests.agent.helpers import FIXTURES, NODE, TOKEN, call, fake_cli, running
 from tests.agent.test_client import canned_client

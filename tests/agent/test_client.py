@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.client import (
     AgentAuthError,
     AgentClient,
@@ -19,7 +20,6 @@ from nodeagent.client import (
     HealthReport,
     InstanceReport,
 )
-from nodeagent.drivers import FlexnpuSmiDriver
 from tests.agent.helpers import NODE, TOKEN, fake_cli, running
 
 

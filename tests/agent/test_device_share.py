@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
+from nodeagent.cards.simulated import SimulatedDriver
 from nodeagent.client import AgentClient, AgentUnavailable
-from nodeagent.drivers import FlexnpuSmiDriver, SimulatedDriver
 from nodeagent.parsers import ParseError, parse_npu_smi_device_share
 from tests.agent.helpers import FIXTURES, TOKEN, fake_cli, running
 from tests.agent.test_client import canned_client

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from nodeagent.drivers import CardInfo, DriverError, FlexnpuSmiDriver, InstanceInfo, NotSupported
+from nodeagent.cards.base import CardInfo, DriverError, InstanceInfo, NotSupported
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from tests.agent.helpers import fake_cli
 
 A = "0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10"

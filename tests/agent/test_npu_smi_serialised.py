@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from nodeagent.drivers import FlexnpuSmiDriver
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from tests.agent.helpers import FIXTURES, call, fake_cli, running
 
 OVERLAP_DETECTING_NPU_SMI = """#!{python}

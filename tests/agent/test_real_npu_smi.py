@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.drivers import CardInfo, FlexnpuSmiDriver
+from nodeagent.cards.base import CardInfo
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.parsers import NpuProcess, ParseError, chip_type, parse_npu_smi_info
 from tests.agent.helpers import FIXTURES, fake_cli
 

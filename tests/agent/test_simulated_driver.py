@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from nodeagent.drivers import DuplicateInstance, SimulatedDriver, UnknownInstance
+from nodeagent.cards.base import DuplicateInstance, UnknownInstance
+from nodeagent.cards.simulated import SimulatedDriver
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from labs.models import LabSession, Node
 from labs.services.agents import node_inventory_sync
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
-from nodeagent.drivers import NodeVersions
+from nodeagent.cards.base import NodeVersions
 from tests.factories import course_with_students, node_with_cards
 from tests.kube.conftest import portal_driver_config
 from tests.reconcile.conftest import TOKEN, RunningAgent

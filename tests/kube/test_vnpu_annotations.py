@@ -21,7 +21,8 @@ from labs.drivers.kubernetes.builders import pod_name
 from labs.drivers.kubernetes.profiles import VNPU_REGISTER_ANNOTATION, VNPUProfile
 from labs.models import Card, Node
 from labs.services.agents import node_inventory_sync
-from nodeagent.drivers import NodeVersions, SimulatedDriver
+from nodeagent.cards.base import NodeVersions
+from nodeagent.cards.simulated import SimulatedDriver
 from tests.agent.helpers import TOKEN, running
 from tests.factories import node_with_cards
 from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, wait_for

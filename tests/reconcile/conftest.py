@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class RunningAgent:
     def __init__(self, node_name: str) -> None:
-        from nodeagent.drivers import SimulatedDriver
+        from nodeagent.cards.simulated import SimulatedDriver
 
         self.node_name = node_name
         self.driver = SimulatedDriver(cards=8, node_name=node_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from labs.models import Card, Node
 from labs.services.agents import node_inventory_sync
-from nodeagent.drivers import FlexnpuSmiDriver
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from tests.agent.helpers import TOKEN as AGENT_TOKEN
 from tests.agent.helpers import fake_cli, running
 

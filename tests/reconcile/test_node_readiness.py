@@ -12,7 +12,9 @@ from labs.models import Allocation, Card, LabSession, Node, RepairEvent
 from labs.services.agents import node_inventory_sync
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
-from nodeagent.drivers import FlexnpuSmiDriver, NodeVersions, SimulatedDriver
+from nodeagent.cards.base import NodeVersions
+from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
+from nodeagent.cards.simulated import SimulatedDriver
 from tests.agent.helpers import TOKEN as AGENT_TOKEN
 from tests.agent.helpers import fake_cli, running
 
