@@ -10,15 +10,9 @@ import threading
 import time
 
 from nodeagent.cards.base import CardInfo, DriverError, InstanceInfo, NodeDriver, NodeVersions
-from nodeagent.parsers import (
-    NpuSmiInfo,
-    ParseError,
-    chip_type,
-    parse_flexnpu_smi_info,
-    parse_npu_smi_board,
-    parse_npu_smi_device_share,
-    parse_npu_smi_info,
-)
+from nodeagent.parsers.flexnpu_smi import parse_flexnpu_smi_info
+from nodeagent.parsers.npu_smi import NpuSmiInfo, chip_type, parse_npu_smi_board, parse_npu_smi_device_share, parse_npu_smi_info
+from nodeagent.parsers.text import ParseError
 
 logger = logging.getLogger("nodeagent")
 

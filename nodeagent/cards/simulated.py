@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
 from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
 from nodeagent.cards.base import CardInfo, DuplicateInstance, HostInfo, InstanceInfo, NodeDriver, NodeVersions, UnknownInstance
-from nodeagent.parsers import IDENTIFIER
+from nodeagent.parsers.text import IDENTIFIER
 
 
 @dataclass

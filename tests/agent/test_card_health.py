@@ -12,7 +12,8 @@ from nodeagent.cards.base import NodeVersions
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.cards.simulated import SimulatedDriver
 from nodeagent.client import AgentClient, AgentUnavailable, InventoryReport, VersionsReport
-from nodeagent.parsers import ParseError, parse_npu_smi_board, parse_npu_smi_info
+from nodeagent.parsers.npu_smi import parse_npu_smi_board, parse_npu_smi_info
+from nodeagent.parsers.text import ParseError
 from tests.agent.helpers import FIXTURES, NODE, TOKEN, call, fake_cli, running
 from tests.agent.test_client import canned_client
 from tests.agent.test_parsers import run_parser_cli

@@ -8,7 +8,8 @@ import pytest
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.cards.simulated import SimulatedDriver
 from nodeagent.client import AgentClient, AgentUnavailable
-from nodeagent.parsers import ParseError, parse_npu_smi_device_share
+from nodeagent.parsers.npu_smi import parse_npu_smi_device_share
+from nodeagent.parsers.text import ParseError
 from tests.agent.helpers import FIXTURES, TOKEN, fake_cli, running
 from tests.agent.test_client import canned_client
 

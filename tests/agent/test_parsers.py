@@ -7,15 +7,9 @@ import sys
 
 import pytest
 
-from nodeagent.parsers import (
-    FlexnpuInstance,
-    NpuChip,
-    NpuProcess,
-    ParseError,
-    chip_type,
-    parse_flexnpu_smi_info,
-    parse_npu_smi_info,
-)
+from nodeagent.parsers.flexnpu_smi import FlexnpuInstance, parse_flexnpu_smi_info
+from nodeagent.parsers.npu_smi import NpuChip, NpuProcess, chip_type, parse_npu_smi_info
+from nodeagent.parsers.text import ParseError
 from tests.agent.helpers import FIXTURES
 
 A = "0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10"

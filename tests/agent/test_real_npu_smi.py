@@ -13,7 +13,8 @@ import pytest
 
 from nodeagent.cards.base import CardInfo
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
-from nodeagent.parsers import NpuProcess, ParseError, chip_type, parse_npu_smi_info
+from nodeagent.parsers.npu_smi import NpuProcess, chip_type, parse_npu_smi_info
+from nodeagent.parsers.text import ParseError
 from tests.agent.helpers import FIXTURES, fake_cli
 
 REAL = FIXTURES / "real"

@@ -1,40 +1,4 @@
-"""Parsers for the text the vendor CLIs print: ``flexnpu-smi info`` and ``npu-smi info``.
-
-A parser returns the whole table or raises ``ParseError`` (line number and a short reason): on
-empty output, output cut short, binary junk or a table whose columns are not the ones expected.
-It never returns part of a table — the agent decides unregisters from this output, and an
-instance missing from a half-read table must not look like one that is gone.
-
-``flexnpu-smi info`` — FORMAT BUILT FROM THE VENDOR DOCUMENTATION, NOT FROM A CAPTURED OUTPUT.
-The CCE FlexNPU user guide documents ``flexnpu-smi info`` (it lists every FlexNPU instance on the
-node with its entity-id, the pod UID) and ``flexnpu-smi unregister -u <flexnpu ID>``, but shows
-the output only as a screenshot, and no captured output has been published anywhere we could
-find. The layout below uses the guide's terms and npu-smi's table style; check it on a real node
-before trusting the flexnpu-smi driver::
-
-    flexnpu-smi info > out.txt
-    python -m nodeagent.parsers flexnpu-smi out.txt
-
-which prints what it parsed, or the exact parse error (the line and why). Expected layout, one
-row per FlexNPU instance::
-
-    +-----+--------------------------------------+------------+-----------+------------------+------------------+----------------+
-    | NPU | Entity-ID                            | FlexNPU-ID | AICore(%) | Memory-Usage(MB) | Memory-Limit(MB) | AICore-Util(%) |
-    +=====+======================================+============+===========+==================+==================+================+
-    | 0   | 0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10 | 3          | 25        | 2048             | 8192             | 12             |
-    +-----+--------------------------------------+------------+-----------+------------------+------------------+----------------+
-
-- the header row names the columns; their order may vary, other columns are ignored, names are
-  compared without case and punctuation (``Entity-ID`` = ``EntityID``); ``MB`` is read as MiB,
-  as npu-smi's ``65536`` MB for a 64 GiB card is;
-- ``NPU`` is the physical card; ``Entity-ID`` the pod UID; ``FlexNPU-ID`` what ``unregister -u``
-  takes (both are kept); ``AICore(%)`` the floor; ``Memory-Limit(MB)`` the memory cap;
-  ``Memory-Usage(MB)`` and ``AICore-Util(%)`` what the instance uses now;
-- ``+---+`` rule lines and ``|`` separators are optional: without ``|`` the columns are split on
-  whitespace. A ``|``-table must end with a rule line, and its rule lines are as wide as its
-  header row (a shorter one was cut); lines before the header (a banner) are
-  skipped; a single cell ``No ... found`` stands for no instances; an instance on several cards
-  (``flexnpu-num`` > 1) has one row per card, with the same Entity-ID.
+"""The parsers of ``npu-smi info``, ``npu-smi info -t board`` and ``npu-smi info -t device-share``.
 
 ``npu-smi info`` — checked against real outputs pasted in public issues and documents (see
 ``tests/agent/fixtures/real/`` and the README's "Hardware checked"): a version banner, two header
@@ -70,40 +34,25 @@ Process id in container]``, rows or ``No running processes found in NPU n``).
   name (``Ascend910B3``); an A3 die (printed ``Ascend910``, 64 GB) is ``Ascend910C``;
 - an error printed instead of the table (``dcmi model initialized failed ... ret is -8020``) is
   refused with that line.
-
-Both parsers take ``str`` or ``bytes`` (bytes must be UTF-8) and require the output to end with
-a newline: a CLI that finished printing always does.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import sys
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
-
-class ParseError(ValueError):
-    """The output is not what the parser expects; ``line`` is 1-based."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
-        self.line = line
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class FlexnpuInstance:
-    """One row of ``flexnpu-smi info``: a FlexNPU instance on one card."""
-
-    npu_id: int
-    entity_id: str
-    flexnpu_id: str
-    core_percent: int
-    memory_limit_mib: int
-    memory_used_mib: int
-    aicore_percent: int
+from nodeagent.parsers.text import (
+    IDENTIFIER,
+    WHOLE_NUMBER,
+    ParseError,
+    check_rule_width,
+    clip,
+    is_rule,
+    normalize,
+    output_lines,
+    split_cells,
+    whole_number,
+)
 
 
 @dataclass(frozen=True)
@@ -153,31 +102,7 @@ class NpuSmiInfo:
     npu_smi_version: str = ""
 
 
-# Normalized header name -> FlexnpuInstance field.
-FLEXNPU_COLUMNS = {
-    "npu": "npu_id",
-    "entityid": "entity_id",
-    "flexnpuid": "flexnpu_id",
-    "aicore": "core_percent",
-    "memorylimitmb": "memory_limit_mib",
-    "memorylimitmib": "memory_limit_mib",
-    "memoryusagemb": "memory_used_mib",
-    "memoryusagemib": "memory_used_mib",
-    "aicoreutil": "aicore_percent",
-}
-FLEXNPU_LABELS = {
-    "npu_id": "NPU",
-    "entity_id": "Entity-ID",
-    "flexnpu_id": "FlexNPU-ID",
-    "core_percent": "AICore(%)",
-    "memory_limit_mib": "Memory-Limit(MB)",
-    "memory_used_mib": "Memory-Usage(MB)",
-    "aicore_percent": "AICore-Util(%)",
-}
-IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-WHOLE_NUMBER = re.compile(r"[0-9]{1,9}")
 USED_OF_TOTAL = re.compile(r"([0-9]{1,9})\s*/\s*([0-9]{1,9})")
-NO_INSTANCES = re.compile(r"no\b.*\bfound\.?", re.IGNORECASE)
 NO_PROCESSES = re.compile(r"No running processes found in NPU [0-9]{1,9}")
 ZERO_OF_ZERO = re.compile(r"0\s*/\s*0")
 VERSION_BANNER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
@@ -197,55 +122,14 @@ FIRST_GENERATION_910 = {"910A", "910ProA", "910ProB", "910PremiumA"}
 FIRST_GENERATION_910_HBM_MIB = 32768
 
 
-def parse_flexnpu_smi_info(output: str | bytes) -> list[FlexnpuInstance]:
-    """Every FlexNPU instance ``flexnpu-smi info`` lists, in output order (see the module docstring)."""
-    lines = _lines(output)
-    header_at = next((n for n, line in enumerate(lines) if "entityid" in _normalized_cells(line)), None)
-    if header_at is None:
-        raise ParseError(1, f"no header row naming an Entity-ID column in {len(lines)} line(s)")
-    piped = lines[header_at].lstrip().startswith("|")
-    fields = _flexnpu_header(header_at + 1, _cells(lines[header_at], header_at + 1, piped))
-
-    instances: list[FlexnpuInstance] = []
-    seen: dict[str, int] = {}
-    no_instances_row = None
-    width = len(lines[header_at].strip())
-    for number, line in enumerate(lines[header_at + 1 :], start=header_at + 2):
-        if not line.strip():
-            continue
-        if _is_rule(line):
-            if piped:
-                _check_rule_width(lines, number, width)
-            continue
-        if NO_INSTANCES.fullmatch(line.strip().strip("|").strip()):
-            no_instances_row = number
-            continue
-        if piped and not line.lstrip().startswith("|"):
-            raise ParseError(number, f"expected a table row starting with '|', got {_clip(line)!r}")
-        cells = _cells(line, number, piped)
-        if len(cells) != len(fields):
-            raise ParseError(number, f"row has {len(cells)} column(s), the header has {len(fields)} (truncated?)")
-        instance = _flexnpu_row(number, fields, cells)
-        for key, what in ((instance.flexnpu_id, "FlexNPU-ID"), (f"{instance.entity_id} on NPU {instance.npu_id}", "Entity-ID")):
-            if key in seen:
-                raise ParseError(number, f"{what} {key} is already listed on line {seen[key]}")
-            seen[key] = number
-        instances.append(instance)
-    if piped and not _is_rule(_last_nonblank(lines)):
-        raise ParseError(len(lines), "the table is not closed by a rule line (truncated?)")
-    if no_instances_row is not None and instances:
-        raise ParseError(no_instances_row, "a 'No ... found' row beside instance rows")
-    return instances
-
-
 def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
     """Every chip and process ``npu-smi info`` lists, in output order (see the module docstring)."""
-    lines = _lines(output)
+    lines = output_lines(output)
     first_at = next((n for n, line in enumerate(lines) if _piped_tokens(line)[:1] == [["NPU", "Name"]]), None)
     if first_at is None:
         error_at = next((n for pattern in VENDOR_ERRORS for n, line in enumerate(lines) if pattern.search(line)), None)
         if error_at is not None:
-            error = _clip(lines[error_at].strip(), 120)
+            error = clip(lines[error_at].strip(), 120)
             raise ParseError(error_at + 1, f"npu-smi printed an error instead of the table: {error!r}")
         raise ParseError(1, f"no npu-smi header row ('| NPU Name | Health | ...') in {len(lines)} line(s)")
     second_at = _next_content(lines, first_at + 1)
@@ -259,7 +143,7 @@ def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
     npu_smi_version, version = ("", "") if banner is None else (banner[1], banner[2])
     for label, value in (("npu-smi version", npu_smi_version), ("driver version", version)):
         if value and not VERSION.fullmatch(value):
-            raise ParseError(first_at, f"banner: {label} {_clip(value)!r} is not a version")
+            raise ParseError(first_at, f"banner: {label} {clip(value)!r} is not a version")
 
     chips: list[NpuChip] = []
     processes: list[NpuProcess] = []
@@ -272,25 +156,25 @@ def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
     for number, line in enumerate(lines[second_at + 1 :], start=second_at + 2):
         if not line.strip():
             continue
-        if _is_rule(line):
-            _check_rule_width(lines, number, width)
+        if is_rule(line):
+            check_rule_width(lines, number, width)
             if pending is not None:
                 raise ParseError(number, f"NPU row on line {pending[0]} has no chip row")
             continue
         if not line.lstrip().startswith("|"):
-            raise ParseError(number, f"expected a table row starting with '|', got {_clip(line)!r}")
+            raise ParseError(number, f"expected a table row starting with '|', got {clip(line)!r}")
         if process_columns is not None:
-            process = _npu_process(number, _cells(line, number, piped=True), process_columns)
+            process = _npu_process(number, split_cells(line, number, piped=True), process_columns)
             process_rows += 1
             if process is not None:
                 processes.append(process)
             continue
-        cells = _cells(line, number, piped=True)
+        cells = split_cells(line, number, piped=True)
         if any("process id" in cell.lower() for cell in cells):
             if pending is not None:
                 raise ParseError(number, f"NPU row on line {pending[0]} has no chip row")
-            if _normalize(cells[0]) != "npuchip" or len(cells) not in (4, 5):
-                got = _clip(line.strip())
+            if normalize(cells[0]) != "npuchip" or len(cells) not in (4, 5):
+                got = clip(line.strip())
                 raise ParseError(number, f"process table header: expected 'NPU Chip | Process id | ...', got {got!r}")
             process_columns = len(cells)
             continue
@@ -313,7 +197,7 @@ def parse_npu_smi_info(output: str | bytes) -> NpuSmiInfo:
     if not chips:
         raise ParseError(len(lines), "the NPU table has no rows")
     last_at = max(n for n, line in enumerate(lines) if line.strip())
-    if not _is_rule(lines[last_at]):
+    if not is_rule(lines[last_at]):
         raise ParseError(last_at + 1, "the output does not end with a rule line (truncated?)")
     if process_columns is not None and not process_rows:
         raise ParseError(last_at + 1, "the process table has no rows, not even 'No running processes found' (truncated?)")
@@ -327,17 +211,17 @@ def parse_npu_smi_board(output: str | bytes) -> str:
     OUTPUT. Raises ``ParseError`` when no such line is there or its value is not a version
     (``NA`` included: a board that cannot tell says nothing about its firmware).
     """
-    lines = _lines(output)
+    lines = output_lines(output)
     for number, line in enumerate(lines, start=1):
         match = FIRMWARE_LINE.fullmatch(line)
         if match is None:
             continue
         if not VERSION.fullmatch(match[1]) or match[1] == "NA":
-            raise ParseError(number, f"Firmware Version: expected a version such as 7.1.0.5.220, got {_clip(match[1])!r}")
+            raise ParseError(number, f"Firmware Version: expected a version such as 7.1.0.5.220, got {clip(match[1])!r}")
         return match[1]
     error_at = next((n for pattern in VENDOR_ERRORS for n, line in enumerate(lines) if pattern.search(line)), None)
     if error_at is not None:
-        raise ParseError(error_at + 1, f"npu-smi printed an error instead of the board: {_clip(lines[error_at].strip(), 120)!r}")
+        raise ParseError(error_at + 1, f"npu-smi printed an error instead of the board: {clip(lines[error_at].strip(), 120)!r}")
     raise ParseError(1, f"no 'Firmware Version : ...' line in {len(lines)} line(s)")
 
 
@@ -357,7 +241,7 @@ def parse_npu_smi_device_share(output: str | bytes) -> dict[int, bool]:
     Raises ``ParseError`` for no block, an NPU block without a status (cut short), a status that
     is neither ``True`` nor ``False``, an NPU listed twice, or an error printed instead.
     """
-    lines = _lines(output)
+    lines = output_lines(output)
     shares: dict[int, bool] = {}
     current: int | None = None
     started_at: dict[int, int] = {}
@@ -368,7 +252,7 @@ def parse_npu_smi_device_share(output: str | bytes) -> dict[int, bool]:
         key, value = match[1], match[2]
         if key == "NPU ID":
             if not WHOLE_NUMBER.fullmatch(value):
-                raise ParseError(number, f"NPU ID: expected a number, got {_clip(value)!r}")
+                raise ParseError(number, f"NPU ID: expected a number, got {clip(value)!r}")
             if current is not None and current not in shares:
                 raise ParseError(number, f"NPU {current} (line {started_at[current]}) has no Device-share Status")
             current = int(value)
@@ -379,12 +263,12 @@ def parse_npu_smi_device_share(output: str | bytes) -> dict[int, bool]:
             if current is None:
                 raise ParseError(number, "Device-share Status before any NPU ID")
             if value not in ("True", "False"):
-                raise ParseError(number, f"Device-share Status: expected True or False, got {_clip(value)!r}")
+                raise ParseError(number, f"Device-share Status: expected True or False, got {clip(value)!r}")
             shares[current] = shares.get(current, True) and value == "True"
     if current is None:
         error_at = next((n for pattern in VENDOR_ERRORS for n, line in enumerate(lines) if pattern.search(line)), None)
         if error_at is not None:
-            error = _clip(lines[error_at].strip(), 120)
+            error = clip(lines[error_at].strip(), 120)
             raise ParseError(error_at + 1, f"npu-smi printed an error instead of the device-share mode: {error!r}")
         raise ParseError(1, f"no 'NPU ID : ...' line in {len(lines)} line(s)")
     if current not in shares:
@@ -406,93 +290,6 @@ def chip_type(name: str, memory_total_mib: int) -> str:
     if model == "910":
         return "Ascend910C" if memory_total_mib > FIRST_GENERATION_910_HBM_MIB else "Ascend910"
     return f"Ascend{model}"
-
-
-def _lines(output: str | bytes) -> list[str]:
-    if isinstance(output, bytes):
-        try:
-            output = output.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ParseError(output[: exc.start].count(b"\n") + 1, "output is not UTF-8 text (binary junk?)") from None
-    if not output.strip():
-        raise ParseError(1, "empty output")
-    lines = [line.removesuffix("\r") for line in output.split("\n")]
-    for number, line in enumerate(lines, start=1):
-        bad = next((ch for ch in line if not ch.isprintable() and ch != "\t"), None)
-        if bad is not None:
-            raise ParseError(number, f"control character {bad!r} in the output (binary junk?)")
-    if not output.endswith("\n"):
-        raise ParseError(len(lines), "output stops in the middle of a line (truncated?)")
-    return lines[:-1]
-
-
-def _is_rule(line: str) -> bool:
-    stripped = line.strip()
-    return len(stripped) >= 2 and stripped[0] == "+" and set(stripped) <= set("+-=|")
-
-
-def _check_rule_width(lines: list[str], number: int, width: int) -> None:
-    """A rule line spans the table, as wide as its header row; a shorter one was cut.
-
-    The last line of an output cut inside its closing rule (and given a newline by whatever
-    stored it) still looks like a rule: without this, the table above it would read as a
-    whole node with fewer cards.
-    """
-    rule = lines[number - 1].strip()
-    if len(rule) == width:
-        return
-    if not any(line.strip() for line in lines[number:]):
-        raise ParseError(number, f"the output ends with a rule line cut short: {len(rule)} of {width} characters (truncated?)")
-    raise ParseError(number, f"rule line is {len(rule)} characters wide, the table {width} (cut short?)")
-
-
-def _cells(line: str, number: int, piped: bool) -> list[str]:
-    stripped = line.strip()
-    if not piped:
-        return stripped.split()
-    if len(stripped) < 2 or not stripped.endswith("|"):
-        raise ParseError(number, "row does not end with '|' (truncated?)")
-    return [cell.strip() for cell in stripped[1:-1].split("|")]
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def _normalized_cells(line: str) -> list[str]:
-    stripped = line.strip()
-    if _is_rule(stripped):
-        return []
-    return [_normalize(cell) for cell in re.split(r"\||\s+", stripped) if cell.strip()]
-
-
-def _flexnpu_header(number: int, cells: list[str]) -> list[str | None]:
-    fields = [FLEXNPU_COLUMNS.get(_normalize(cell)) for cell in cells]
-    named = [f for f in fields if f is not None]
-    duplicated = sorted({FLEXNPU_LABELS[f] for f in named if named.count(f) > 1})
-    if duplicated:
-        raise ParseError(number, f"header names {', '.join(duplicated)} twice")
-    missing = [label for field, label in FLEXNPU_LABELS.items() if field not in named]
-    if missing:
-        raise ParseError(number, f"header lacks column(s) {', '.join(missing)}")
-    return fields
-
-
-def _flexnpu_row(number: int, fields: list[str | None], cells: list[str]) -> FlexnpuInstance:
-    values: dict[str, str | int] = {}
-    for field, cell in zip(fields, cells, strict=True):
-        if field is None:
-            continue
-        label = FLEXNPU_LABELS[field]
-        if field in ("entity_id", "flexnpu_id"):
-            if not IDENTIFIER.fullmatch(cell):
-                raise ParseError(number, f"{label}: expected an identifier, got {_clip(cell)!r}")
-            values[field] = cell
-        else:
-            values[field] = _whole_number(number, label, cell)
-    if not 0 <= int(values["aicore_percent"]) <= 100:
-        raise ParseError(number, f"AICore-Util(%): {values['aicore_percent']} is outside 0..100")
-    return FlexnpuInstance(**values)  # type: ignore[arg-type]
 
 
 def _piped_tokens(line: str) -> list[list[str]]:
@@ -538,29 +335,29 @@ def _npu_chip(npu_line: int, number: int, values: dict[str, str]) -> NpuChip:
         raise ParseError(number, "no memory usage column")
     match = USED_OF_TOTAL.fullmatch(memory)
     if not match:
-        raise ParseError(number, f"memory usage: expected 'used / total', got {_clip(memory)!r}")
+        raise ParseError(number, f"memory usage: expected 'used / total', got {clip(memory)!r}")
     used, total = int(match[1]), int(match[2])
     if used > total:
         raise ParseError(number, f"memory usage: {used} MB used of {total} MB")
     health = values["Health"]
     if not re.fullmatch(r"[A-Za-z]+", health):
-        raise ParseError(npu_line, f"Health: expected a word such as OK, got {_clip(health)!r}")
-    aicore = _whole_number(number, "AICore(%)", values["AICore(%)"])
+        raise ParseError(npu_line, f"Health: expected a word such as OK, got {clip(health)!r}")
+    aicore = whole_number(number, "AICore(%)", values["AICore(%)"])
     if aicore > 100:
         raise ParseError(number, f"AICore(%): {aicore} is outside 0..100")
     bus_id = values["Bus-Id"]
     if not IDENTIFIER.fullmatch(bus_id):
-        raise ParseError(number, f"Bus-Id: expected a PCI address, got {_clip(bus_id)!r}")
+        raise ParseError(number, f"Bus-Id: expected a PCI address, got {clip(bus_id)!r}")
     name = values["Name"]
     if not IDENTIFIER.fullmatch(name):
-        raise ParseError(npu_line, f"Name: expected a chip name such as 910B3, got {_clip(name)!r}")
+        raise ParseError(npu_line, f"Name: expected a chip name such as 910B3, got {clip(name)!r}")
     device = next((values[label] for label in DEVICE_COLUMNS if label in values), None)
     power = values.get("Power(W)")
     temperature = values.get("Temp(C)")
     return NpuChip(
-        npu_id=_whole_number(npu_line, "NPU", values["NPU"]),
-        chip_id=_whole_number(number, "Chip", values["Chip"]),
-        device_id=None if device is None else _whole_number(number, "Phy-ID/Device", device),
+        npu_id=whole_number(npu_line, "NPU", values["NPU"]),
+        chip_id=whole_number(number, "Chip", values["Chip"]),
+        device_id=None if device is None else whole_number(number, "Phy-ID/Device", device),
         name=name,
         bus_id=bus_id,
         health=health,
@@ -578,7 +375,7 @@ def _milliwatts(number: int, value: str) -> int | None:
         return None
     match = WATTS.fullmatch(value)
     if match is None:
-        raise ParseError(number, f"Power(W): expected watts such as 93.4, or NA, got {_clip(value)!r}")
+        raise ParseError(number, f"Power(W): expected watts such as 93.4, or NA, got {clip(value)!r}")
     return int(match[1]) * 1000 + int((match[2] or "0").ljust(3, "0"))
 
 
@@ -586,7 +383,7 @@ def _degrees(number: int, value: str) -> int | None:
     if value in NOT_REPORTED:
         return None
     if not DEGREES.fullmatch(value):
-        raise ParseError(number, f"Temp(C): expected whole degrees such as 36, or NA, got {_clip(value)!r}")
+        raise ParseError(number, f"Temp(C): expected whole degrees such as 36, or NA, got {clip(value)!r}")
     return int(value)
 
 
@@ -598,89 +395,19 @@ def _npu_process(number: int, cells: list[str], columns: int) -> NpuProcess | No
         raise ParseError(number, f"process row has {len(cells)} cell(s), the header has {columns} (truncated?)")
     where = cells[0].split()
     if len(where) != 2:
-        raise ParseError(number, f"process row: expected 'NPU Chip' numbers, got {_clip(cells[0])!r}")
+        raise ParseError(number, f"process row: expected 'NPU Chip' numbers, got {clip(cells[0])!r}")
     container_pid = cells[4] if columns == 5 else None
     if container_pid is not None and not re.fullmatch(r"[0-9]{1,9}|NA", container_pid):
-        raise ParseError(number, f"Process id in container: expected a number or NA, got {_clip(container_pid)!r}")
+        raise ParseError(number, f"Process id in container: expected a number or NA, got {clip(container_pid)!r}")
     return NpuProcess(
-        npu_id=_whole_number(number, "NPU", where[0]),
-        chip_id=_whole_number(number, "Chip", where[1]),
-        pid=_whole_number(number, "Process id", cells[1]),
+        npu_id=whole_number(number, "NPU", where[0]),
+        chip_id=whole_number(number, "Chip", where[1]),
+        pid=whole_number(number, "Process id", cells[1]),
         name=cells[2],
-        memory_mib=_whole_number(number, "Process memory(MB)", cells[3]),
+        memory_mib=whole_number(number, "Process memory(MB)", cells[3]),
         container_pid=container_pid,
     )
 
 
-def _whole_number(number: int, label: str, value: str) -> int:
-    if not WHOLE_NUMBER.fullmatch(value):
-        raise ParseError(number, f"{label}: expected a whole number, got {_clip(value)!r}")
-    return int(value)
-
-
 def _next_content(lines: list[str], start: int) -> int | None:
-    return next((n for n in range(start, len(lines)) if lines[n].strip() and not _is_rule(lines[n])), None)
-
-
-def _last_nonblank(lines: list[str]) -> str:
-    return next((line for line in reversed(lines) if line.strip()), "")
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-PARSERS = {
-    "flexnpu-smi": parse_flexnpu_smi_info,
-    "npu-smi": parse_npu_smi_info,
-    "npu-smi-board": parse_npu_smi_board,
-    "npu-smi-device-share": parse_npu_smi_device_share,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m nodeagent.parsers flexnpu-smi|npu-smi|npu-smi-board FILE`` (``-`` reads standard input)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] not in PARSERS:
-        print(
-            "usage: python -m nodeagent.parsers flexnpu-smi|npu-smi FILE  (saved '<command> info' output)\n"
-            "       python -m nodeagent.parsers npu-smi-board FILE  (saved 'npu-smi info -t board -i 0' output)\n"
-            "       python -m nodeagent.parsers npu-smi-device-share FILE  (saved 'npu-smi info -t device-share' output)",
-            file=sys.stderr,
-        )
-        return 2
-    command, path = args
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        print(f"cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    try:
-        parsed = PARSERS[command](data)
-    except ParseError as exc:
-        print(f"{command} info: parse error: {exc}", file=sys.stderr)
-        return 1
-    if isinstance(parsed, str):
-        print(json.dumps({"firmware_version": parsed}))
-        return 0
-    if isinstance(parsed, dict):
-        print(json.dumps({"device_share": {str(npu): on for npu, on in parsed.items()}}))
-        return 0
-    if isinstance(parsed, NpuSmiInfo):
-        for chip in parsed.chips:
-            print(json.dumps({"chip": asdict(chip), "chip_type": chip_type(chip.name, chip.memory_total_mib)}))
-        for process in parsed.processes:
-            print(json.dumps({"process": asdict(process)}))
-        npus = len({chip.npu_id for chip in parsed.chips})
-        summary = f"parsed {npus} NPU(s), {len(parsed.chips)} chip(s), {len(parsed.processes)} process(es)"
-        versions = f" (npu-smi {parsed.npu_smi_version}, driver {parsed.version})" if parsed.version else ""
-        print(f"{command} info: {summary}{versions}", file=sys.stderr)
-        return 0
-    for record in parsed:
-        print(json.dumps(asdict(record)))
-    print(f"{command} info: parsed {len(parsed)} instance(s)", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return next((n for n in range(start, len(lines)) if lines[n].strip() and not is_rule(lines[n])), None)
