@@ -11,6 +11,8 @@
   policy="elastic") -> InstanceReport`` and ``set_demand(entity_id, demand_percent,
   memory_used_mib=None) -> InstanceReport``: simulated agents only.
 
+The records are the wire format's (``nodeagent.wire``), the one definition the agent sends.
+
 Errors, all ``AgentError``: ``AgentUnavailable`` when the agent cannot answer properly — network
 error, timeout (these two are ``AgentUnreachable``), a 5xx (502: the agent could not read its
 node), a redirect, malformed JSON;
@@ -28,14 +30,24 @@ import http.client
 import json
 import urllib.error
 import urllib.request
-from dataclasses import MISSING, dataclass, fields
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
-# Beyond these a reading is not a card's (an NPU draws a few hundred watts and shuts down near 100 °C).
-MAX_CARD_MILLIWATTS = 10_000_000
-MAX_CARD_CELSIUS = 300
+from nodeagent.wire import (
+    CardReport,
+    HealthReport,
+    HostReport,
+    InstanceReport,
+    InventoryReport,
+    MalformedReport,
+    health_from_json,
+    instance_from_json,
+    instances_from_json,
+    inventory_from_json,
+)
 
+T = TypeVar("T")
 
 class AgentError(Exception):
     """Any failure talking to an agent."""
@@ -61,70 +73,6 @@ class AgentRequestError(AgentError, ValueError):
         self.status = status
 
 
-@dataclass(frozen=True)
-class HealthReport:
-    ok: bool
-    node: str
-    driver: str
-
-
-@dataclass(frozen=True)
-class CardReport:
-    index: int
-    die_id: str
-    chip_type: str
-    memory_total_mib: int
-    memory_used_mib: int
-    aicore_percent: int
-    healthy: bool
-    # Card health as npu-smi reads it; None: not reported (NA, or an agent that predates them).
-    power_milliwatts: int | None = None
-    temperature_celsius: int | None = None
-
-    def __post_init__(self) -> None:
-        for name, highest in (("power_milliwatts", MAX_CARD_MILLIWATTS), ("temperature_celsius", MAX_CARD_CELSIUS)):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= highest:
-                raise ValueError(f"CardReport.{name} is {value}, outside 0..{highest}")
-
-
-@dataclass(frozen=True)
-class InstanceReport:
-    entity_id: str
-    flexnpu_id: str
-    card_index: int
-    core_percent: int
-    memory_mib: int
-    memory_used_mib: int
-    aicore_percent: int
-    demand_percent: int | None
-
-
-@dataclass(frozen=True)
-class HostReport:
-    cpu_millicores: int
-    memory_mib: int
-
-
-@dataclass(frozen=True)
-class VersionsReport:
-    """The node's NPU driver, card firmware and npu-smi versions; ``""`` for one not known."""
-
-    driver: str
-    firmware: str
-    npu_smi: str
-
-
-@dataclass(frozen=True)
-class InventoryReport:
-    cards: list[CardReport]
-    host: HostReport | None  # None: an agent that predates host figures
-    versions: VersionsReport  # all "" from an agent that predates versions
-    boot_id: str = ""  # the host's boot id; "" from an agent that predates it
-    # Every chip in device-share mode (npu-smi); None: the node cannot tell, or an older agent.
-    device_share: bool | None = None
-
-
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
@@ -146,7 +94,7 @@ class AgentClient:
         return f"AgentClient({self.base_url!r})"
 
     def health(self) -> HealthReport:
-        return _build(HealthReport, self._call("GET", "/healthz")[1])
+        return _read(health_from_json, self._call("GET", "/healthz")[1])
 
     def inventory(self) -> list[CardReport]:
         return self.inventory_and_host()[0]
@@ -158,25 +106,11 @@ class AgentClient:
         return report.cards, report.host
 
     def inventory_report(self) -> InventoryReport:
-        """The cards, the host and the node's versions (see ``InventoryReport`` for older agents)."""
-        payload = self._call("GET", "/v1/inventory")[1]
-        cards = [_build(CardReport, card) for card in _list(payload, "cards")]
-        host = payload.get("host") if isinstance(payload, dict) else None
-        versions = payload.get("versions")
-        boot_id = payload.get("boot_id")
-        device_share = payload.get("device_share")
-        if device_share not in (None, True, False) or isinstance(device_share, int) and not isinstance(device_share, bool):
-            raise AgentUnavailable(f"malformed answer from the agent: device_share is {device_share!r}")
-        return InventoryReport(
-            cards=cards,
-            host=None if host is None else _build(HostReport, host),
-            versions=VersionsReport("", "", "") if versions is None else _build(VersionsReport, versions),
-            boot_id=boot_id[:64] if isinstance(boot_id, str) else "",
-            device_share=device_share,
-        )
+        """The cards, the host and the node's versions (see ``nodeagent.wire`` for older agents)."""
+        return _read(inventory_from_json, self._call("GET", "/v1/inventory")[1])
 
     def instances(self) -> list[InstanceReport]:
-        return [_build(InstanceReport, i) for i in _list(self._call("GET", "/v1/instances")[1], "instances")]
+        return _read(instances_from_json, self._call("GET", "/v1/instances")[1])
 
     def unregister(self, entity_id: str) -> bool:
         status, _ = self._call("DELETE", f"/v1/instances/{quote(entity_id, safe='')}", allow=(404,))
@@ -199,13 +133,13 @@ class AgentClient:
             "scenario": scenario,
             "policy": policy,
         }
-        return _build(InstanceReport, self._call("POST", "/v1/instances", body)[1])
+        return _read(instance_from_json, self._call("POST", "/v1/instances", body)[1])
 
     def set_demand(self, entity_id: str, demand_percent: int, memory_used_mib: int | None = None) -> InstanceReport:
         body: dict[str, int] = {"demand_percent": demand_percent}
         if memory_used_mib is not None:
             body["memory_used_mib"] = memory_used_mib
-        return _build(InstanceReport, self._call("POST", f"/v1/instances/{quote(entity_id, safe='')}/demand", body)[1])
+        return _read(instance_from_json, self._call("POST", f"/v1/instances/{quote(entity_id, safe='')}/demand", body)[1])
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None, allow: tuple[int, ...] = ()) -> tuple[int, Any]:
         """(status, decoded JSON or None) for a 2xx or an ``allow``-ed status; raises otherwise."""
@@ -256,31 +190,9 @@ def _message(raw: bytes) -> str:
     return message if isinstance(message, str) else raw[:200].decode("utf-8", "replace")
 
 
-def _list(payload: Any, key: str) -> list[Any]:
-    items = payload.get(key) if isinstance(payload, dict) else None
-    if not isinstance(items, list):
-        raise AgentUnavailable(f"malformed answer from the agent: no {key!r} list")
-    return items
-
-
-def _build(cls: type, payload: Any) -> Any:
-    """``cls`` from a JSON object, every field present with the right type, or ``AgentUnavailable``.
-
-    A field with a default may be absent (an older agent does not send it) and gets its default.
-    """
-    if not isinstance(payload, dict):
-        raise AgentUnavailable(f"malformed answer from the agent: expected a {cls.__name__} object")
-    values = {}
-    for field in fields(cls):
-        if field.name not in payload and field.default is not MISSING:
-            continue
-        value = payload.get(field.name)
-        expected = {"int": int, "str": str, "bool": bool, "int | None": (int, type(None))}[str(field.type)]
-        wrong_bool = isinstance(value, bool) and expected is not bool
-        if field.name not in payload or not isinstance(value, expected) or wrong_bool:
-            raise AgentUnavailable(f"malformed answer from the agent: {cls.__name__}.{field.name} is {value!r}")
-        values[field.name] = value
+def _read(read: Callable[[Any], T], payload: Any) -> T:
+    """``read(payload)``; an answer that does not fit the wire format is ``AgentUnavailable``."""
     try:
-        return cls(**values)
-    except ValueError as exc:
+        return read(payload)
+    except MalformedReport as exc:
         raise AgentUnavailable(f"malformed answer from the agent: {exc}") from None

@@ -1,19 +1,16 @@
 """The agent's HTTP JSON API, on the standard library's threading HTTP server.
 
-Every endpoint but ``GET /healthz`` needs ``Authorization: Bearer <token>`` (401 otherwise)::
+Every endpoint but ``GET /healthz`` needs ``Authorization: Bearer <token>`` (401 otherwise); the
+records are ``nodeagent.wire``'s::
 
-    GET    /healthz                       {"ok": true, "node": ..., "driver": ...}
-    GET    /v1/inventory                  {"node": ..., "cards": [{index, die_id, chip_type, memory_total_mib,
-                                           memory_used_mib, aicore_percent, healthy, power_milliwatts,
-                                           temperature_celsius}, ...], "host": {cpu_millicores, memory_mib},
-                                           "versions": {driver, firmware, npu_smi}, "boot_id",
-                                           "device_share": true | false | null}
-    GET    /v1/instances                  {"instances": [{entity_id, flexnpu_id, card_index, core_percent, memory_mib,
-                                           memory_used_mib, aicore_percent, demand_percent}, ...]}
+    GET    /healthz                       HealthReport {"ok": true, "node", "driver"}
+    GET    /v1/inventory                  InventoryReport {"node", "cards": [CardReport, ...], "host": HostReport,
+                                           "versions": VersionsReport, "boot_id", "device_share"}
+    GET    /v1/instances                  {"instances": [InstanceReport, ...]}
     DELETE /v1/instances/<entity_id>      204; 404 when the node has no such instance
     POST   /v1/instances                  simulated driver: {entity_id, card_index, core_percent, memory_mib,
-                                           scenario?, policy?} -> 201 + the instance; 400 invalid, 409 duplicate
-    POST   /v1/instances/<id>/demand      simulated driver: {demand_percent, memory_used_mib?} -> 200 + the instance
+                                           scenario?, policy?} -> 201 + the InstanceReport; 400 invalid, 409 duplicate
+    POST   /v1/instances/<id>/demand      simulated driver: {demand_percent, memory_used_mib?} -> 200 + the InstanceReport
     GET    /metrics                       Prometheus text (``DriverCollector``)
 
 Errors are JSON ``{"error": "..."}``: 400 bad JSON or values, 404 unknown path or instance,
@@ -30,7 +27,6 @@ import json
 import logging
 import re
 import socket
-from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -39,6 +35,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from nodeagent.cards.base import DriverError, DuplicateInstance, NodeDriver, NotSupported, UnknownInstance
+from nodeagent.wire import HealthReport, InventoryReport, to_json
 
 logger = logging.getLogger("nodeagent")
 
@@ -183,23 +180,25 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
     # --- endpoints ------------------------------------------------------------------------
 
     def handle_healthz(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        return 200, {"ok": True, "node": self.server.node, "driver": self.server.driver.name}
+        return 200, to_json(HealthReport(ok=True, node=self.server.node, driver=self.server.driver.name))
 
     def handle_inventory(self, body: bytes) -> tuple[int, dict[str, Any]]:
         driver = self.server.driver
-        cards = [asdict(card) for card in driver.inventory()]
-        versions = asdict(driver.versions())
-        return 200, {
-            "node": self.server.node,
-            "cards": cards,
-            "host": asdict(driver.host()),
-            "versions": versions,
-            "boot_id": driver.boot_id(),
-            "device_share": driver.device_share(),
-        }
+        # The cards first: the flexnpu-smi driver's versions reuse the npu-smi output they read.
+        cards = driver.inventory()
+        versions = driver.versions()
+        report = InventoryReport(
+            node=self.server.node,
+            cards=cards,
+            host=driver.host(),
+            versions=versions,
+            boot_id=driver.boot_id(),
+            device_share=driver.device_share(),
+        )
+        return 200, to_json(report)
 
     def handle_instances(self, body: bytes) -> tuple[int, dict[str, Any]]:
-        return 200, {"instances": [asdict(instance) for instance in self.server.driver.instances()]}
+        return 200, {"instances": [to_json(instance) for instance in self.server.driver.instances()]}
 
     def handle_unregister(self, body: bytes, entity_id: str) -> tuple[int, None]:
         if not self.server.driver.unregister(entity_id):
@@ -217,7 +216,7 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
             raise HttpError(409, str(exc)) from None
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
-        return 201, asdict(instance)
+        return 201, to_json(instance)
 
     def handle_demand(self, body: bytes, entity_id: str) -> tuple[int, dict[str, Any]]:
         driver = self.server.driver
@@ -232,7 +231,7 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
             raise HttpError(404, f"no instance {entity_id} on this node") from None
         except ValueError as exc:
             raise HttpError(400, str(exc)) from None
-        return 200, asdict(instance)
+        return 200, to_json(instance)
 
     def handle_metrics(self, body: bytes) -> tuple[int, bytes]:
         registry = CollectorRegistry()

@@ -19,7 +19,8 @@ from labs.drivers import DriverError, NodeStatus, get_driver
 from labs.models import Card, LabSession, Node, RepairEvent
 from labs.services.events import cluster_changed_publish
 from labs.services.reboots import node_boot_record
-from nodeagent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable, CardReport, InventoryReport
+from nodeagent.client import AgentClient, AgentError, AgentRequestError, AgentUnreachable
+from nodeagent.wire import CardReport, InventoryReport
 
 logger = logging.getLogger(__name__)
 

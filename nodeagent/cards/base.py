@@ -4,10 +4,10 @@ Two drivers keep it: ``flexnpu_smi`` (a real node, through the vendor CLIs) and 
 
 Contract (``NodeDriver``):
 
-``inventory() -> list[CardInfo]``
+``inventory() -> list[CardReport]``
     Every physical card, by index. Raises ``DriverError`` when the node cannot be read.
 
-``instances() -> list[InstanceInfo]``
+``instances() -> list[InstanceReport]``
     Every FlexNPU instance on the node; an instance spanning several cards has one entry per
     card, with the same ``entity_id``. Raises ``DriverError`` when the node cannot be read —
     never a partial list.
@@ -16,7 +16,7 @@ Contract (``NodeDriver``):
     Remove the instance (every card of it). ``False`` when the node has no such instance, so a
     second call is harmless. Raises ``DriverError`` when it cannot tell or cannot remove.
 
-``versions() -> NodeVersions``
+``versions() -> VersionsReport``
     The node's driver, firmware and ``npu-smi`` versions; ``""`` for one it cannot tell.
     Raises ``DriverError`` when the node cannot be read at all.
 
@@ -33,16 +33,16 @@ Contract (``NodeDriver``):
     Only the simulated driver implements them (on a real node the FlexNPU device plugin creates
     instances and the workload makes the demand); others raise ``NotSupported``.
 
-Amounts are integers: ``core_percent`` is the AI Core floor in percent of one card,
-``aicore_percent`` the AI Core in use now, ``*_mib`` memory in MiB, a card's
-``power_milliwatts`` and ``temperature_celsius`` what ``npu-smi`` reads (``None``: not reported).
+The records are the wire format's (``nodeagent.wire``, which says their units): what a driver
+returns is what the agent sends.
 """
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+
+from nodeagent.wire import CardReport, HostReport, InstanceReport, VersionsReport
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
@@ -63,49 +63,6 @@ class UnknownInstance(LookupError):
     """No instance with this entity-id."""
 
 
-@dataclass(frozen=True)
-class HostInfo:
-    """The node's host CPU (millicores) and memory (MiB), before any reserve."""
-
-    cpu_millicores: int
-    memory_mib: int
-
-
-@dataclass(frozen=True)
-class CardInfo:
-    index: int
-    die_id: str
-    chip_type: str
-    memory_total_mib: int
-    memory_used_mib: int
-    aicore_percent: int
-    healthy: bool
-    power_milliwatts: int | None = None
-    temperature_celsius: int | None = None
-
-
-@dataclass(frozen=True)
-class NodeVersions:
-    """What the node runs: the NPU driver (``npu-smi info``'s banner, "Version:"), the card
-    firmware (``npu-smi info -t board``) and ``npu-smi`` itself; ``""`` for one not known."""
-
-    driver: str = ""
-    firmware: str = ""
-    npu_smi: str = ""
-
-
-@dataclass(frozen=True)
-class InstanceInfo:
-    entity_id: str
-    flexnpu_id: str
-    card_index: int
-    core_percent: int
-    memory_mib: int
-    memory_used_mib: int
-    aicore_percent: int
-    demand_percent: int | None = None
-
-
 class NodeDriver(ABC):
     """The agent's view of its node (module docstring)."""
 
@@ -113,20 +70,20 @@ class NodeDriver(ABC):
     registers_instances = False
 
     @abstractmethod
-    def inventory(self) -> list[CardInfo]: ...
+    def inventory(self) -> list[CardReport]: ...
 
-    def host(self) -> HostInfo:
+    def host(self) -> HostReport:
         """The host's CPU and memory: what the operating system reports (the whole machine: the
         agent's own container limits do not apply to ``sysconf``)."""
         cpus = os.cpu_count() or 1
         memory_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
-        return HostInfo(cpu_millicores=cpus * 1000, memory_mib=memory_mib)
+        return HostReport(cpu_millicores=cpus * 1000, memory_mib=memory_mib)
 
     @abstractmethod
-    def instances(self) -> list[InstanceInfo]: ...
+    def instances(self) -> list[InstanceReport]: ...
 
-    def versions(self) -> NodeVersions:
-        return NodeVersions()
+    def versions(self) -> VersionsReport:
+        return VersionsReport()
 
     def boot_id(self) -> str:
         try:
@@ -149,8 +106,8 @@ class NodeDriver(ABC):
         memory_mib: int,
         scenario: str = "development",
         policy: str = "elastic",
-    ) -> InstanceInfo:
+    ) -> InstanceReport:
         raise NotSupported(f"the {self.name} driver does not register instances: on a real node the FlexNPU device plugin does")
 
-    def set_demand(self, entity_id: str, demand_percent: int, memory_used_mib: int | None = None) -> InstanceInfo:
+    def set_demand(self, entity_id: str, demand_percent: int, memory_used_mib: int | None = None) -> InstanceReport:
         raise NotSupported(f"the {self.name} driver cannot set an instance's demand: its workload makes it")

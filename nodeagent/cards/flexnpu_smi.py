@@ -9,10 +9,11 @@ import subprocess
 import threading
 import time
 
-from nodeagent.cards.base import CardInfo, DriverError, InstanceInfo, NodeDriver, NodeVersions
+from nodeagent.cards.base import DriverError, NodeDriver
 from nodeagent.parsers.flexnpu_smi import parse_flexnpu_smi_info
 from nodeagent.parsers.npu_smi import NpuSmiInfo, chip_type, parse_npu_smi_board, parse_npu_smi_device_share, parse_npu_smi_info
 from nodeagent.parsers.text import ParseError
+from nodeagent.wire import CardReport, InstanceReport, VersionsReport
 
 logger = logging.getLogger("nodeagent")
 
@@ -69,10 +70,10 @@ class FlexnpuSmiDriver(NodeDriver):
         self._device_share: tuple[float, bool | None] | None = None
         self._last_info: NpuSmiInfo | None = None
 
-    def inventory(self) -> list[CardInfo]:
+    def inventory(self) -> list[CardReport]:
         info = self._parsed_npu_smi_info()
         return [
-            CardInfo(
+            CardReport(
                 index=chip.npu_id if chip.device_id is None else chip.device_id,
                 die_id="",
                 chip_type=chip_type(chip.name, chip.memory_total_mib),
@@ -86,11 +87,11 @@ class FlexnpuSmiDriver(NodeDriver):
             for chip in info.chips
         ]
 
-    def versions(self) -> NodeVersions:
+    def versions(self) -> VersionsReport:
         # The banner of the output the inventory just read: no second run for the same request.
         info = self._last_info or self._parsed_npu_smi_info()
         firmware = self._firmware_version(info.chips[0].npu_id)
-        return NodeVersions(driver=info.version, firmware=firmware, npu_smi=info.npu_smi_version)
+        return VersionsReport(driver=info.version, firmware=firmware, npu_smi=info.npu_smi_version)
 
     def _parsed_npu_smi_info(self) -> NpuSmiInfo:
         command = [self.npu_smi, "info"]
@@ -146,14 +147,14 @@ class FlexnpuSmiDriver(NodeDriver):
             self._npu_smi_output = (time.monotonic(), output)
             return output
 
-    def instances(self) -> list[InstanceInfo]:
+    def instances(self) -> list[InstanceReport]:
         command = [self.binary, "info"]
         try:
             rows = parse_flexnpu_smi_info(self._run(command))
         except ParseError as exc:
             raise _unparsed(command, exc) from None
         return [
-            InstanceInfo(
+            InstanceReport(
                 entity_id=row.entity_id,
                 flexnpu_id=row.flexnpu_id,
                 card_index=row.npu_id,

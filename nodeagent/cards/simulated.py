@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from labs.domain.shares import POLICIES, ShareDemand, delivered_shares
 from labs.domain.units import CARD_INSTANCE_CAP, MEMORY_GRANULE_MIB, NODE_INSTANCE_CAP, Scenario
-from nodeagent.cards.base import CardInfo, DuplicateInstance, HostInfo, InstanceInfo, NodeDriver, NodeVersions, UnknownInstance
+from nodeagent.cards.base import DuplicateInstance, NodeDriver, UnknownInstance
 from nodeagent.parsers.text import IDENTIFIER
+from nodeagent.wire import CardReport, HostReport, InstanceReport, VersionsReport
 
 
 @dataclass
@@ -45,7 +46,7 @@ class SimulatedDriver(NodeDriver):
     name = "simulated"
     registers_instances = True
     # An Atlas 800T A2 with HDK 25.2.0, as the FlexNPU guide requires.
-    VERSIONS = NodeVersions(driver="25.2.0", firmware="7.7.0.6.236", npu_smi="25.2.0")
+    VERSIONS = VersionsReport(driver="25.2.0", firmware="7.7.0.6.236", npu_smi="25.2.0")
     IDLE_MILLIWATTS = 90_000
     BUSY_MILLIWATTS_PER_PERCENT = 2_100
     IDLE_CELSIUS = 35
@@ -63,7 +64,7 @@ class SimulatedDriver(NodeDriver):
     ) -> None:
         if host_cpus < 1 or host_memory_mib < 1:
             raise ValueError(f"a host needs CPUs and memory, got {host_cpus} CPUs and {host_memory_mib} MiB")
-        self.host_info = HostInfo(cpu_millicores=host_cpus * 1000, memory_mib=host_memory_mib)
+        self.host_info = HostReport(cpu_millicores=host_cpus * 1000, memory_mib=host_memory_mib)
         if cards < 1:
             raise ValueError(f"a node needs at least one card, got {cards}")
         if memory_mib <= 0 or memory_mib % MEMORY_GRANULE_MIB:
@@ -80,15 +81,15 @@ class SimulatedDriver(NodeDriver):
         self._lock = threading.Lock()
         self._boot = 1
 
-    def host(self) -> HostInfo:
+    def host(self) -> HostReport:
         """An Atlas 800T A2's host by default: 192 cores (4 x Kunpeng 920) and 1 TiB."""
         return self.host_info
 
-    def inventory(self) -> list[CardInfo]:
+    def inventory(self) -> list[CardReport]:
         with self._lock:
             delivered = self._delivered()
             return [
-                CardInfo(
+                CardReport(
                     index=index,
                     die_id=die_id,
                     chip_type=self.chip_type,
@@ -102,7 +103,7 @@ class SimulatedDriver(NodeDriver):
                 for index, die_id in enumerate(self._die_ids)
             ]
 
-    def versions(self) -> NodeVersions:
+    def versions(self) -> VersionsReport:
         return self.VERSIONS
 
     def boot_id(self) -> str:
@@ -118,7 +119,7 @@ class SimulatedDriver(NodeDriver):
     def device_share(self) -> bool | None:
         return self.device_share_on
 
-    def instances(self) -> list[InstanceInfo]:
+    def instances(self) -> list[InstanceReport]:
         with self._lock:
             delivered = self._delivered()
             return [_info(i, delivered[i.entity_id]) for i in self._instances.values()]
@@ -135,7 +136,7 @@ class SimulatedDriver(NodeDriver):
         memory_mib: int,
         scenario: str = "development",
         policy: str = "elastic",
-    ) -> InstanceInfo:
+    ) -> InstanceReport:
         if not isinstance(entity_id, str) or not IDENTIFIER.fullmatch(entity_id):
             raise ValueError("entity_id must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
         for field, value in (("card_index", card_index), ("core_percent", core_percent), ("memory_mib", memory_mib)):
@@ -163,7 +164,7 @@ class SimulatedDriver(NodeDriver):
             self._instances[entity_id] = instance
             return _info(instance, self._delivered()[entity_id])
 
-    def set_demand(self, entity_id: str, demand_percent: int, memory_used_mib: int | None = None) -> InstanceInfo:
+    def set_demand(self, entity_id: str, demand_percent: int, memory_used_mib: int | None = None) -> InstanceReport:
         _require_int("demand_percent", demand_percent)
         if not 0 <= demand_percent <= 100:
             raise ValueError(f"demand_percent must be 0..100, got {demand_percent}")
@@ -223,8 +224,8 @@ class SimulatedDriver(NodeDriver):
         return delivered
 
 
-def _info(instance: _SimulatedInstance, aicore_percent: int) -> InstanceInfo:
-    return InstanceInfo(
+def _info(instance: _SimulatedInstance, aicore_percent: int) -> InstanceReport:
+    return InstanceReport(
         entity_id=instance.entity_id,
         flexnpu_id=instance.flexnpu_id,
         card_index=instance.card_index,

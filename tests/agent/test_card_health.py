@@ -8,12 +8,12 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodeagent.cards.base import NodeVersions
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.cards.simulated import SimulatedDriver
-from nodeagent.client import AgentClient, AgentUnavailable, InventoryReport, VersionsReport
+from nodeagent.client import AgentClient, AgentUnavailable
 from nodeagent.parsers.npu_smi import parse_npu_smi_board, parse_npu_smi_info
 from nodeagent.parsers.text import ParseError
+from nodeagent.wire import InventoryReport, VersionsReport
 from tests.agent.helpers import FIXTURES, NODE, TOKEN, call, fake_cli, running
 from tests.agent.test_client import canned_client
 from tests.agent.test_parsers import run_parser_cli
@@ -116,7 +116,7 @@ def test_the_npu_smi_driver_reports_each_cards_health_and_the_nodes_versions(tmp
 
     assert [(c.index, c.temperature_celsius, c.power_milliwatts) for c in cards[:2]] == [(0, 36, 93400), (1, 37, 251700)]
     assert cards[6].power_milliwatts is None
-    assert driver.versions() == NodeVersions(driver="24.1.rc3", firmware="7.5.0.1.129", npu_smi="24.1.rc3")
+    assert driver.versions() == VersionsReport(driver="24.1.rc3", firmware="7.5.0.1.129", npu_smi="24.1.rc3")
     driver.versions()
     assert [argv for argv in npu.calls() if argv[:3] == ["info", "-t", "board"]] == [["info", "-t", "board", "-i", "0"]]
 
@@ -125,7 +125,7 @@ def test_a_board_that_cannot_be_read_leaves_the_firmware_unknown_not_the_invento
     npu = fake_cli(tmp_path / "bin", "npu-smi", "npu_smi_info_910b.txt", board="npu_smi_info_board_910b.txt", board_exit_code=3)
     driver = FlexnpuSmiDriver(binary=str(tmp_path / "bin" / "absent"), npu_smi=str(npu.path), npu_smi_cache_seconds=0)
 
-    assert driver.versions() == NodeVersions(driver="24.1.rc3", firmware="", npu_smi="24.1.rc3")
+    assert driver.versions() == VersionsReport(driver="24.1.rc3", firmware="", npu_smi="24.1.rc3")
     assert len(driver.inventory()) == 8
 
 

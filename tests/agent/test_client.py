@@ -16,10 +16,8 @@ from nodeagent.client import (
     AgentRequestError,
     AgentUnavailable,
     AgentUnreachable,
-    CardReport,
-    HealthReport,
-    InstanceReport,
 )
+from nodeagent.wire import CardReport, HealthReport, InstanceReport
 from tests.agent.helpers import NODE, TOKEN, fake_cli, running
 
 

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from nodeagent.cards.base import CardInfo, DriverError, InstanceInfo, NotSupported
+from nodeagent.cards.base import DriverError, NotSupported
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
+from nodeagent.wire import CardReport, InstanceReport
 from tests.agent.helpers import fake_cli
 
 A = "0b6f4c1e-5d1a-4f7e-9a53-2f4d8e1c7a10"
@@ -26,7 +27,7 @@ def test_instances_are_read_from_flexnpu_smi_info(tmp_path):
 
     instances = driver.instances()
 
-    assert instances[0] == InstanceInfo(
+    assert instances[0] == InstanceReport(
         entity_id=A,
         flexnpu_id="1",
         card_index=0,
@@ -46,7 +47,7 @@ def test_inventory_is_read_from_npu_smi_info(tmp_path):
     cards = driver.inventory()
 
     assert len(cards) == 8
-    assert cards[1] == CardInfo(
+    assert cards[1] == CardReport(
         index=1,
         die_id="",
         chip_type="Ascend910B3",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.cards.base import CardInfo
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.parsers.npu_smi import NpuProcess, chip_type, parse_npu_smi_info
 from nodeagent.parsers.text import ParseError
+from nodeagent.wire import CardReport
 from tests.agent.helpers import FIXTURES, fake_cli
 
 REAL = FIXTURES / "real"
@@ -162,7 +162,7 @@ def test_a_chip_using_memory_with_no_process_listed_is_not_reported_idle(tmp_pat
 
     card = driver.inventory()[0]
 
-    assert card == CardInfo(
+    assert card == CardReport(
         index=0,
         die_id="",
         chip_type="Ascend910C",
@@ -179,7 +179,7 @@ def test_a_310b_board_is_inventoried_with_its_ddr_and_its_alarm(tmp_path):
     npu = fake_cli(tmp_path / "bin", "npu-smi", "real/nputop_310b4_23.0.0.txt")
     driver = FlexnpuSmiDriver(binary=str(tmp_path / "bin" / "absent"), npu_smi=str(npu.path))
 
-    assert driver.inventory() == [CardInfo(0, "", "Ascend310B4", 15609, 3628, 0, False, 0, 65)]
+    assert driver.inventory() == [CardReport(0, "", "Ascend310B4", 15609, 3628, 0, False, 0, 65)]
     assert chip_type("310B4", 15609) == "Ascend310B4"
 
 

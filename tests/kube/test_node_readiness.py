@@ -25,7 +25,7 @@ from labs.models import LabSession, Node
 from labs.services.agents import node_inventory_sync
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
-from nodeagent.cards.base import NodeVersions
+from nodeagent.wire import VersionsReport
 from tests.factories import course_with_students, node_with_cards
 from tests.kube.conftest import portal_driver_config
 from tests.reconcile.conftest import TOKEN, RunningAgent
@@ -51,7 +51,7 @@ class VNPUNodes:
         self.core.patch_node_status(name, {"status": {"capacity": capacity, "allocatable": capacity}})
         agent = RunningAgent(name)
         agent.driver.chip_type = "Ascend910B4"
-        agent.driver.VERSIONS = NodeVersions(driver="25.5.0", firmware="7.7.0.6.236", npu_smi="25.5.0")
+        agent.driver.VERSIONS = VersionsReport(driver="25.5.0", firmware="7.7.0.6.236", npu_smi="25.5.0")
         self.agents.append(agent)
         node = node_with_cards(name=name)
         node.agent_url = agent.url

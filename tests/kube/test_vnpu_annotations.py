@@ -21,8 +21,8 @@ from labs.drivers.kubernetes.builders import pod_name
 from labs.drivers.kubernetes.profiles import VNPU_REGISTER_ANNOTATION, VNPUProfile
 from labs.models import Card, Node
 from labs.services.agents import node_inventory_sync
-from nodeagent.cards.base import NodeVersions
 from nodeagent.cards.simulated import SimulatedDriver
+from nodeagent.wire import VersionsReport
 from tests.agent.helpers import TOKEN, running
 from tests.factories import node_with_cards
 from tests.kube.conftest import LabCourse, lab_spec, make_lab_course, portal_driver_config, wait_for
@@ -56,7 +56,7 @@ def test_a_card_the_agent_sees_no_die_id_of_is_pinned_by_the_registered_one(
     vnpu_course: LabCourse, core: client.CoreV1Api
 ) -> None:
     agent = SimulatedDriver(cards=8, node_name=vnpu_course.node, chip_type="Ascend910B4", memory_mib=32768, die_ids=False)
-    agent.VERSIONS = NodeVersions(driver="25.5.0", firmware="7.7.0.6.236", npu_smi="25.5.0")
+    agent.VERSIONS = VersionsReport(driver="25.5.0", firmware="7.7.0.6.236", npu_smi="25.5.0")
     node = node_with_cards(name=vnpu_course.node, memory_mib=32768)
     with running(agent) as server:
         # The portal's node carries the pool's label, as the operator sets it in the admin.

@@ -12,9 +12,9 @@ from labs.models import Allocation, Card, LabSession, Node, RepairEvent
 from labs.services.agents import node_inventory_sync
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
-from nodeagent.cards.base import NodeVersions
 from nodeagent.cards.flexnpu_smi import FlexnpuSmiDriver
 from nodeagent.cards.simulated import SimulatedDriver
+from nodeagent.wire import VersionsReport
 from tests.agent.helpers import TOKEN as AGENT_TOKEN
 from tests.agent.helpers import fake_cli, running
 
@@ -33,7 +33,7 @@ def cluster_driver(cluster_driver, world):
 def vnpu_agent(agent) -> None:
     """The agent's node as openFuyao vNPU wants it: 910B4 chips on HDK 25.5.0."""
     agent.driver.chip_type = "Ascend910B4"
-    agent.driver.VERSIONS = NodeVersions(driver="25.5.0", firmware="7.7.0.6.236", npu_smi="25.5.0")
+    agent.driver.VERSIONS = VersionsReport(driver="25.5.0", firmware="7.7.0.6.236", npu_smi="25.5.0")
 
 
 def readiness(node: Node) -> tuple[str, dict]:
