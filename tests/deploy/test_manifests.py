@@ -609,6 +609,16 @@ def test_volcano_scheduler_config_enables_flexnpuaffinity():
     assert portal["LAB_CARD_POLICY"] == flexnpu["arguments"]["scheduleMode"]
 
 
+@pytest.mark.parametrize("name", FULL_INSTALLS)
+def test_the_image_holds_the_package_the_node_agent_runs(name):
+    """The DaemonSet runs the portal's image: it must hold the agent's package (``nodeagent``, no
+    Django app, so not among the apps checked below) and ``labs`` for the pure ``labs.domain``."""
+    (container,) = one(name, "DaemonSet", "node-agent")["spec"]["template"]["spec"]["containers"]
+    package = container["command"][2].split(".")[0]
+    copies = re.findall(r"^COPY (\S+) ", (DEPLOY / "Containerfile").read_text(), flags=re.MULTILINE)
+    assert package in copies and "labs" in copies, f"Containerfile copies {copies}"
+
+
 def test_containerfile():
     text = (DEPLOY / "Containerfile").read_text()
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
