@@ -48,8 +48,9 @@ $(VAR)/field_encryption_key:
 ## translations there (new strings arrive untranslated, changed ones fuzzy); then translate them.
 ## tests/test_catalogue.py runs this target in a copy of the repository and compares.
 LOCALES := zh_Hans
-# No page text lives here (hidden directories such as .venv are skipped anyway).
-MESSAGES_IGNORE := .venv .venv-checkov var bench tests deploy node_modules
+# No page text lives here (hidden directories such as .venv are skipped anyway; the node agent runs
+# without Django).
+MESSAGES_IGNORE := .venv .venv-checkov var bench tests deploy node_modules nodeagent
 messages: | $(VENV)/.installed-runtime
 	env -u DJANGO_SETTINGS_MODULE $(PY) -m django makemessages $(addprefix --locale=,$(LOCALES)) \
 	  --no-obsolete --no-wrap --add-location=file $(addprefix --ignore=,$(MESSAGES_IGNORE))
