@@ -21,8 +21,8 @@ from api import oauth as api_oauth
 from api import selectors, services
 from api.oauth import oauth_client_create
 from api.scopes import SCOPES
-from labs.ops import ReasonForm, operator_view
 from labs.selectors.operations import institutions_for
+from labs.views.operator import ReasonForm, operator_view
 
 
 class OAuthClientForm(forms.Form):

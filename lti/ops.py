@@ -16,8 +16,8 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from labs.models import Institution
-from labs.ops import operator_view
 from labs.selectors.operations import institutions_for
+from labs.views.operator import operator_view
 from lti import services
 from lti.models import Registration
 from lti.selectors import registration_for, registrations_for

@@ -10,8 +10,8 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from labs.ops import operator_view
 from labs.selectors.operations import institutions_for
+from labs.views.operator import operator_view
 from webhooks import selectors, services
 from webhooks.forms import SubscriptionForm
 from webhooks.models import Delivery
