@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labs.views import instructor, operator, student
+from labs.views import instructor, instructor_students, operator, student
 
 app_name = "labs"
 
@@ -21,14 +21,14 @@ urlpatterns = [
     path("courses/<int:course_id>/quota/", instructor.course_quota, name="course-quota"),
     path("courses/<int:course_id>/templates/", instructor.course_templates, name="course-templates"),
     path("courses/<int:course_id>/templates/preview/", instructor.template_preview, name="template-preview"),
-    path("courses/<int:course_id>/roster/", instructor.course_roster, name="course-roster"),
-    path("courses/<int:course_id>/roster/import/", instructor.roster_import, name="roster-import"),
+    path("courses/<int:course_id>/roster/", instructor_students.course_roster, name="course-roster"),
+    path("courses/<int:course_id>/roster/import/", instructor_students.roster_import, name="roster-import"),
     path("courses/<int:course_id>/sessions/stop-all/", instructor.sessions_stop_all, name="sessions-stop-all"),
-    path("courses/<int:course_id>/usage/", instructor.course_usage_view, name="course-usage"),
-    path("courses/<int:course_id>/reservations/", instructor.course_reservations_view, name="course-reservations"),
+    path("courses/<int:course_id>/usage/", instructor_students.course_usage_view, name="course-usage"),
+    path("courses/<int:course_id>/reservations/", instructor_students.course_reservations_view, name="course-reservations"),
     path(
         "courses/<int:course_id>/reservations/<int:reservation_id>/cancel/",
-        instructor.reservation_cancel,
+        instructor_students.reservation_cancel,
         name="reservation-cancel",
     ),
     path("ops/", operator.cluster, name="ops"),

@@ -1,4 +1,5 @@
-"""The instructor console: HTML views for courses, quota, templates, roster, live sessions and usage.
+"""The instructor console: HTML views for courses, quota, templates and live sessions (the pages
+about a course's students, its roster, usage and reservations, are ``instructor_students``).
 
 Every view finds the course through ``course_for_console`` (the user's role in it, or 404) and
 checks the role before changing anything: instructors manage; assistants see everything and
@@ -15,22 +16,16 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
 from labs.forms import (
-    BudgetGrantForm,
     CourseForm,
     PreviewForm,
     QuotaForm,
-    ReservationForm,
-    RoleForm,
-    RosterAddForm,
-    RosterImportForm,
     TemplateForm,
     filter_text,
 )
@@ -39,18 +34,13 @@ from labs.selectors.console import (
     CourseRole,
     cluster_facts,
     course_for_console,
-    course_usage,
-    course_usage_csv,
     courses_taught,
     institution_allotment,
     institutions_for_new_courses,
-    roster_of,
 )
 from labs.selectors.courses import course_quota_use
-from labs.selectors.reservations import course_reservations, reservation_of
 from labs.selectors.sessions import session_event_payloads
-from labs.selectors.usage import student_budgets, usage_chart
-from labs.services import budgets, catalog, courses, reservations, roster
+from labs.services import catalog, courses
 from labs.services.sessions import session_stop
 
 
@@ -293,101 +283,6 @@ def template_preview(request: HttpRequest, course) -> HttpResponse:
     )
 
 
-# --- roster ---------------------------------------------------------------------------------------
-
-
-@course_view()
-@require_http_methods(["GET", "POST"])
-def course_roster(request: HttpRequest, course) -> HttpResponse:
-    add_form = RosterAddForm()
-    if request.method == "POST":
-        if (guard := _may_change(request, course)) is not None:
-            return guard
-        action = request.POST.get("action")
-        try:
-            if action == "add":
-                add_form = RosterAddForm(request.POST)
-                if add_form.is_valid():
-                    enrollment = roster.roster_add(course=course, by=request.user, **add_form.cleaned_data)
-                    messages.success(
-                        request,
-                        _("Added %(name)s as %(role)s.")
-                        % {"name": enrollment.user.get_username(), "role": enrollment.get_role_display()},
-                    )
-                    return redirect("labs:course-roster", course.pk)
-            elif action in ("remove", "role"):
-                user_id = int(request.POST.get("user", "0") or 0)
-                if action == "remove":
-                    roster.roster_remove(course=course, user_id=user_id, by=request.user)
-                    messages.success(request, _("Removed from the course."))
-                else:
-                    role_form = RoleForm(request.POST)
-                    if not role_form.is_valid():
-                        raise roster.RosterError(_("Choose student, assistant or instructor."))
-                    roster.roster_set_role(course=course, user_id=user_id, role=role_form.cleaned_data["role"], by=request.user)
-                    messages.success(request, _("Role changed."))
-                return redirect("labs:course-roster", course.pk)
-            else:
-                messages.error(request, _("Unknown action."))
-        except (roster.RosterError, ValueError) as exc:
-            messages.error(request, str(exc) if isinstance(exc, roster.RosterError) else _("Unknown member."))
-    query = request.GET.get("q", "").strip()
-    members = roster_of(course=course)
-    if query:
-        needle = query.lower()
-        members = [
-            e
-            for e in members
-            if needle in e.user.get_username().lower()
-            or needle in (e.user.email or "").lower()
-            or needle in e.user.get_full_name().lower()
-        ]
-    return render(
-        request,
-        "labs/console/roster.html",
-        _context(request, course, members=members, add_form=add_form, import_form=RosterImportForm(), query=query),
-    )
-
-
-@course_view(manage=True)
-@require_POST
-def roster_import(request: HttpRequest, course) -> HttpResponse:
-    """Step 1 uploads and previews (nothing written); step 2 confirms the same text and writes it."""
-    if (guard := _archived_guard(request, course)) is not None:
-        return guard
-    if request.POST.get("step") == "confirm":
-        text = request.POST.get("csv", "")
-        plan = roster.roster_apply(course=course, text=text, by=request.user)
-        if plan.error:
-            messages.error(request, plan.error)
-        else:
-            messages.success(
-                request,
-                _(
-                    "Imported: %(added)s added, %(created)s accounts created, %(changed)s roles changed, "
-                    "%(same)s unchanged, %(errors)s rows skipped."
-                )
-                % {
-                    "added": plan.count(roster.Action.ADD),
-                    "created": plan.count(roster.Action.CREATE),
-                    "changed": plan.count(roster.Action.ROLE),
-                    "same": plan.count(roster.Action.UNCHANGED),
-                    "errors": plan.count(roster.Action.ERROR),
-                },
-            )
-        return redirect("labs:course-roster", course.pk)
-    form = RosterImportForm(request.POST, request.FILES)
-    if not form.is_valid():
-        for error in form.errors.get("file", []):
-            messages.error(request, error)
-        return redirect("labs:course-roster", course.pk)
-    text = form.cleaned_data["file"]
-    plan = roster.roster_plan(course=course, text=text)
-    return render(
-        request, "labs/console/roster_preview.html", _context(request, course, plan=plan, csv_text=text, Action=roster.Action)
-    )
-
-
 # --- live sessions ---------------------------------------------------------------------------------
 
 
@@ -405,139 +300,6 @@ def sessions_stop_all(request: HttpRequest, course) -> HttpResponse:
             messages.success(request, ngettext("Stopping %(n)s session.", "Stopping %(n)s sessions.", stopped) % {"n": stopped})
             return redirect("labs:course-detail", course.pk)
     return render(request, "labs/console/stop_all.html", _context(request, course, open_count=len(open_ids)))
-
-
-# --- usage ---------------------------------------------------------------------------------------
-
-
-@course_view()
-@require_http_methods(["GET", "POST"])
-def course_usage_view(request: HttpRequest, course) -> HttpResponse:
-    if request.method == "POST":
-        return _budget_grant(request, course)
-    usage = course_usage(course=course)
-    if request.GET.get("format") == "csv":
-        response = HttpResponse(course_usage_csv(usage), content_type="text/csv; charset=utf-8")
-        stamp = timezone.localdate().isoformat()
-        response["Content-Disposition"] = f'attachment; filename="usage-{course.code}-{stamp}.csv"'
-        return response
-    chart = usage_chart(usage.days, usage.core_hours_by_day, usage.gib_hours_by_day)
-    quota = getattr(course, "quota", None)
-    budgeted = quota is not None and (quota.budget_core_percent_hours is not None or quota.budget_gib_hours is not None)
-    budget_of = {}
-    if budgeted:
-        ids = dict(
-            Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT).values_list("user__username", "user_id")
-        )
-        found = student_budgets(pairs=[(course.pk, i) for i in ids.values()])
-        budget_of = {name: found.get((course.pk, i)) for name, i in ids.items()}
-    for u in usage.students:
-        u.budget = budget_of.get(u.username)
-    return render(
-        request,
-        "labs/console/usage.html",
-        _context(request, course, usage=usage, chart=chart, budgeted=budgeted, grant_form=BudgetGrantForm()),
-    )
-
-
-def _budget_grant(request: HttpRequest, course) -> HttpResponse:
-    if request.course_role != CourseRole.INSTRUCTOR:
-        raise PermissionDenied(_("Only the course's instructors may change this."))
-    form = BudgetGrantForm(request.POST)
-    student = None
-    if form.is_valid():
-        student = (
-            Enrollment.objects.filter(course=course, role=Enrollment.Role.STUDENT, user__username=form.cleaned_data["username"])
-            .select_related("user")
-            .first()
-        )
-        if student is None:
-            form.add_error(
-                "username", _("No student of this course is called %(name)s.") % {"name": form.cleaned_data["username"]}
-            )
-    if not form.is_valid():
-        for errors in form.errors.values():
-            for error in errors:
-                messages.error(request, error)
-        return redirect("labs:course-usage", course.pk)
-    budgets.budget_grant(
-        course=course,
-        student=student.user,
-        core_percent_hours=form.cleaned_data["core_percent_hours"] or 0,
-        gib_hours=form.cleaned_data["gib_hours"] or 0,
-        by=request.user,
-    )
-    messages.success(request, _("Granted %(name)s more budget for this week.") % {"name": student.user.get_username()})
-    return redirect("labs:course-usage", course.pk)
-
-
-# --- class reservations --------------------------------------------------------------------------
-
-
-@course_view()
-@require_http_methods(["GET", "POST"])
-def course_reservations_view(request: HttpRequest, course) -> HttpResponse:
-    """Upcoming class slots with their pre-started and claimed sessions, and the booking form
-    (instructors book; assistants read). A booking the cluster cannot hold is refused with the
-    reason on the form; nothing is written."""
-    form = ReservationForm(request.POST or None, course=course, initial={"last_date": course.ends_on})
-    if request.method == "POST":
-        if (guard := _may_change(request, course)) is not None:
-            return guard
-        if form.is_valid():
-            try:
-                booked = reservations.reservation_book(
-                    course=course,
-                    template=form.cleaned_data["template"],
-                    count=form.cleaned_data["count"],
-                    slots=form.cleaned_data["slots"],
-                    rule=form.cleaned_data["rule"],
-                    by=request.user,
-                )
-            except reservations.ReservationRefused as refused:
-                form.add_error(None, refused.messages[0])
-            else:
-                n = len(form.cleaned_data["slots"])
-                messages.success(
-                    request,
-                    ngettext(
-                        "Booked %(count)s sessions of %(template)s for %(n)s class.",
-                        "Booked %(count)s sessions of %(template)s for %(n)s classes.",
-                        n,
-                    )
-                    % {"count": booked.count, "template": booked.template.name, "n": n},
-                )
-                return redirect("labs:course-reservations", course.pk)
-    found = course_reservations(course=course)
-    return render(
-        request,
-        "labs/console/reservations.html",
-        _context(request, course, form=form, reservations=found.reservations, slots=found.slots),
-    )
-
-
-@course_view(manage=True)
-@require_http_methods(["GET", "POST"])
-def reservation_cancel(request: HttpRequest, course, reservation_id: int) -> HttpResponse:
-    reservation = reservation_of(course=course, reservation_id=reservation_id)
-    if reservation is None or reservation.cancelled_at is not None:
-        raise Http404(_("No such reservation in this course."))
-    if request.method == "POST":
-        if request.POST.get("confirm") != "yes":
-            messages.error(request, _("Tick the box to confirm."))
-        else:
-            gone = reservations.reservation_cancel(reservation=reservation, by=request.user)
-            messages.success(
-                request,
-                ngettext(
-                    "Reservation cancelled: %(n)s class to come was removed.",
-                    "Reservation cancelled: %(n)s classes to come were removed.",
-                    gone,
-                )
-                % {"n": gone},
-            )
-            return redirect("labs:course-reservations", course.pk)
-    return render(request, "labs/console/reservation_cancel.html", _context(request, course, reservation=reservation))
 
 
 def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
