@@ -65,23 +65,25 @@ def course_view(*, manage: bool = False):
     return decorate
 
 
-def _context(request: HttpRequest, course, **extra) -> dict:
+def course_context(request: HttpRequest, course, **extra) -> dict:
+    """What every page of a course shows: the course, the user's role in it and whether they manage it."""
     return {"course": course, "role": request.course_role, "can_manage": request.course_role == CourseRole.INSTRUCTOR, **extra}
 
 
-def _archived_guard(request: HttpRequest, course) -> HttpResponse | None:
+def archived_guard(request: HttpRequest, course) -> HttpResponse | None:
+    """Before a change: back to the course with a notice when it is archived, else None."""
     if course.archived:
         messages.error(request, _("This course is archived; unarchive it to change it."))
         return redirect("labs:course-detail", course.pk)
     return None
 
 
-def _may_change(request: HttpRequest, course) -> HttpResponse | None:
+def may_change(request: HttpRequest, course) -> HttpResponse | None:
     """Before a change on a page assistants may read: 403 unless an instructor; back to the
     course with a notice when it is archived."""
     if request.course_role != CourseRole.INSTRUCTOR:
         raise PermissionDenied(_("Only the course's instructors may change this."))
-    return _archived_guard(request, course)
+    return archived_guard(request, course)
 
 
 # --- home and courses ----------------------------------------------------------------------------
@@ -140,14 +142,14 @@ def course_new(request: HttpRequest) -> HttpResponse:
 @course_view(manage=True)
 @require_http_methods(["GET", "POST"])
 def course_edit(request: HttpRequest, course) -> HttpResponse:
-    if (guard := _archived_guard(request, course)) is not None:
+    if (guard := archived_guard(request, course)) is not None:
         return guard
     form = CourseForm(request.POST or None, instance=course)
     if request.method == "POST" and form.is_valid():
         courses.course_update(course=course, by=request.user, **form.cleaned_data)
         messages.success(request, _("Saved."))
         return redirect("labs:course-detail", course.pk)
-    return render(request, "labs/console/course_form.html", _context(request, course, form=form))
+    return render(request, "labs/console/course_form.html", course_context(request, course, form=form))
 
 
 @course_view(manage=True)
@@ -173,7 +175,7 @@ def course_archive(request: HttpRequest, course) -> HttpResponse:
                 % {"course": course.code, "n": stopped},
             )
             return redirect("labs:course-detail", course.pk)
-    return render(request, "labs/console/course_archive.html", _context(request, course, open_sessions=open_sessions))
+    return render(request, "labs/console/course_archive.html", course_context(request, course, open_sessions=open_sessions))
 
 
 # --- quota -----------------------------------------------------------------------------------------
@@ -182,7 +184,7 @@ def course_archive(request: HttpRequest, course) -> HttpResponse:
 @course_view(manage=True)
 @require_http_methods(["GET", "POST"])
 def course_quota(request: HttpRequest, course) -> HttpResponse:
-    if (guard := _archived_guard(request, course)) is not None:
+    if (guard := archived_guard(request, course)) is not None:
         return guard
     quota = getattr(course, "quota", None)
     facts = cluster_facts()
@@ -210,7 +212,7 @@ def course_quota(request: HttpRequest, course) -> HttpResponse:
             )
         return redirect("labs:course-detail", course.pk)
     return render(
-        request, "labs/console/quota.html", _context(request, course, form=form, facts=facts, allotment=allotment, use=use)
+        request, "labs/console/quota.html", course_context(request, course, form=form, facts=facts, allotment=allotment, use=use)
     )
 
 
@@ -223,7 +225,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
     facts = cluster_facts()
     form = TemplateForm(None, institution=course.institution, facts=facts)
     if request.method == "POST":
-        if (guard := _may_change(request, course)) is not None:
+        if (guard := may_change(request, course)) is not None:
             return guard
         action = request.POST.get("action")
         if action == "create":
@@ -254,7 +256,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
     return render(
         request,
         "labs/console/templates.html",
-        _context(
+        course_context(
             request,
             course,
             form=form,
@@ -299,7 +301,7 @@ def sessions_stop_all(request: HttpRequest, course) -> HttpResponse:
             stopped = sum(bool(session_stop(session_id=pk, reason=reason)) for pk in open_ids)
             messages.success(request, ngettext("Stopping %(n)s session.", "Stopping %(n)s sessions.", stopped) % {"n": stopped})
             return redirect("labs:course-detail", course.pk)
-    return render(request, "labs/console/stop_all.html", _context(request, course, open_count=len(open_ids)))
+    return render(request, "labs/console/stop_all.html", course_context(request, course, open_count=len(open_ids)))
 
 
 def sessions_filtered(course, params) -> tuple[list[LabSession], dict]:
@@ -337,7 +339,7 @@ def course_detail(request: HttpRequest, course) -> HttpResponse:
     return render(
         request,
         "labs/console/course.html",
-        _context(
+        course_context(
             request,
             course,
             quota=getattr(course, "quota", None),

@@ -22,7 +22,7 @@ from labs.selectors.console import CourseRole, course_usage, course_usage_csv, r
 from labs.selectors.reservations import course_reservations, reservation_of
 from labs.selectors.usage import student_budgets, usage_chart
 from labs.services import budgets, reservations, roster
-from labs.views.instructor import _archived_guard, _context, _may_change, course_view
+from labs.views.instructor import archived_guard, course_context, course_view, may_change
 
 # --- roster ---------------------------------------------------------------------------------------
 
@@ -32,7 +32,7 @@ from labs.views.instructor import _archived_guard, _context, _may_change, course
 def course_roster(request: HttpRequest, course) -> HttpResponse:
     add_form = RosterAddForm()
     if request.method == "POST":
-        if (guard := _may_change(request, course)) is not None:
+        if (guard := may_change(request, course)) is not None:
             return guard
         action = request.POST.get("action")
         try:
@@ -76,7 +76,7 @@ def course_roster(request: HttpRequest, course) -> HttpResponse:
     return render(
         request,
         "labs/console/roster.html",
-        _context(request, course, members=members, add_form=add_form, import_form=RosterImportForm(), query=query),
+        course_context(request, course, members=members, add_form=add_form, import_form=RosterImportForm(), query=query),
     )
 
 
@@ -84,7 +84,7 @@ def course_roster(request: HttpRequest, course) -> HttpResponse:
 @require_POST
 def roster_import(request: HttpRequest, course) -> HttpResponse:
     """Step 1 uploads and previews (nothing written); step 2 confirms the same text and writes it."""
-    if (guard := _archived_guard(request, course)) is not None:
+    if (guard := archived_guard(request, course)) is not None:
         return guard
     if request.POST.get("step") == "confirm":
         text = request.POST.get("csv", "")
@@ -115,7 +115,9 @@ def roster_import(request: HttpRequest, course) -> HttpResponse:
     text = form.cleaned_data["file"]
     plan = roster.roster_plan(course=course, text=text)
     return render(
-        request, "labs/console/roster_preview.html", _context(request, course, plan=plan, csv_text=text, Action=roster.Action)
+        request,
+        "labs/console/roster_preview.html",
+        course_context(request, course, plan=plan, csv_text=text, Action=roster.Action),
     )
 
 
@@ -148,7 +150,7 @@ def course_usage_view(request: HttpRequest, course) -> HttpResponse:
     return render(
         request,
         "labs/console/usage.html",
-        _context(request, course, usage=usage, chart=chart, budgeted=budgeted, grant_form=BudgetGrantForm()),
+        course_context(request, course, usage=usage, chart=chart, budgeted=budgeted, grant_form=BudgetGrantForm()),
     )
 
 
@@ -194,7 +196,7 @@ def course_reservations_view(request: HttpRequest, course) -> HttpResponse:
     reason on the form; nothing is written."""
     form = ReservationForm(request.POST or None, course=course, initial={"last_date": course.ends_on})
     if request.method == "POST":
-        if (guard := _may_change(request, course)) is not None:
+        if (guard := may_change(request, course)) is not None:
             return guard
         if form.is_valid():
             try:
@@ -224,7 +226,7 @@ def course_reservations_view(request: HttpRequest, course) -> HttpResponse:
     return render(
         request,
         "labs/console/reservations.html",
-        _context(request, course, form=form, reservations=found.reservations, slots=found.slots),
+        course_context(request, course, form=form, reservations=found.reservations, slots=found.slots),
     )
 
 
@@ -249,4 +251,4 @@ def reservation_cancel(request: HttpRequest, course, reservation_id: int) -> Htt
                 % {"n": gone},
             )
             return redirect("labs:course-reservations", course.pk)
-    return render(request, "labs/console/reservation_cancel.html", _context(request, course, reservation=reservation))
+    return render(request, "labs/console/reservation_cancel.html", course_context(request, course, reservation=reservation))
