@@ -1,6 +1,6 @@
 from django.urls import path
 
-from lti import ops, views
+from lti import registration_pages, views
 
 app_name = "lti"
 
@@ -10,7 +10,7 @@ urlpatterns = [
     path("lti/launch/", views.launch, name="launch"),
     path("lti/deep-link/", views.deep_link_respond, name="deep-link"),
     path("lti/courses/<int:course_id>/roster-sync/", views.roster_sync, name="roster-sync"),
-    path("ops/lti/", ops.registrations, name="ops-registrations"),
-    path("ops/lti/<int:registration_id>/", ops.registration_edit, name="ops-registration-edit"),
-    path("ops/lti/<int:registration_id>/delete/", ops.registration_delete, name="ops-registration-delete"),
+    path("ops/lti/", registration_pages.registrations, name="ops-registrations"),
+    path("ops/lti/<int:registration_id>/", registration_pages.registration_edit, name="ops-registration-edit"),
+    path("ops/lti/<int:registration_id>/delete/", registration_pages.registration_delete, name="ops-registration-delete"),
 ]

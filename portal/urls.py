@@ -3,9 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from accounts import views as accounts_views
-from api import ops as api_ops
+from api import token_pages
 from labs.metrics import metrics
-from webhooks import ops as webhooks_ops
+from webhooks import subscription_pages
 
 urlpatterns = [
     path("metrics", metrics, name="metrics"),
@@ -16,10 +16,10 @@ urlpatterns = [
     path("i18n/setlang/", accounts_views.set_language, name="set_language"),
     path("", include("lti.urls")),
     path("api/v1/", include("api.urls")),
-    path("ops/tokens/", api_ops.tokens, name="ops-tokens"),
-    path("ops/tokens/<int:token_id>/revoke/", api_ops.token_revoke, name="ops-token-revoke"),
-    path("ops/tokens/oauth/<int:client_id>/revoke/", api_ops.oauth_client_revoke, name="ops-oauth-client-revoke"),
-    path("ops/webhooks/", webhooks_ops.webhooks, name="ops-webhooks"),
-    path("ops/webhooks/<int:subscription_id>/", webhooks_ops.webhook_detail, name="ops-webhook"),
+    path("ops/tokens/", token_pages.tokens, name="ops-tokens"),
+    path("ops/tokens/<int:token_id>/revoke/", token_pages.token_revoke, name="ops-token-revoke"),
+    path("ops/tokens/oauth/<int:client_id>/revoke/", token_pages.oauth_client_revoke, name="ops-oauth-client-revoke"),
+    path("ops/webhooks/", subscription_pages.webhooks, name="ops-webhooks"),
+    path("ops/webhooks/<int:subscription_id>/", subscription_pages.webhook_detail, name="ops-webhook"),
     path("", include("labs.urls")),
 ]
