@@ -3,7 +3,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from oauth2_provider.views import TokenView
 
-from api import views
+from api.views import courses, quota, roster, sessions, templates, usage
 from webhooks import api as webhooks
 
 app_name = "api"
@@ -19,17 +19,17 @@ urlpatterns = [
     # OAuth 2.0 client credentials (api.oauth): a form POST, not part of the REST schema.
     path("oauth/token/", TokenView.as_view(), name="oauth-token"),
     path("docs/", docs, name="docs"),
-    path("courses/", views.CourseList.as_view(), name="courses"),
-    path("courses/<str:course_id>/", views.CourseDetail.as_view(), name="course"),
-    path("courses/<str:course_id>/quota/", views.CourseQuotaView.as_view(), name="course-quota"),
-    path("courses/<str:course_id>/templates/", views.CourseTemplates.as_view(), name="course-templates"),
-    path("courses/<str:course_id>/roster/", views.CourseRoster.as_view(), name="course-roster"),
-    path("courses/<str:course_id>/usage/", views.CourseUsage.as_view(), name="course-usage"),
-    path("templates/", views.Catalogue.as_view(), name="templates"),
-    path("sessions/", views.SessionList.as_view(), name="sessions"),
-    path("sessions/<str:session_id>/", views.SessionDetail.as_view(), name="session"),
-    path("sessions/<str:session_id>/stop/", views.SessionStop.as_view(), name="session-stop"),
-    path("sessions/<str:session_id>/progress", views.SessionProgress.as_view(), name="session-progress"),
+    path("courses/", courses.CourseList.as_view(), name="courses"),
+    path("courses/<str:course_id>/", courses.CourseDetail.as_view(), name="course"),
+    path("courses/<str:course_id>/quota/", quota.CourseQuotaView.as_view(), name="course-quota"),
+    path("courses/<str:course_id>/templates/", templates.CourseTemplates.as_view(), name="course-templates"),
+    path("courses/<str:course_id>/roster/", roster.CourseRoster.as_view(), name="course-roster"),
+    path("courses/<str:course_id>/usage/", usage.CourseUsage.as_view(), name="course-usage"),
+    path("templates/", templates.Catalogue.as_view(), name="templates"),
+    path("sessions/", sessions.SessionList.as_view(), name="sessions"),
+    path("sessions/<str:session_id>/", sessions.SessionDetail.as_view(), name="session"),
+    path("sessions/<str:session_id>/stop/", sessions.SessionStop.as_view(), name="session-stop"),
+    path("sessions/<str:session_id>/progress", sessions.SessionProgress.as_view(), name="session-progress"),
     path("webhooks/", webhooks.WebhookList.as_view(), name="webhooks"),
     path("webhooks/<str:webhook_id>/", webhooks.WebhookDetail.as_view(), name="webhook"),
     path("webhooks/<str:webhook_id>/secret/", webhooks.WebhookSecret.as_view(), name="webhook-secret"),

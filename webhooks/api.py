@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from api.exceptions import Conflict
 from api.fields import StrictBooleanField, StrictCharField, StrictIntegerField
 from api.serializers import INT8_MAX
-from api.views import (
+from api.views.common import (
     AUTH_ERRORS,
     BAD_PAGE,
     ERROR_EXAMPLE,
