@@ -1,4 +1,8 @@
-"""HTML views: authenticate, validate, one service or selector call, render."""
+"""The student's pages: the home page (their courses, budgets and sessions), launching, stopping,
+extending and keeping a lab, a session's card as JSON; and the lab's own self-test report.
+
+Thin: authenticate, validate, one service or selector call, render.
+"""
 
 from __future__ import annotations
 
