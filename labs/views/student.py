@@ -169,7 +169,7 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
 @csrf_exempt  # a machine report, authenticated by the session's own secret, never by a cookie
 @require_POST
 def session_selftest(request: HttpRequest, session_id: uuid.UUID) -> JsonResponse:
-    """``POST /sessions/<id>/selftest`` from the lab itself (``python -m labs.agent selftest``).
+    """``POST /sessions/<id>/selftest`` from the lab itself (``python -m nodeagent selftest``).
 
     ``Authorization: Bearer <the session's secret>``; body ``{"visible_mib": int, "probe_exceeded":
     true|false|null}``. 200 with the verdict; 400 bad JSON or values, 401 no bearer secret,
