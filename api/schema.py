@@ -49,6 +49,16 @@ class JSONTextFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
+class GridIntegerFieldExtension(OpenApiSerializerFieldExtension):
+    """An integer on a grid (quota memory: 128 MiB): ``multipleOf``, beside the range the validators give."""
+
+    target_class = "api.serializers.GridIntegerField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        # The range comes from the field's validators, null, default and description from its meta.
+        return {"type": "integer", "multipleOf": self.target.grid}
+
+
 def created_object_links(result, generator, request, public):
     """An OpenAPI link from each 201 to every operation on what it made: the answer's ``id`` is
     their path parameter (POST /courses/ -> GET /courses/{course_id}/, its quota, its roster, ...).

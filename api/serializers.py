@@ -1,5 +1,6 @@
-"""The API's representations. Shape and types only: the rules (a course code's form, a quota's
-limits) are the console's forms', which the views call."""
+"""The API's representations. Shape and types only: the rules are elsewhere (a course code's
+form in the console's form, which the view calls; a quota's fields and limits in
+``labs.domain.quota_spec``, from which ``QuotaSerializer`` is made)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from api.fields import StrictCharField, StrictIntegerField
-from labs.forms import MAX_BUDGET, MAX_EXTENSIONS, MAX_SESSION_MINUTES, MAX_SESSIONS_PER_STUDENT
+from labs.domain.quota_spec import INT8_MAX, QUOTA_SPEC, QuotaField, Unit
 from labs.models import Enrollment, LabSession
 
-INT4_MAX = 2**31 - 1
-INT8_MAX = 2**63 - 1
 # A query parameter sent empty (?until=) where the schema says what its value is.
 BLANK_PARAMETER = _("Send a value, or leave the parameter out.")
 
@@ -47,67 +46,64 @@ class CoursePatchSerializer(CourseSerializer):
     term = StrictCharField(max_length=64, required=False)
 
 
+class GridIntegerField(StrictIntegerField):
+    """An integer that is a multiple of ``grid`` (``multipleOf`` in the schema: api.schema.GridIntegerFieldExtension).
+
+    The grid is checked where the quota's rules are (``quota_set``), which names the steps below
+    and above a value off it; the field only says it."""
+
+    def __init__(self, *, grid: int, **kwargs) -> None:
+        self.grid = grid
+        super().__init__(**kwargs)
+
+
+# The API's words for each quota field's unit; the rest of a field's description is the spec's help.
+UNIT_WORDS = {
+    Unit.INSTANCES: "Instances.",
+    Unit.CORE_PERCENT: "% of one card's AI Core, summed.",
+    Unit.MIB: "MiB.",
+    Unit.MINUTES: "Minutes.",
+    Unit.COUNT: "",
+    Unit.CORE_PERCENT_HOURS: "AI-Core-% x hours.",
+    Unit.GIB_HOURS: "GiB x hours.",
+    Unit.MILLICORES: "Millicores (1000: one core).",
+    Unit.TEXT: "",
+}
+
+
+def quota_serializer_field(spec: QuotaField) -> serializers.Field:
+    """The API's field for a quota field: its range, grid and default from the spec."""
+    words = [UNIT_WORDS[spec.unit]]
+    if spec.grid_mib is not None:
+        words.append(f"A multiple of {spec.grid_mib} (of 1024 where the nodes allocate memory in 1 GiB steps).")
+    if spec.help:
+        words.append(spec.help)
+    if spec.optional and spec.default is None:
+        words.append("null: none.")
+    common: dict = {"help_text": " ".join(w for w in words if w)}
+    if spec.optional:
+        common.update(required=False, default=spec.default, allow_null=spec.default is None)
+    if spec.unit is Unit.TEXT:
+        # Its form (letters, digits, - and _) is quota_set's check: a pattern in the schema would
+        # make an empty value match two of the schema's alternatives (drf-spectacular's oneOf).
+        common["help_text"] += " Letters, digits, hyphens and underscores; empty: none."
+        return StrictCharField(max_length=spec.max_length, allow_blank=spec.optional, **common)
+    bounds = {"min_value": spec.minimum, "max_value": spec.top}
+    if spec.grid_mib is not None:
+        return GridIntegerField(grid=spec.grid_mib, **bounds, **common)
+    return StrictIntegerField(**bounds, **common)
+
+
 class QuotaSerializer(serializers.Serializer):
-    """Memory in MiB (a multiple of the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none.
-    The per-student bounds are the console's (labs.forms); the rest is checked against the cluster.
+    """A course's quota, field by field as ``labs.domain.quota_spec`` says; memory in MiB (a multiple of
+    the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none. The guarantee is checked
+    against the cluster's healthy cards and the institution's allotment by ``quota_set``.
 
     A PUT replaces the whole quota: a field left out takes its default (no extensions, no budget).
     """
 
-    instance_count = StrictIntegerField(min_value=0, max_value=INT4_MAX)
-    core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, help_text="% of one card, summed.")
-    memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX)
-    cohort = StrictCharField(max_length=64, required=False, allow_blank=True, default="")
-    borrow_instances = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    borrow_core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    borrow_memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
-    lend_instances = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    lend_core_percent = StrictIntegerField(min_value=0, max_value=INT4_MAX, required=False, allow_null=True, default=None)
-    lend_memory_mib = StrictIntegerField(min_value=0, max_value=INT8_MAX, required=False, allow_null=True, default=None)
-    sessions_per_student = StrictIntegerField(min_value=1, max_value=MAX_SESSIONS_PER_STUDENT)
-    max_session_minutes = StrictIntegerField(min_value=1, max_value=MAX_SESSION_MINUTES)
-    extensions_allowed = StrictIntegerField(
-        min_value=0,
-        max_value=MAX_EXTENSIONS,
-        required=False,
-        default=0,
-        help_text="Extensions a student may take of a running session.",
-    )
-    extension_minutes = StrictIntegerField(
-        min_value=1, max_value=MAX_SESSION_MINUTES, required=False, default=30, help_text="Minutes each extension adds."
-    )
-    budget_core_percent_hours = StrictIntegerField(
-        min_value=1,
-        max_value=MAX_BUDGET,
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Weekly NPU budget per student in AI-Core-% x hours; null: none.",
-    )
-    budget_gib_hours = StrictIntegerField(
-        min_value=1,
-        max_value=MAX_BUDGET,
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Weekly NPU budget per student in GiB x hours; null: none.",
-    )
-    host_cpu_cap_millicores = StrictIntegerField(
-        min_value=0,
-        max_value=INT4_MAX,
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Host CPU all the course's sessions may request together, millicores; null: no cap.",
-    )
-    host_memory_cap_mib = StrictIntegerField(
-        min_value=0,
-        max_value=INT8_MAX,
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Host memory all the course's sessions may request together, MiB; null: no cap.",
-    )
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {**{spec.name: quota_serializer_field(spec) for spec in QUOTA_SPEC}, **super().get_fields()}
 
 
 class QuotaResponseSerializer(QuotaSerializer):

@@ -12,28 +12,33 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from labs.domain.placement import SharePolicy
+from labs.domain.quota_spec import (
+    MAX_BUDGET,
+    QUOTA_FIELDS,
+    QUOTA_SPEC,
+    Amount,
+    QuotaError,
+    QuotaField,
+    Unit,
+    errors_by_field,
+    fields_of,
+    grid_error,
+    quota_errors,
+)
 from labs.domain.units import (
-    CARD_INSTANCE_CAP,
     CORE_PERCENT_MAX,
     HOST_DEFAULTS,
     MEMORY_GRANULE_MIB,
-    NODE_INSTANCE_CAP,
     WHOLE_CARDS_MAX,
-    Scenario,
     default_scenario,
 )
 from labs.domain.vllm import VENDOR_MODELS, vendor_supports
 from labs.drivers import get_driver
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.models.catalog import SHARE_POLICY_CHOICES
-from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
 from labs.selectors.console import Allotment, ClusterFacts
+from labs.services.courses import quota_context
 from labs.templatetags.units import gib_text
-
-MAX_SESSIONS_PER_STUDENT = 16
-MAX_SESSION_MINUTES = 7 * 24 * 60
-MAX_EXTENSIONS = 20
-MAX_BUDGET = 1_000_000
 
 
 def filter_text(params, name: str) -> str:
@@ -88,6 +93,20 @@ class CourseForm(forms.ModelForm):
 # --- quota ---------------------------------------------------------------------------------------
 
 
+def amount_text(amount: Amount) -> str:
+    """An amount of a quota message in the reader's words: memory as GiB, AI Core with %."""
+    if amount.unit is Unit.MIB:
+        return gib_text(amount.value)
+    if amount.unit is Unit.CORE_PERCENT:
+        return f"{amount.value} %"
+    return str(amount.value)
+
+
+def quota_messages(errors: list[QuotaError]) -> dict[str, list[str]]:
+    """Quota errors (``labs.domain.quota_spec``) by field, in the active language."""
+    return {name: [e.render(_, amount_text) for e in found] for name, found in errors_by_field(errors).items()}
+
+
 class GiBField(forms.DecimalField):
     """Memory typed in GiB (``4``, ``0.5``, ``1.125``), cleaned to MiB; off the step is an error."""
 
@@ -112,94 +131,42 @@ class GiBField(forms.DecimalField):
         except InvalidOperation:
             raise forms.ValidationError(_("Enter a number of GiB.")) from None
         if mib != mib.to_integral_value() or int(mib) % self.step_mib:
-            step = gib_text(self.step_mib)
-            below = int(mib) // self.step_mib * self.step_mib
-            raise forms.ValidationError(
-                _("Memory is reserved in steps of %(step)s: use %(below)s or %(above)s.")
-                % {"step": step, "below": gib_text(below), "above": gib_text(below + self.step_mib)}
-            )
+            raise forms.ValidationError(grid_error("", int(mib), self.step_mib).render(_, amount_text))
         return int(mib)
 
 
-def _count(label, **kwargs) -> forms.IntegerField:
-    return forms.IntegerField(label=label, min_value=0, **kwargs)
+def quota_form_field(spec: QuotaField) -> forms.Field:
+    """The console's field for a quota field: its label, help, range and step from the spec."""
+    common = {
+        "label": gettext_lazy(spec.label),
+        "required": not spec.optional,
+        "help_text": gettext_lazy(spec.help) if spec.help else "",
+    }
+    if spec.unit is Unit.TEXT:
+        return forms.SlugField(max_length=spec.max_length, **common)
+    if spec.grid_mib is not None:  # typed in GiB on the grid; the cluster's step is set per form
+        return GiBField(step_mib=spec.grid_mib, min_value=Decimal(spec.minimum or 0), **common)
+    return forms.IntegerField(min_value=spec.minimum, max_value=spec.maximum, **common)
 
 
-class QuotaForm(forms.Form):
+# One form field per field of the spec, in its order.
+QuotaFields = type(forms.Form)(
+    "QuotaFields", (forms.Form,), {"__module__": __name__, **{spec.name: quota_form_field(spec) for spec in QUOTA_SPEC}}
+)
+
+
+class QuotaForm(QuotaFields):
     """A course's guarantee, cohort, borrowing and lending limits and per-student rules.
 
-    Checked against the cluster's healthy cards (vendor limits: AI Core 100 % per card, 16
-    development or 8 inference instances per card and at most 128 or 64 per node, the cards'
-    memory on the nodes' step) and
-    against the institution's allotment less what its other courses guarantee.
+    Its fields and rules are ``labs.domain.quota_spec``'s, the ``quota_set`` service's: checked
+    against the cluster's healthy cards (vendor limits: AI Core 100 % per card, 16 development
+    or 8 inference instances per card and at most 128 or 64 per node, the cards' memory on the
+    nodes' step) and against the institution's allotment less what its other courses guarantee.
     """
 
-    instance_count = _count(gettext_lazy("Instances"))
-    # xgettext:no-python-format
-    core_percent = _count(gettext_lazy("AI Core (% of one card, summed)"))
-    memory_mib = GiBField(label=gettext_lazy("NPU memory (GiB)"))
-    cohort = forms.SlugField(
-        label=gettext_lazy("Cohort"),
-        required=False,
-        max_length=64,
-        help_text=gettext_lazy("Courses in one cohort lend each other idle quota. Empty: no borrowing or lending."),
-    )
-    borrow_instances = _count(gettext_lazy("Borrowing limit: instances"), required=False)
-    borrow_core_percent = _count(gettext_lazy("Borrowing limit: AI Core (%)"), required=False)
-    borrow_memory_mib = GiBField(label=gettext_lazy("Borrowing limit: memory (GiB)"), required=False)
-    lend_instances = _count(gettext_lazy("Lending limit: instances"), required=False)
-    lend_core_percent = _count(gettext_lazy("Lending limit: AI Core (%)"), required=False)
-    lend_memory_mib = GiBField(label=gettext_lazy("Lending limit: memory (GiB)"), required=False)
-    sessions_per_student = forms.IntegerField(
-        label=gettext_lazy("Sessions per student at a time"),
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSIONS_PER_STUDENT)],
-    )
-    max_session_minutes = forms.IntegerField(
-        label=gettext_lazy("Maximum session length (minutes)"),
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSION_MINUTES)],
-    )
-    extensions_allowed = forms.IntegerField(
-        label=gettext_lazy("Extensions a student may ask for"),
-        required=False,
-        validators=[MinValueValidator(0), MaxValueValidator(MAX_EXTENSIONS)],
-        help_text=gettext_lazy("Each lengthens a running session once, from its card. Empty or 0: none."),
-    )
-    budget_core_percent_hours = forms.IntegerField(
-        label=gettext_lazy("Weekly budget per student: AI-Core-% × hours"),
-        required=False,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_BUDGET)],
-        # xgettext:no-python-format
-        help_text=gettext_lazy("E.g. 100: a 10 % share for 10 hours a week. Empty: no budget."),
-    )
-    budget_gib_hours = forms.IntegerField(
-        label=gettext_lazy("Weekly budget per student: GiB × hours"),
-        required=False,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_BUDGET)],
-        help_text=gettext_lazy("E.g. 80: 8 GiB for 10 hours a week. Empty: no budget."),
-    )
-    extension_minutes = forms.IntegerField(
-        label=gettext_lazy("Minutes each extension adds"),
-        required=False,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_SESSION_MINUTES)],
-        help_text=gettext_lazy("Empty: 30."),
-    )
-
-    host_cpu_cap_millicores = forms.IntegerField(
-        label=gettext_lazy("host CPU cap (millicores, all sessions)"),
-        required=False,
-        min_value=0,
-        help_text=gettext_lazy("The servers' CPU all the course's labs may request together. Empty: no cap."),
-    )
-    host_memory_cap_mib = forms.IntegerField(
-        label=gettext_lazy("host memory cap (MiB, all sessions)"),
-        required=False,
-        min_value=0,
-        help_text=gettext_lazy("The servers' RAM all the course's labs may request together. Empty: no cap."),
-    )
-
-    GUARANTEE = ("instance_count", "core_percent", "memory_mib")
-    BORROW = ("borrow_instances", "borrow_core_percent", "borrow_memory_mib")
-    LEND = ("lend_instances", "lend_core_percent", "lend_memory_mib")
+    GUARANTEE = tuple(f.name for f in fields_of("guarantee"))
+    BORROW = tuple(f.name for f in fields_of("borrow"))
+    LEND = tuple(f.name for f in fields_of("lend"))
 
     def __init__(
         self, *args, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], institution_id: int, **kwargs
@@ -208,124 +175,40 @@ class QuotaForm(forms.Form):
         self.institution_id = institution_id
         self.facts = facts
         self.allotment = allotment
-        self.inference = Scenario.INFERENCE.value in scenarios
-        for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
-            self.fields[name].set_step(facts.memory_step_mib)
+        self.scenarios = scenarios
+        for spec in QUOTA_SPEC:
+            if spec.grid_mib is not None:
+                self.fields[spec.name].set_step(max(spec.grid_mib, facts.memory_step_mib))
 
     @staticmethod
     def initial_from(quota) -> dict:
-        """The form's values from a ``CourseQuota`` (memory as GiB)."""
+        """The form's values from a ``CourseQuota`` (memory as GiB); a new quota's defaults without one."""
         if quota is None:
-            return {
-                "sessions_per_student": 1,
-                "max_session_minutes": 180,
-                "instance_count": 0,
-                "core_percent": 0,
-                "extensions_allowed": 0,
-                "extension_minutes": 30,
-            }
-        initial = {
-            name: getattr(quota, name)
-            for name in (
-                "instance_count",
-                "core_percent",
-                "cohort",
-                "borrow_instances",
-                "borrow_core_percent",
-                "lend_instances",
-                "lend_core_percent",
-                "sessions_per_student",
-                "max_session_minutes",
-                "extensions_allowed",
-                "extension_minutes",
-                "budget_core_percent_hours",
-                "budget_gib_hours",
-                "host_cpu_cap_millicores",
-                "host_memory_cap_mib",
-            )
-        }
-        for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
-            value = getattr(quota, name)
-            initial[name] = None if value is None else (Decimal(value) / 1024).normalize()
+            return {f.name: f.default for f in QUOTA_SPEC if f.default not in (None, "")}
+        initial = {}
+        for spec in QUOTA_SPEC:
+            value = getattr(quota, spec.name)
+            if spec.grid_mib is not None:
+                value = None if value is None else (Decimal(value) / 1024).normalize()
+            initial[spec.name] = value
         return initial
-
-    def clean_cohort(self) -> str:
-        cohort = self.cleaned_data["cohort"]
-        if cohort and cohort_of_another_institution(cohort, self.institution_id):
-            raise forms.ValidationError(COHORT_TAKEN)
-        return cohort
-
-    def clean_extensions_allowed(self):
-        value = self.cleaned_data["extensions_allowed"]
-        return 0 if value is None else value
-
-    def clean_extension_minutes(self):
-        value = self.cleaned_data["extension_minutes"]
-        return 30 if value is None else value
 
     def clean(self):
         data = super().clean()
-        facts = self.facts
-        cap_scenario = Scenario.INFERENCE if self.inference else Scenario.DEVELOPMENT
-        limits = {
-            "instance_count": (
-                facts.instance_cap(cap_scenario),
-                _(
-                    "The cluster's %(cards)s healthy cards hold at most %(limit)s %(kind)s instances "
-                    "(%(per)s per card, %(per_node)s per node)."
-                )
-                % {
-                    "cards": facts.cards,
-                    "limit": facts.instance_cap(cap_scenario),
-                    "kind": _("inference") if self.inference else _("development"),
-                    "per": CARD_INSTANCE_CAP[cap_scenario],
-                    "per_node": NODE_INSTANCE_CAP[cap_scenario],
-                },
-            ),
-            "core_percent": (
-                facts.core_total_percent,
-                _("The cluster's %(cards)s healthy cards have %(limit)s %% of AI Core in all (%(per)s %% per card).")
-                % {"cards": facts.cards, "limit": facts.core_total_percent, "per": CORE_PERCENT_MAX},
-            ),
-            "memory_mib": (
-                facts.memory_total_mib,
-                _("The cluster's %(cards)s healthy cards have %(limit)s of memory in all.")
-                % {"cards": facts.cards, "limit": gib_text(facts.memory_total_mib)},
-            ),
-        }
-        for name, (limit, message) in limits.items():
-            value = data.get(name)
-            if value is not None and value > limit:
+        for spec in QUOTA_SPEC:  # an optional field left empty takes its default
+            if spec.default is not None and spec.optional and data.get(spec.name) is None and spec.name not in self.errors:
+                data[spec.name] = spec.default
+        context = quota_context(
+            facts=self.facts,
+            allotment=self.allotment,
+            scenarios=self.scenarios,
+            cohort=data.get("cohort") or "",
+            institution_id=self.institution_id,
+        )
+        values = {name: value for name, value in data.items() if name in QUOTA_FIELDS}
+        for name, messages in quota_messages(quota_errors(values, context)).items():
+            for message in messages:
                 self.add_error(name, message)
-        left = self.allotment
-        if left.limit is not None:
-            for name, resource, show in (
-                ("instance_count", "instances", str),
-                ("core_percent", "core_percent", lambda v: f"{v} %"),
-                ("memory_mib", "memory_mib", gib_text),
-            ):
-                value, room = data.get(name), left.left_of(resource)
-                if value is not None and room is not None and value > room and name not in self.errors:
-                    self.add_error(
-                        name,
-                        _(
-                            "Your institution may guarantee %(limit)s in total; its other courses hold %(others)s, "
-                            "so at most %(left)s is left for this course."
-                        )
-                        % {
-                            "limit": show(getattr(left.limit, resource)),
-                            "others": show(getattr(left.others, resource)),
-                            "left": show(room),
-                        },
-                    )
-        for lend, guarantee in zip(self.LEND, self.GUARANTEE, strict=True):
-            value, nominal = data.get(lend), data.get(guarantee)
-            if value is not None and nominal is not None and value > nominal:
-                self.add_error(lend, _("A course cannot lend more than it is guaranteed."))
-        if not data.get("cohort"):
-            for name in self.BORROW + self.LEND:
-                if data.get(name) not in (None, 0):
-                    self.add_error(name, _("Borrowing and lending happen inside a cohort: name the cohort, or leave this empty."))
         return data
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django.db import transaction
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions
@@ -24,13 +22,11 @@ from api.views.common import (
     PRECONDITIONS,
     _check_if_match,
     _course_or_404,
-    form_errors,
 )
-from labs.forms import QuotaForm
-from labs.selectors.console import cluster_facts, institution_allotment
+from labs.forms import quota_messages
 from labs.selectors.courses import course_quota_use
 from labs.services import courses as course_services
-from labs.services.courses import QUOTA_FIELDS
+from labs.services.courses import QUOTA_FIELDS, QuotaRefused
 
 
 def _quota_json(quota) -> dict:
@@ -82,27 +78,15 @@ class CourseQuotaView(APIView):
     def put(self, request, course_id):
         serializer = QuotaSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        values = dict(serializer.validated_data)
-        for name in ("memory_mib", "borrow_memory_mib", "lend_memory_mib"):
-            if values.get(name) is not None:
-                # The form takes GiB to 3 places, which hold every 128 MiB step exactly; a value off the
-                # step stays off it when rounded, and is refused for the step, not for its decimals.
-                values[name] = str((Decimal(values[name]) / 1024).quantize(Decimal("0.001")))
         with transaction.atomic():
             # Locked before the ETag is compared: a change committed meanwhile is seen, and waits for us.
             course = _course_or_404(request, course_id, lock=True)
             _check_if_match(request, selectors.etag_of(_quota_json(selectors.quota_of(course=course))))
-            form = QuotaForm(
-                values,
-                facts=cluster_facts(),
-                allotment=institution_allotment(institution=course.institution, excluding=course),
-                scenarios=set(course.templates.values_list("scenario", flat=True)),
-                institution_id=course.institution_id,
-            )
-            if not form.is_valid():
-                raise form_errors(form)
-            change = course_services.quota_set(
-                course=course, values=form.cleaned_data, in_use=course_quota_use(course=course), by=request.user
-            )
+            try:
+                change = course_services.quota_set(
+                    course=course, values=serializer.validated_data, in_use=course_quota_use(course=course), by=request.user
+                )
+            except QuotaRefused as refused:
+                raise exceptions.ValidationError(quota_messages(refused.errors)) from None
         data = _quota_json(change.quota)
         return Response({**data, "below_use": list(change.below_use)}, headers={"ETag": selectors.etag_of(data)})

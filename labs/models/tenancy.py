@@ -4,7 +4,10 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.db.models.lookups import Exact
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+
+from labs.domain.quota_spec import FIELD, QUOTA_FIELDS, QuotaContext, errors_by_field, quota_errors
 
 
 class Institution(models.Model):
@@ -187,15 +190,22 @@ class CourseQuota(models.Model):
         return f"quota of {self.course.code}"
 
     def clean(self) -> None:
-        if self.cohort and self.course_id and cohort_of_another_institution(self.cohort, self.course.institution_id):
-            raise ValidationError({"cohort": COHORT_TAKEN})
+        """The quota's own rules (``labs.domain.quota_spec``): ranges, the 128 MiB grid, lending
+        within the guarantee, borrowing only in a cohort, a cohort of this institution's. The
+        cluster's caps and the allotment are the ``quota_set`` service's check (and the admin's)."""
+        values = {
+            name: getattr(self, name)
+            for name in QUOTA_FIELDS
+            if getattr(self, name) is not None or FIELD[name].optional  # a required one empty: the field's own error
+        }
+        taken = bool(self.cohort and self.course_id) and cohort_of_another_institution(self.cohort, self.course.institution_id)
+        errors = quota_errors(values, QuotaContext(cohort_taken=taken))
+        if errors:
+            raise ValidationError({name: [e.render(gettext) for e in found] for name, found in errors_by_field(errors).items()})
 
 
 # Courses of one cohort lend each other idle quota: a cohort belongs to one institution, or a
 # course of another could borrow what this one guarantees by naming its cohort.
-COHORT_TAKEN = _("Another institution has a cohort of this name; choose another name.")
-
-
 def cohort_of_another_institution(cohort: str, institution_id: int) -> bool:
     """Whether a course of another institution than ``institution_id`` is in ``cohort``."""
     return CourseQuota.objects.filter(cohort=cohort).exclude(course__institution_id=institution_id).exists()

@@ -1,9 +1,9 @@
 """Courses as instructors run them: create, edit, archive at term end, set the quota.
 
-The values arrive already validated by the console's forms (``labs.forms``), which check them
-against the vendor limits and the institution's allotment; these functions write them in one
-transaction each. Lowering a guarantee below what is in use stops nothing: it applies to the
-next admissions.
+A quota is checked here, by the rules of ``labs.domain.quota_spec``, against the cluster's
+healthy cards and the institution's allotment, whoever sends it (the console's form shows the
+same rules' errors first); each function writes in one transaction. Lowering a guarantee below
+what is in use stops nothing: it applies to the next admissions.
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from labs.dispatch import controller_wake
+from labs.domain.quota_spec import QUOTA_FIELDS, AllotmentRoom, ClusterCaps, QuotaContext, QuotaError, Resource, quota_errors
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
+from labs.domain.units import Scenario
 from labs.models import Affiliation, Course, CourseQuota, Enrollment, Institution, LabSession
-from labs.models.tenancy import COHORT_TAKEN, cohort_of_another_institution
+from labs.models.tenancy import cohort_of_another_institution
+from labs.selectors.console import Allotment, ClusterFacts, cluster_facts, institution_allotment
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
@@ -77,26 +80,43 @@ def course_unarchive(*, course: Course, by) -> None:
     course.archived_at = None
 
 
-QUOTA_FIELDS = (
-    "instance_count",
-    "core_percent",
-    "memory_mib",
-    "cohort",
-    "borrow_instances",
-    "borrow_core_percent",
-    "borrow_memory_mib",
-    "lend_instances",
-    "lend_core_percent",
-    "lend_memory_mib",
-    "sessions_per_student",
-    "max_session_minutes",
-    "extensions_allowed",
-    "extension_minutes",
-    "budget_core_percent_hours",
-    "budget_gib_hours",
-    "host_cpu_cap_millicores",
-    "host_memory_cap_mib",
-)
+def quota_context(
+    *, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], cohort: str, institution_id: int
+) -> QuotaContext:
+    """What a quota of a course of ``institution_id`` whose templates run ``scenarios`` is checked
+    against: the cluster ``facts``, the institution's ``allotment``, whether ``cohort`` is taken."""
+    scenario = Scenario.INFERENCE if Scenario.INFERENCE.value in scenarios else Scenario.DEVELOPMENT
+    caps = ClusterCaps(
+        cards=facts.cards,
+        instances=facts.instance_cap(scenario),
+        core_percent=facts.core_total_percent,
+        memory_mib=facts.memory_total_mib,
+        scenario=scenario,
+    )
+    room = None
+    if allotment.limit is not None:
+        room = AllotmentRoom(
+            limit={r: getattr(allotment.limit, r.value) for r in Resource},
+            others={r: getattr(allotment.others, r.value) for r in Resource},
+            left={r: allotment.left_of(r.value) for r in Resource},
+        )
+    taken = bool(cohort) and cohort_of_another_institution(cohort, institution_id)
+    return QuotaContext(memory_step_mib=facts.memory_step_mib, caps=caps, allotment=room, cohort_taken=taken)
+
+
+class QuotaRefused(ValidationError):
+    """The quota breaks a rule of ``labs.domain.quota_spec``; ``errors`` says which, as codes.
+
+    A ``ValidationError`` whose messages are the errors in English; pages and the API render
+    ``errors`` in the reader's language.
+    """
+
+    def __init__(self, errors: list[QuotaError]) -> None:
+        self.errors = errors
+        by_field: dict[str, list[str]] = {}
+        for error in errors:
+            by_field.setdefault(error.field, []).append(str(error))
+        super().__init__(by_field)
 
 
 @dataclass(frozen=True)
@@ -109,15 +129,26 @@ class QuotaChange:
 def quota_set(*, course: Course, values: dict, in_use, by=None) -> QuotaChange:
     """Set the course's quota to ``values`` (every field of ``QUOTA_FIELDS``).
 
+    Raises ``QuotaRefused`` and changes nothing when ``values`` break a rule of
+    ``labs.domain.quota_spec`` (checked against the cluster's healthy cards, the institution's
+    allotment less its other courses' guarantees, and the other institutions' cohorts).
     Nothing running is stopped when a guarantee drops below ``in_use``: the new value applies to
     the next admissions; ``below_use`` names the resources where that is so. Queued sessions are
     looked at again at once (a raised guarantee may admit them).
     """
-    unknown = set(values) - set(QUOTA_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown quota fields {sorted(unknown)}")
-    if values.get("cohort") and cohort_of_another_institution(values["cohort"], course.institution_id):
-        raise ValidationError({"cohort": COHORT_TAKEN})
+    if set(values) != set(QUOTA_FIELDS):
+        unknown, missing = sorted(set(values) - set(QUOTA_FIELDS)), sorted(set(QUOTA_FIELDS) - set(values))
+        raise ValueError(f"quota fields: unknown {unknown}, missing {missing}")
+    context = quota_context(
+        facts=cluster_facts(),
+        allotment=institution_allotment(institution=course.institution, excluding=course),
+        scenarios=set(course.templates.values_list("scenario", flat=True)),
+        cohort=values["cohort"],
+        institution_id=course.institution_id,
+    )
+    errors = quota_errors(values, context)
+    if errors:
+        raise QuotaRefused(errors)
     with transaction.atomic():
         old = CourseQuota.objects.filter(course=course).values(*QUOTA_FIELDS).first() or {}
         quota, created = CourseQuota.objects.update_or_create(course=course, defaults=values)
