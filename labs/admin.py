@@ -18,7 +18,9 @@ from labs.models import (
     Node,
     RepairEvent,
 )
+from labs.selectors.console import cluster_facts, institution_allotment
 from labs.services.affiliations import affiliation_ensure
+from labs.services.courses import quota_context
 
 
 class InstitutionRoleInline(admin.TabularInline):
@@ -58,8 +60,28 @@ class AffiliationAdmin(admin.ModelAdmin):
     raw_id_fields = ["user"]
 
 
+class CourseQuotaAdminForm(forms.ModelForm):
+    """A quota checked as the console and the API check it (``labs.domain.quota_spec``): the
+    model's ``clean()`` with the cluster's caps, the allotment and the other institutions' cohorts."""
+
+    def clean(self):
+        data = super().clean()
+        course = data.get("course") or getattr(self.instance, "course", None)
+        if course is not None:
+            saved = course.pk is not None
+            self.instance.check_context = quota_context(
+                facts=cluster_facts(),
+                allotment=institution_allotment(institution=course.institution, excluding=course if saved else None),
+                scenarios=set(course.templates.values_list("scenario", flat=True)) if saved else set(),
+                cohort=data.get("cohort") or "",
+                institution_id=course.institution_id,
+            )
+        return data
+
+
 class CourseQuotaInline(admin.StackedInline):
     model = CourseQuota
+    form = CourseQuotaAdminForm
     can_delete = False
 
 
@@ -88,6 +110,7 @@ class EnrollmentAdmin(admin.ModelAdmin):
 
 @admin.register(CourseQuota)
 class CourseQuotaAdmin(admin.ModelAdmin):
+    form = CourseQuotaAdminForm
     list_display = ["course", "core_percent", "memory_mib", "instance_count", "sessions_per_student", "max_session_minutes"]
     list_select_related = ["course"]
 

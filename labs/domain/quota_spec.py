@@ -373,8 +373,8 @@ def _field_errors(spec: QuotaField, value: object, memory_step_mib: int) -> Iter
         return
     if spec.minimum is not None and value < spec.minimum:
         yield QuotaError(spec.name, "min", {"limit_value": spec.minimum})
-    elif spec.maximum is not None and value > spec.maximum:
-        yield QuotaError(spec.name, "max", {"limit_value": spec.maximum})
+    elif spec.top is not None and value > spec.top:
+        yield QuotaError(spec.name, "max", {"limit_value": spec.top})
     elif spec.grid_mib is not None:
         step = max(spec.grid_mib, memory_step_mib)
         if value % step:
@@ -411,8 +411,9 @@ def _cap_of(caps: ClusterCaps, resource: Resource) -> int:
     return {Resource.INSTANCES: caps.instances, Resource.CORE_PERCENT: caps.core_percent}.get(resource, caps.memory_mib)
 
 
-def quota_errors(values: Mapping[str, object], context: QuotaContext = QuotaContext()) -> list[QuotaError]:
-    """Everything wrong with ``values`` (a quota's fields by name), in ``QUOTA_SPEC`` order, rule by rule.
+def quota_errors(values: Mapping[str, object], context: QuotaContext | None = None) -> list[QuotaError]:
+    """Everything wrong with ``values`` (a quota's fields by name), rule by rule; ``context``
+    left out: the quota's own rules only.
 
     A field missing from ``values`` is not checked (a form reports its own field errors and
     leaves the field out); a field with an error is not checked again by a later rule. An
@@ -421,6 +422,7 @@ def quota_errors(values: Mapping[str, object], context: QuotaContext = QuotaCont
     unknown = set(values) - set(FIELD)
     if unknown:
         raise ValueError(f"unknown quota fields {sorted(unknown)}")
+    context = context or QuotaContext()
     errors: list[QuotaError] = []
     wrong: set[str] = set()
 

@@ -189,17 +189,25 @@ class CourseQuota(models.Model):
     def __str__(self) -> str:
         return f"quota of {self.course.code}"
 
+    # What ``clean()`` checks against besides the quota's own values, when its caller knows it
+    # (the admin: the cluster's caps and the allotment); not stored.
+    check_context: QuotaContext | None = None
+
     def clean(self) -> None:
-        """The quota's own rules (``labs.domain.quota_spec``): ranges, the 128 MiB grid, lending
-        within the guarantee, borrowing only in a cohort, a cohort of this institution's. The
-        cluster's caps and the allotment are the ``quota_set`` service's check (and the admin's)."""
+        """The quota's rules (``labs.domain.quota_spec``): ranges, the 128 MiB grid, lending
+        within the guarantee, borrowing only in a cohort, a cohort of this institution's; and the
+        cluster's caps and the allotment when ``check_context`` holds them."""
         values = {
             name: getattr(self, name)
             for name in QUOTA_FIELDS
             if getattr(self, name) is not None or FIELD[name].optional  # a required one empty: the field's own error
         }
-        taken = bool(self.cohort and self.course_id) and cohort_of_another_institution(self.cohort, self.course.institution_id)
-        errors = quota_errors(values, QuotaContext(cohort_taken=taken))
+        context = self.check_context
+        if context is None:
+            institution_id = self.course.institution_id if self.course_id else None
+            taken = bool(self.cohort and institution_id) and cohort_of_another_institution(self.cohort, institution_id)
+            context = QuotaContext(cohort_taken=taken)
+        errors = quota_errors(values, context)
         if errors:
             raise ValidationError({name: [e.render(gettext) for e in found] for name, found in errors_by_field(errors).items()})
 

@@ -1,0 +1,54 @@
+"""The quota_set service checks every quota by the one rule (labs.domain.quota_spec), whoever
+calls it: a refused quota changes nothing and records nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from labs.models import AuditEvent, CourseQuota, Node
+from labs.selectors.courses import course_quota_use
+from labs.services.courses import QUOTA_FIELDS, QuotaRefused, quota_set
+
+GIB = 1024
+
+
+def values_of(course, **changes) -> dict:
+    row = CourseQuota.objects.filter(course=course).values(*QUOTA_FIELDS).get()
+    return {**row, **changes}
+
+
+def test_a_quota_over_the_cluster_off_the_grid_or_lending_more_than_its_guarantee_is_refused(world):
+    course = world["course"]
+    before = CourseQuota.objects.filter(course=course).values().get()
+    bad = values_of(course, instance_count=129, memory_mib=1000, cohort="ai-dept", lend_core_percent=801, borrow_instances=-1)
+
+    with pytest.raises(QuotaRefused) as refused:
+        quota_set(course=course, values=bad, in_use=course_quota_use(course=course))
+
+    assert {(e.field, e.code) for e in refused.value.errors} == {
+        ("instance_count", "cluster.instances"),
+        ("memory_mib", "grid"),
+        ("lend_core_percent", "lend_over_guarantee"),
+        ("borrow_instances", "min"),
+    }
+    assert refused.value.message_dict["memory_mib"] == ["Memory is reserved in steps of 0.125 GiB: use 0.875 GiB or 1 GiB."]
+    assert CourseQuota.objects.filter(course=course).values().get() == before
+    assert not AuditEvent.objects.filter(action="quota.set").exists()
+
+
+def test_on_a_cluster_that_allocates_memory_in_gib_a_128_mib_step_is_refused(world):
+    course = world["course"]
+    Node.objects.update(memory_granule_mib=GIB)
+
+    with pytest.raises(QuotaRefused) as refused:
+        quota_set(course=course, values=values_of(course, memory_mib=64 * GIB + 128), in_use=course_quota_use(course=course))
+
+    assert refused.value.message_dict == {"memory_mib": ["Memory is reserved in steps of 1 GiB: use 64 GiB or 65 GiB."]}
+    change = quota_set(course=course, values=values_of(course, memory_mib=64 * GIB), in_use=course_quota_use(course=course))
+    assert change.quota.memory_mib == 64 * GIB
+
+
+def test_the_values_must_name_every_field_and_no_other(world):
+    course = world["course"]
+    with pytest.raises(ValueError, match="missing \\['cohort'\\]"):
+        quota_set(course=course, values={k: v for k, v in values_of(course).items() if k != "cohort"}, in_use=None)
