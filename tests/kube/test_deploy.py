@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from labs.devcluster.cluster import DevCluster
 from labs.devcluster.portal import DEPLOY, PORTAL_NAMESPACE, apply_kustomization, portal_token
 from labs.drivers import PollStatus, build_driver
-from labs.drivers.kubernetes import builders
+from labs.drivers.kubernetes import namespaces
 from tests.drivers.helpers import wait_for as wait_for_status
 from tests.kube.conftest import LabCourse, api_message, lab_spec, make_lab_course, portal_driver_config, wait_for
 
@@ -111,7 +111,7 @@ def test_the_namespace_is_what_the_driver_expects(
     made = core.read_namespace(flexnpu_course.namespace)
     quota = core.read_namespaced_resource_quota("lab-sessions", flexnpu_course.namespace)
     binding = client.RbacAuthorizationV1Api(deployed.api).read_namespaced_role_binding(
-        builders.LAB_DRIVER_CLUSTER_ROLE, flexnpu_course.namespace
+        namespaces.LAB_DRIVER_CLUSTER_ROLE, flexnpu_course.namespace
     )
 
     assert made.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -54,7 +54,7 @@ from labs.drivers.base import (
     PollResult,
     PollStatus,
 )
-from labs.drivers.kubernetes import builders
+from labs.drivers.kubernetes import builders, namespaces
 from labs.drivers.kubernetes.profiles import (
     HOSTNAME_LABEL,
     PROFILES,
@@ -477,10 +477,10 @@ class KubernetesDriver(ClusterDriver):
 
     def ensure_course_namespace(self, course_code: str) -> str:
         """Make the course namespace and its default-deny NetworkPolicy if missing; return its name."""
-        namespace = builders.make_namespace(course_code, namespace_prefix=self.namespace_prefix)
+        namespace = namespaces.make_namespace(course_code, namespace_prefix=self.namespace_prefix)
         name = namespace["metadata"]["name"]
         self._create(f"the course namespace {name}", self.core.create_namespace, None, namespace)
-        policy = builders.make_network_policy(
+        policy = namespaces.make_network_policy(
             course_code,
             namespace_prefix=self.namespace_prefix,
             portal_namespace=self.portal_namespace,

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Sum
 
-from labs.drivers.kubernetes import builders
+from labs.drivers.kubernetes import namespaces
 from labs.drivers.kubernetes.profiles import get_profile
 from labs.models import Course, CourseQuota
 
@@ -49,12 +49,12 @@ class Command(BaseCommand):
         except (KeyError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         borrow = self._borrow_ceiling(quota)
-        ceiling = builders.CourseQuota(quota.core_percent, quota.memory_mib, quota.instance_count, *borrow)
+        ceiling = namespaces.CourseQuota(quota.core_percent, quota.memory_mib, quota.instance_count, *borrow)
         objects = [
-            builders.make_namespace(course.code, namespace_prefix=prefix),
-            builders.make_network_policy(course.code, namespace_prefix=prefix, portal_namespace=portal_namespace),
-            builders.make_resource_quota(course.code, ceiling, profile=device, namespace_prefix=prefix),
-            builders.make_role_binding(course.code, namespace_prefix=prefix, portal_namespace=portal_namespace),
+            namespaces.make_namespace(course.code, namespace_prefix=prefix),
+            namespaces.make_network_policy(course.code, namespace_prefix=prefix, portal_namespace=portal_namespace),
+            namespaces.make_resource_quota(course.code, ceiling, profile=device, namespace_prefix=prefix),
+            namespaces.make_role_binding(course.code, namespace_prefix=prefix, portal_namespace=portal_namespace),
         ]
         self.stdout.write(yaml.safe_dump_all(objects, sort_keys=False), ending="")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labs.drivers.base import CardBinding, DriverError, DriverRefused, HostResources, LaunchSpec
-from labs.drivers.kubernetes import builders
+from labs.drivers.kubernetes import builders, namespaces
 from labs.drivers.kubernetes.profiles import get_profile
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -131,7 +131,7 @@ def test_host_resources_refuse_a_limit_below_the_request() -> None:
 
 
 def test_service_secret_namespace_policy_and_quota_match_their_golden_files() -> None:
-    quota = builders.CourseQuota(
+    quota = namespaces.CourseQuota(
         guarantee_core_percent=400,
         guarantee_memory_mib=65536,
         guarantee_instances=16,
@@ -142,16 +142,16 @@ def test_service_secret_namespace_policy_and_quota_match_their_golden_files() ->
 
     assert_golden("service-jupyter", builders.make_service(spec("jupyter"), namespace="lab-cs-231"))
     assert_golden("secret-vllm", builders.make_secret(spec("vllm"), namespace="lab-cs-231"))
-    assert_golden("namespace", builders.make_namespace("CS 231/Spring"))
-    assert_golden("network-policy", builders.make_network_policy("CS 231/Spring"))
+    assert_golden("namespace", namespaces.make_namespace("CS 231/Spring"))
+    assert_golden("network-policy", namespaces.make_network_policy("CS 231/Spring"))
     for profile in ("flexnpu", "vnpu", "hami"):
         assert_golden(
-            f"resource-quota-{profile}", builders.make_resource_quota("CS 231/Spring", quota, profile=get_profile(profile))
+            f"resource-quota-{profile}", namespaces.make_resource_quota("CS 231/Spring", quota, profile=get_profile(profile))
         )
 
 
 def test_the_network_policy_admits_no_traffic_between_lab_pods() -> None:
-    policy = builders.make_network_policy("NPU101")
+    policy = namespaces.make_network_policy("NPU101")
 
     assert policy["spec"]["podSelector"] == {}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
