@@ -129,17 +129,17 @@ def test_the_instance_of_an_ended_session_is_unregistered_without_waiting_for_th
 
 
 def test_a_stop_that_comes_while_the_instance_is_created_still_unregisters_it(world, agent, cluster_driver):
-    from labs.services import controller
     from labs.services.allocation import allocation_pass
+    from labs.services.controller import creates
     from labs.services.sessions import session_transition
 
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
     allocation_pass()
     session_transition(session.pk, to="starting")
     row = LabSession.objects.select_related("template", "course", "student", "allocation__card__node").get(pk=session.pk)
-    ref = controller._create(row)  # the driver made it ...
+    ref = creates._create(row)  # the driver made it ...
     session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student000"))  # ... as the stop came
-    controller._bind(str(session.pk), ref, recovered=False)  # then the create's answer is recorded
+    creates.bind_instance(str(session.pk), ref, recovered=False)  # then the create's answer is recorded
 
     for _ in range(3):
         reconcile_once()

@@ -18,8 +18,8 @@ from labs.selectors.sessions import (
     sessions_for_events,
     sessions_of_student,
 )
-from labs.services import controller
 from labs.services.allocation import allocation_pass
+from labs.services.controller import rounds
 from labs.services.sessions import session_launch, session_stop, session_transition
 from tests.factories import UserFactory, course_with_students, node_with_cards
 
@@ -87,7 +87,7 @@ def test_stops_at_is_the_deadline_the_controller_expires_the_session_at(world, t
 
     stops_at = datetime.fromisoformat(payloads([session])[str(session.pk)]["stops_at"])
     assert stops_at == session.running_at + timedelta(minutes=expected_minutes)
-    desired = next(d for d in controller._desired() if d.session_id == str(session.pk))
+    desired = next(d for d in rounds._desired() if d.session_id == str(session.pk))
     assert desired.expires_at == pytest.approx(stops_at.timestamp(), abs=1e-6)
     seen = {desired.session_id: Seen(desired.session_id, "running")}
     assert not any(isinstance(a, Expire) for a in decide([desired], seen, now=stops_at.timestamp() - 1))

@@ -519,9 +519,9 @@ def test_the_launch_spec_carries_the_memory_of_the_card_the_share_sits_on(world,
 @override_settings(LAB_CONTROLLER_THREADS=2)
 def test_a_round_sends_no_more_creates_than_its_pool_clears_and_the_rest_wait_admitted(world, driver, monkeypatch):
     """A create queued behind a class's worth of others would outlive its lease and be sent twice."""
-    from labs.services import controller
+    from labs.services.controller import execute
 
-    monkeypatch.setattr(controller, "CREATES_OUT_PER_THREAD", 1)  # room for 2 creates out at once
+    monkeypatch.setattr(execute, "CREATES_OUT_PER_THREAD", 1)  # room for 2 creates out at once
     sessions = [launch(world, student=i) for i in range(4)]
 
     assert reconcile_once() is True  # another round is worth it: two are still to be sent
@@ -536,7 +536,7 @@ def test_a_round_sends_no_more_creates_than_its_pool_clears_and_the_rest_wait_ad
 
 def test_an_instance_another_process_records_after_the_look_is_not_taken_for_vanished(world, driver, monkeypatch):
     """The list was taken before the create landed; another worker's answer binds it before this round decides."""
-    from labs.services import controller
+    from labs.services.controller import creates
 
     session = launch(world)
     reconcile_once()
@@ -549,7 +549,7 @@ def test_an_instance_another_process_records_after_the_look_is_not_taken_for_van
     def look_then_another_worker_binds():
         seen = looked()
         seen.pop(str(session.pk), None)  # not yet in the list
-        controller._bind(str(session.pk), ref, recovered=False)  # the other worker's answer, after the list
+        creates.bind_instance(str(session.pk), ref, recovered=False)  # the other worker's answer, after the list
         return seen
 
     monkeypatch.setattr(driver, "observe", look_then_another_worker_binds)

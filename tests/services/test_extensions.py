@@ -12,7 +12,7 @@ from labs.domain.states import SessionState
 from labs.models import LabSession
 from labs.selectors.sessions import session_event_payload
 from labs.services.allocation import allocation_pass
-from labs.services.controller import _desired
+from labs.services.controller.rounds import _desired
 from labs.services.sessions import ExtendRefused, session_extend, session_launch, session_transition
 
 pytestmark = pytest.mark.django_db

@@ -91,19 +91,20 @@ def test_a_batch_flushed_midway_sends_what_was_committed_so_far_and_the_rest_whe
 def test_a_controller_round_tells_the_student_once_that_the_lab_is_starting_before_the_driver_answers(sent, monkeypatch):
     from labs.drivers import get_driver
     from labs.services import controller
+    from labs.services.controller import execute
 
     node_with_cards()
     course, (small, _), students, _ = course_with_students(1, code="AI101")
     session_launch(student=students[0], course=course, template=small)
     sent.clear()
     seen_when_waiting = []
-    wait = controller.wait
+    wait = execute.wait
 
     def waiting(futures, timeout):  # the round waits for the driver's answers
         seen_when_waiting.extend(p["state"] for g, m in sent if g == f"student.{students[0].pk}" for p in m["sessions"])
         return wait(futures, timeout=timeout)
 
-    monkeypatch.setattr(controller, "wait", waiting)
+    monkeypatch.setattr(execute, "wait", waiting)
     try:
         controller.reconcile_once()
     finally:
