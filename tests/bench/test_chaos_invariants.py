@@ -1,4 +1,4 @@
-"""``make chaos``'s ledger checks (bench.chaos.InvariantMonitor) against a ledger on PostgreSQL.
+"""``make chaos``'s ledger checks (bench.chaos.ledger.InvariantMonitor) against a ledger on PostgreSQL.
 
 The run checks these every 0.5 s while faults hit the portal; a check that never fires proves
 nothing, so here each one is shown firing on a ledger written to break it (straight into the
@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 from psycopg.conninfo import make_conninfo
 
-from bench.chaos import InvariantMonitor
+from bench.chaos.ledger import InvariantMonitor
 from labs.models import Allocation, Card, LabSession
 from tests.factories import TemplateFactory, course_with_students, node_with_cards
 

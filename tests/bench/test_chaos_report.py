@@ -1,6 +1,6 @@
-"""``make chaos``'s judging and report (bench/chaos_report.py) and its command line; not the run itself.
+"""``make chaos``'s judging and report (bench/chaos/report.py) and its command line; not the run itself.
 
-The run (bench/chaos.py) is minutes of real processes under faults, run by CI after ``make test``;
+The run (bench/chaos/) is minutes of real processes under faults, run by CI after ``make test``;
 here are the rules it judges by: what counts as in flight, a 5xx for what was committed, a
 settle time, and that every missed target, latency included, fails the run.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.chaos import FAULT_NAMES, parse_args
-from bench.chaos_report import (
+from bench.chaos.plan import FAULT_NAMES, parse_args
+from bench.chaos.report import (
     MIN_IN_FLIGHT,
     TARGETS,
     FaultFigures,

@@ -1,4 +1,4 @@
-"""What ``make chaos`` (``bench/chaos.py``) judges and prints: the targets, each fault's figures, the verdict.
+"""What ``make chaos`` (``bench/chaos/``) judges and prints: the targets, each fault's figures, the verdict.
 
 Pure: no process, no database, no clock. ``bench.chaos`` measures a class under fire and hands
 the measurements here as ``Item`` records (one student's launch or stop, every press of it with
@@ -32,7 +32,7 @@ class Target:
     settle: float
 
 
-# The targets, one row per fault (``bench.chaos.FAULTS`` says what each does). Every burst is 80
+# The targets, one row per fault (``bench.chaos.plan.FAULTS`` says what each does). Every burst is 80
 # launches and stops pressed at once on 2 cores, labs starting 2 s after their create, so
 # "control" (the burst with no fault: about 4 s to running and 2 s to ended at p99 on the
 # project's machine) sets the floor: 8 s to running, 5 s to ended. A fault that leaves the work
