@@ -4,7 +4,7 @@ Locust runs this file with ``LOAD_CONFIG`` naming the JSON that ``bench.load`` w
 accounts, the window length, think times and where to write the results. Every user logs in
 once through the login form, with an account of its own, and opens its page's socket. Once all
 have (or the login timeout passes) they start work, the window opens after the warm-up, and
-when it closes the results are written and Locust is told to quit. See ``bench/load.py`` for
+when it closes the results are written and Locust is told to quit. See ``bench/load/`` for
 what each user does and what is reported.
 """
 
@@ -25,7 +25,7 @@ from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from locust import FastHttpUser, between, constant_pacing, events, task
 
-from bench.load import (
+from bench.load.plan import (
     COURSE_PAGE,
     DASHBOARD,
     LAUNCH,

@@ -1,4 +1,4 @@
-"""The load bench's own helpers (bench/load.py): reading pages and results, aggregating, judging.
+"""The load bench's own helpers (bench/load/): reading pages and results, aggregating, judging.
 
 The load itself is not run here except one ``--quick`` run (marked slow) that checks the whole
 harness holds together: Locust, the locustfile, the services and the report. Nothing here
@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from bench.harness import ROOT, cpu_shares, machine_busy_ticks, machine_steal_ticks, proc_stat_fields
-from bench.load import (
+from bench.load.plan import (
     COURSE_PAGE,
     DASHBOARD,
     LAUNCH,
@@ -28,20 +28,14 @@ from bench.load import (
     TEACH,
     WS_CONNECT,
     WS_STOP,
-    EndpointStats,
-    Sample,
-    build_world,
     csrf_token_of,
-    endpoint_stats,
     launch_forms_of,
     parse_args,
-    results_read,
     student_pace,
-    summarise,
     think_range,
-    total_rps,
-    verdict,
 )
+from bench.load.results import EndpointStats, Sample, endpoint_stats, results_read, summarise, total_rps, verdict
+from bench.load.run import build_world
 from labs.models import Course, Enrollment, InstitutionRole
 from tests.factories import course_with_students
 
