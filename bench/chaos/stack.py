@@ -173,7 +173,7 @@ class Stack:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.hashers import make_password
 
-        from bench.classstart import login_cookies_direct
+        from bench.classstart.portal import login_cookies_direct
         from labs.models import Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
 
         for name in NODES:

@@ -121,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--rate must be a number of requests/s >= 0 (0: no pacing), got {args.rate:g}")
     if args.duration <= 0 or args.spawn_rate <= 0 or args.login_timeout <= 0 or args.warmup < 0:
         parser.error("--duration, --spawn-rate and --login-timeout must be > 0, --warmup >= 0")
-    args.web_conn_max_age = None  # bench.classstart.start_services reads it
+    args.web_conn_max_age = None  # bench.classstart.portal.start_services reads it
     return args
 
 

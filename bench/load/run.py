@@ -35,7 +35,7 @@ def build_world(*, students: int, instructors: int, operators: int, courses: int
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
 
-    from bench.classstart import PASSWORD
+    from bench.classstart.portal import PASSWORD
     from labs.models import Card, Course, CourseQuota, Enrollment, Institution, InstitutionRole, LabTemplate, Node
 
     institution = Institution.objects.create(name="Load University", slug="load")
@@ -134,7 +134,7 @@ def run_locust(
 def run(args: argparse.Namespace) -> dict:
     import random
 
-    from bench.classstart import portal_env, start_services
+    from bench.classstart.portal import portal_env, start_services
 
     rid = run_id()
     db_name = f"bench_load_{rid}"

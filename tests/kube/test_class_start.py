@@ -24,7 +24,7 @@ from django.contrib.auth.hashers import make_password
 from django.db.models import Count
 from kubernetes import client
 
-from bench.classstart import PASSWORD, login_cookies_http
+from bench.classstart.portal import PASSWORD, login_cookies_http
 from bench.harness import fire_at_once, http_request
 from labs.devcluster.cluster import DevCluster
 from labs.devcluster.portal import lab_objects_left, portal_token

@@ -1,0 +1,354 @@
+"""The class start: its knobs, the launches fired and retried, the labs waited for and stopped, the figures."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from collections import Counter
+from urllib.parse import urlencode
+
+from bench.classstart.portal import (
+    build_class,
+    login_cookies_direct,
+    login_cookies_http,
+    portal_env,
+    start_cluster,
+    start_services,
+)
+from bench.classstart.report import report
+from bench.harness import (
+    POSTGRES_SERVER_URL,
+    REDIS_SERVER_URL,
+    CpuMeter,
+    Fired,
+    Resources,
+    fire_at_once,
+    http_request,
+    percentile,
+    postgres_create_database,
+    postgres_drop_database,
+    redis_claim_database,
+    redis_release_database,
+    retry_until_accepted,
+    run_id,
+    status_counts,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.classstart", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--launches", type=int, default=128, help="students launching at once (K), default 128")
+    parser.add_argument("--servers", type=int, default=1, help="nodes of 8 x 910B 64 GiB, default 1 (128 small instances each)")
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes, default 2")
+    parser.add_argument("--concurrency", type=int, default=4, help="prefork children per worker, default 4")
+    parser.add_argument(
+        "--driver",
+        choices=("simulator", "kubernetes"),
+        default="simulator",
+        help="simulator: the simulator driver (default); kubernetes: the Kubernetes driver against a fresh local "
+        "control plane (python -m labs.devcluster) with --servers fake FlexNPU nodes, deploy/ applied; the class is "
+        "then stopped too, until the API server holds nothing of it",
+    )
+    parser.add_argument(
+        "--start-delay", type=float, default=1.0, help="seconds a lab takes to start (simulator, or node simulator), default 1.0"
+    )
+    parser.add_argument("--threads", type=int, default=32, help="client threads sending the launches, default 32")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds from the first launch to give up, default 180")
+    parser.add_argument(
+        "--web-conn-max-age",
+        type=int,
+        metavar="SECONDS",
+        help="Daphne's CONN_MAX_AGE (as ?conn_max_age= on its DATABASE_URL), for comparing with portals older than the "
+        "connection pool; the portal now always sets CONN_MAX_AGE 0 with a pool per process, so it has no effect there",
+    )
+    parser.add_argument("--http-login", action="store_true", help="log every student in through the login page (slow)")
+    parser.add_argument(
+        "--db-connection-limit",
+        type=int,
+        default=80,
+        metavar="N",
+        help="connections the run's database role may open, default 80: the portal cannot exhaust a PostgreSQL "
+        "(max_connections 100 by default) that other work shares; a portal on a server of its own would have ~97",
+    )
+    parser.add_argument("--no-retry", action="store_true", help="do not press Launch again after a server error")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the services' logs")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (used by bench.side_by_side)")
+    args = parser.parse_args(argv)
+    if args.launches < 1 or args.servers < 1 or args.workers < 1 or args.concurrency < 1 or args.threads < 1:
+        parser.error("--launches, --servers, --workers, --concurrency and --threads must be >= 1")
+    return args
+
+
+def poll_until_running(course, expected: int, started: float, timeout: float, retrier: threading.Thread) -> dict[str, int]:
+    """Poll every 0.2 s until ``expected`` sessions run, the timeout passes, or nothing can change any more."""
+    from django.db.models import Count
+
+    from labs.models import LabSession
+
+    deadline = started + timeout
+    while True:
+        by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
+        if by_state.get("running", 0) >= expected or time.time() >= deadline:
+            return by_state
+        if not retrier.is_alive() and set(by_state) <= {"running", "failed", "stopped"}:
+            return by_state  # every launch answered and every session settled, not all running
+        time.sleep(0.2)
+
+
+def cpu_meter(res: Resources, cluster, db_name: str) -> CpuMeter:
+    """The CPU of the run's processes from the first launch to the last lab running: where the time went."""
+    groups = {
+        "Daphne": [s.process.pid for s in res.services if s.name.startswith("daphne")],
+        "Celery workers": [s.process.pid for s in res.services if s.name.startswith("worker")],
+        "Celery beat": [s.process.pid for s in res.services if s.name == "beat"],
+    }
+    if cluster is not None:
+        groups.update({name: [pid] for name, pid in cluster.pids().items()})
+    match = {
+        "PostgreSQL (this run's backends)": lambda command: f" {db_name} " in command,
+        "Redis server (shared with other work)": lambda command: command.startswith("redis-server"),
+    }
+    # This process (the node simulator, the client threads, the polling) is in "everything else":
+    # a group would count its children, the services above, twice.
+    return CpuMeter(groups, match)
+
+
+class ConnectionSampler(threading.Thread):
+    """Counts the connections to the run's database every 0.1 s (as the server's superuser: not within the run's limit)."""
+
+    def __init__(self, server_url: str, db_name: str) -> None:
+        super().__init__(daemon=True)
+        import psycopg
+
+        self.db_name = db_name
+        self.conn = psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True)
+        self.max_connections = int(self.conn.execute("SHOW max_connections").fetchone()[0])
+        self.peak = 0
+        self.stopping = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            count = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.db_name]).fetchone()[0]
+            self.peak = max(self.peak, count)
+            self.stopping.wait(0.1)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=5)
+        self.conn.close()
+
+
+def run(args: argparse.Namespace) -> dict:
+    rid = run_id()
+    db_name = f"bench_classstart_{rid}"
+    res = Resources(keep_temp=args.keep_logs)
+    figures: dict = {"bench": "portal", "launches": args.launches, "servers": args.servers}
+    try:
+        temp = res.make_temp_dir(f"npu-lab-bench-classstart-{rid}-")
+        database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=args.db_connection_limit)
+        res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
+        owner = f"bench-classstart-{rid}"
+        redis_url = redis_claim_database(REDIS_SERVER_URL, owner)
+        res.on_close(f"release {redis_url}", lambda: redis_release_database(redis_url, owner))
+        (temp / "var").mkdir()
+        cluster, driver = start_cluster(res, temp, args) if args.driver == "kubernetes" else (None, None)
+        env = portal_env(
+            database_url=database_url,
+            redis_url=redis_url,
+            var_dir=temp / "var",
+            start_delay=args.start_delay,
+            channels_prefix=f"bench-{rid}",
+            driver=driver,
+        )
+        os.environ.update(env)  # this process reads the same database (data, login sessions, polling)
+
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connections
+
+        res.on_close("close this process's database connections", connections.close_all)
+        setup_started = time.monotonic()
+        call_command("migrate", interactive=False, verbosity=0)
+        course, template, students = build_class(args.launches, args.servers)
+        if cluster is not None:
+            from labs.devcluster.portal import apply_course_manifests
+
+            apply_course_manifests(cluster, course.code, profile="flexnpu")
+        base_url = start_services(res, env, args, rid)
+        if args.http_login:
+            cookies = login_cookies_http(base_url, students, args.threads)
+        else:
+            cookies = login_cookies_direct(students)
+        # One logged-in page view, so a broken login shows up here and not as K failed launches.
+        cookie, _ = cookies[students[0].pk]
+        home = http_request("GET", f"{base_url}/", headers={"Cookie": cookie})
+        if home.status != 200:
+            raise RuntimeError(f"a logged-in student gets HTTP {home.status} for / (expected 200)")
+        print(f"set-up (migrate, data, services, {args.launches} logins): {time.monotonic() - setup_started:.1f} s", flush=True)
+
+        body = urlencode({"course": course.pk, "template": template.pk})
+
+        def launch(user_pk: int):
+            cookie, csrf = cookies[user_pk]
+            headers = {
+                "Cookie": cookie,
+                "X-CSRFToken": csrf,
+                "Accept": "application/json",
+                "Content-Type": "application/x-www-form-urlencoded",
+            }
+            return lambda: http_request("POST", f"{base_url}/sessions/launch/", headers=headers, body=body)
+
+        meter = cpu_meter(res, cluster, db_name)
+        sampler = ConnectionSampler(POSTGRES_SERVER_URL, db_name)
+        meter.start()
+        fired = fire_at_once([(str(u.pk), launch(u.pk)) for u in students], threads=args.threads)
+        started = min(f.sent_at for f in fired)
+        submitted = max(f.done_at for f in fired) - started
+        retried: list[Fired] = []
+        retrier = threading.Thread(
+            target=retry_until_accepted,
+            args=(fired, lambda key: launch(int(key))),
+            kwargs={
+                # A server error or a broken connection: the student presses Launch again a second later.
+                # (A 400 is a refusal, e.g. "you already have a session open": pressing again changes nothing.)
+                "should_retry": lambda f: (f.status == 0 or f.status >= 500) and not args.no_retry,
+                "delay": lambda f: 1.0,
+                "deadline": started + args.timeout,
+                "retried": retried,
+            },
+            daemon=True,
+        )
+        retrier.start()
+        by_state = poll_until_running(course, args.launches, started, args.timeout, retrier)
+        meter.stop()
+        sampler.stop()
+        retrier.join(timeout=1)
+        figures.update(collect(course, fired, retried, started, submitted, args.launches, by_state))
+        figures["threads"] = args.threads
+        figures["peak_db_connections"] = sampler.peak
+        figures["cpu_percent_of_one_core"] = meter.shares
+        figures["max_connections"] = sampler.max_connections
+        figures["db_connection_limit"] = args.db_connection_limit
+        if cluster is not None:
+            figures.update(start_split(cluster, course))
+        if cluster is not None and figures["time_to_all_running"] is not None:
+            figures.update(stop_class(cluster, course, base_url, cookies, args))
+        report(figures, args)
+        return figures
+    finally:
+        res.close()
+
+
+def start_split(cluster, course) -> dict:
+    """Where the labs' start went on the cluster, p50 per session: from the create being sent
+    (``started_at``) to the node simulator seeing the pod bound to its node (the portal's creates
+    and the scheduler), from there to its kubelet reporting it Ready (the start delay and the
+    status patches), and from there to the portal calling it running (the controller's look)."""
+    from labs.drivers.kubernetes import builders
+    from labs.models import LabSession
+
+    simulator = cluster.simulator
+    to_bound, to_ready, to_seen = [], [], []
+    for pk, code, started, running in LabSession.objects.filter(course=course).values_list(
+        "pk", "course__code", "started_at", "running_at"
+    ):
+        key = f"{builders.namespace_name(code)}/{builders.pod_name(str(pk))}"
+        bound, ready = simulator.bound_at.get(key), simulator.ready_at.get(key)
+        if started is not None and bound is not None:
+            to_bound.append(bound - started.timestamp())
+        if bound is not None and ready is not None:
+            to_ready.append(ready - bound)
+        if ready is not None and running is not None:
+            to_seen.append(running.timestamp() - ready)
+    return {
+        "started_to_bound_p50": percentile(to_bound, 50),
+        "bound_to_ready_p50": percentile(to_ready, 50),
+        "ready_to_running_p50": percentile(to_seen, 50),
+    }
+
+
+def stop_class(cluster, course, base_url: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace) -> dict:
+    """Every student presses Stop at once; until every session is stopped and the API server holds nothing of the class."""
+    from django.db.models import Count
+
+    from labs.devcluster.portal import lab_objects_left
+    from labs.drivers.kubernetes.builders import namespace_name
+    from labs.models import Allocation, LabSession
+
+    sessions = dict(LabSession.objects.filter(course=course).values_list("student_id", "pk"))
+
+    def stop(user_pk: int):
+        cookie, csrf = cookies[user_pk]
+        headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Accept": "application/json"}
+        return lambda: http_request("POST", f"{base_url}/sessions/{sessions[user_pk]}/stop/", headers=headers)
+
+    fired = fire_at_once([(str(pk), stop(pk)) for pk in sessions], threads=args.threads)
+    started = min(f.sent_at for f in fired)
+    deadline = started + args.timeout
+    namespace = namespace_name(course.code, namespace_prefix="lab-")
+    stopped_after = left_after = None
+    by_state: dict[str, int] = {}
+    left: dict[str, list[str]] = {}
+    while time.time() < deadline:
+        if stopped_after is None:
+            by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
+            if by_state.get("stopped", 0) == len(sessions):
+                stopped_after = time.time() - started
+        left = lab_objects_left(cluster.api, namespace)
+        if stopped_after is not None and not left:
+            left_after = time.time() - started
+            break
+        time.sleep(0.2)
+    unreleased = Allocation.objects.filter(session__course=course, released_at__isnull=True).count()
+    return {
+        "stop_statuses": status_counts(fired),
+        "time_to_all_stopped": stopped_after,
+        "stopped_by_state": by_state,
+        "time_to_nothing_left": left_after,
+        "left_in_api_server": {kind: len(names) for kind, names in left.items()},
+        "unreleased_allocations": unreleased,
+    }
+
+
+def collect(course, fired, retried, started: float, submitted: float, launches: int, by_state: dict[str, int]) -> dict:
+    from labs.models import LabSession
+
+    sent = {int(f.key): f.sent_at for f in fired}  # a retried launch counts from the first press
+    fields = ("student_id", "created_at", "admitted_at", "started_at", "running_at")
+    rows = [(s, c, a, r) for s, c, a, _, r in LabSession.objects.filter(course=course).values_list(*fields)]
+    launch_to_running = [r.timestamp() - sent[s] for s, _, _, r in rows if r is not None]
+    queued_to_admitted = [(a - c).total_seconds() for _, c, a, _ in rows if a is not None]
+    admitted_to_running = [(r - a).total_seconds() for _, _, a, r in rows if a is not None and r is not None]
+    starts = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
+    admitted_to_started = [(s - a).total_seconds() for a, s, _ in starts if a is not None and s is not None]
+    started_to_running = [(r - s).total_seconds() for _, s, r in starts if s is not None and r is not None]
+    running = by_state.get("running", 0)
+    failures = Counter(
+        session.reason for session in LabSession.objects.filter(course=course, state__in=("failed", "stopping", "stopped"))
+    )
+    last_running = max((r.timestamp() for *_, r in rows if r is not None), default=None)
+    return {
+        "accepted": sum(1 for f in fired if f.status == 201),
+        "sessions": len(rows),
+        "running": running,
+        "stuck": {state: n for state, n in by_state.items() if state != "running"},
+        "failures": dict(failures.most_common(5)),
+        "http_statuses": status_counts(fired),
+        "retry_statuses": status_counts(retried) if retried else "",
+        "submit_seconds": submitted,
+        "time_to_all_running": (last_running - started) if running >= launches and last_running else None,
+        "time_to_last_running": (last_running - started) if last_running else None,
+        "launch_to_running_p50": percentile(launch_to_running, 50),
+        "launch_to_running_p99": percentile(launch_to_running, 99),
+        "queued_to_admitted_p50": percentile(queued_to_admitted, 50),
+        "admitted_to_running_p50": percentile(admitted_to_running, 50),
+        "admitted_to_started_p50": percentile(admitted_to_started, 50),
+        "started_to_running_p50": percentile(started_to_running, 50),
+    }
