@@ -5,7 +5,7 @@ each time) under the keys of ``settings.FIELD_ENCRYPTION_KEYS`` (``FIELD_ENCRYPT
 ``FIELD_ENCRYPTION_KEY_FILE``: one key or several, comma or line separated). The first key
 encrypts; every key decrypts (``MultiFernet``), so keys are rotated without downtime: put a new
 key first, run ``manage.py field_encryption_rotate`` (every stored value re-encrypted with it),
-then drop the old key (README "Encryption at rest").
+then drop the old key (docs/security.md "Encryption at rest").
 
 A value no configured key decrypts (a key dropped too early, a wrong key, a tampered row)
 raises ``UndecryptableValue`` naming the field: never garbage.
@@ -22,7 +22,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models, transaction
 
-HELP = 'see README "Encryption at rest"'
+HELP = 'see docs/security.md "Encryption at rest"'
 
 
 class UndecryptableValue(ImproperlyConfigured):

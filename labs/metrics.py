@@ -9,7 +9,7 @@ counted in memory: the portal runs several processes (web replicas, workers, bea
 in-process counter would only know its own process's part. So rates and quantiles are computed
 from timestamps the ledger keeps (``LabSession.admitted_at``), and counters are totals of rows
 (``RepairEvent``). Every web replica answers the same numbers: aggregate them with ``max``, not
-``sum``. README "Metrics" lists every metric.
+``sum``. docs/operations.md "Metrics" lists every metric.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def ledger_families(now: datetime) -> list[Family]:
-    """Every family the portal exports, read from the ledger as it is at ``now``; README "Metrics" says what each means."""
+    """Every family the portal exports, from the ledger at ``now``; docs/operations.md "Metrics" says what each is."""
     return [*_cards(), *_nodes(), *_sessions(now), *_admissions(now), *_repairs(now), *_usage(now)]
 
 

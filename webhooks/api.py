@@ -1,4 +1,4 @@
-"""The webhooks part of the LMS API (/api/v1/webhooks/, README "Webhooks"). As the rest of the API:
+"""The webhooks part of the LMS API (/api/v1/webhooks/, docs/lms.md "Webhooks"). As the rest of the API:
 a token's scope, its institution's objects only (another's are 404), one error shape, and the
 rules in ``webhooks.forms.SubscriptionForm``, which the console uses too."""
 
@@ -188,7 +188,7 @@ class WebhookList(generics.ListAPIView):
         summary="Subscribe to events",
         description=(
             "Events: " + ", ".join(f"`{name}`" for name in EVENT_TYPES) + ". The answer carries the signing secret "
-            '(`secret`, whsec_...), this once: deliveries are signed with it (README "Webhooks").'
+            '(`secret`, whsec_...), this once: deliveries are signed with it (docs/lms.md "Webhooks").'
         ),
         parameters=[LOCATION],
         request=WebhookSerializer,

@@ -1,4 +1,4 @@
-"""The events an LMS may subscribe to (README "Webhooks")."""
+"""The events an LMS may subscribe to (docs/lms.md "Webhooks")."""
 
 from __future__ import annotations
 

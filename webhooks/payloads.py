@@ -1,4 +1,4 @@
-"""What a delivery's body says (README "Webhooks"): ``{"type", "timestamp", "data"}``, as Standard
+"""What a delivery's body says (docs/lms.md "Webhooks"): ``{"type", "timestamp", "data"}``, as Standard
 Webhooks recommends. Built once, when the event is stored: a retry sends the same bytes' content."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Signing deliveries the Standard Webhooks way (https://www.standardwebhooks.com/), so a receiver
-can check them with any of its libraries or the ten lines in README "Webhooks".
+can check them with any of its libraries or the ten lines in docs/lms.md "Webhooks".
 
 The secret is ``whsec_`` and base64 of 24 random bytes; the key is those bytes. Every delivery
 carries ``webhook-id``, ``webhook-timestamp`` (Unix seconds) and ``webhook-signature``:

@@ -1,7 +1,7 @@
 """The parsers of ``npu-smi info``, ``npu-smi info -t board`` and ``npu-smi info -t device-share``.
 
 ``npu-smi info`` — checked against real outputs pasted in public issues and documents (see
-``tests/agent/fixtures/real/`` and the README's "Hardware checked"): a version banner, two header
+``tests/agent/fixtures/real/`` and docs/node-agent.md "Hardware checked"): a version banner, two header
 lines (``NPU Name | Health | Power(W) Temp(C) [Hugepages-Usage(page)]`` and ``Chip [Phy-ID|Device] |
 Bus-Id | AICore(%) Memory-Usage(MB) [HBM-Usage(MB)]``), two lines per chip, then, when the driver
 prints one, the process table (``NPU Chip | Process id | Process name | Process memory(MB) [|

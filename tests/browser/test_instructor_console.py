@@ -5,7 +5,7 @@ the live "how many fit" preview), roster by CSV (preview, then confirm); a stude
 the instructor sees it live and stops all; usage shows a chart. Every page is checked with
 axe-core (no serious or critical violation) and at 390 px wide (no horizontal overflow).
 
-``PORTAL_SCREENSHOTS=<dir>`` saves a screenshot of each page there (the README's come from it).
+``PORTAL_SCREENSHOTS=<dir>`` saves a screenshot of each page there (docs/consoles.md and the README's come from it).
 """
 
 from __future__ import annotations

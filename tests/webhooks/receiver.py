@@ -1,6 +1,6 @@
 """A webhook receiver over real HTTP, for the tests: an ``http.server`` on a free port in a thread
-that checks each delivery's signature with the scheme README "Webhooks" documents (the verifier
-below is the README's), answers with the statuses it is told to, and keeps what it got."""
+that checks each delivery's signature with the scheme docs/lms.md "Webhooks" documents (the verifier
+below is the one docs/lms.md shows), answers with the statuses it is told to, and keeps what it got."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 def verify(secret: str, headers, body: bytes, tolerance: int = 300) -> dict:
-    """The README's verifier: the event if the signature is right and recent, else ValueError."""
+    """The verifier docs/lms.md shows: the event if the signature is right and recent, else ValueError."""
     msg_id, timestamp = headers["webhook-id"], headers["webhook-timestamp"]
     if abs(time.time() - int(timestamp)) > tolerance:
         raise ValueError("timestamp too old or too new")

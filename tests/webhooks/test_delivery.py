@@ -1,4 +1,4 @@
-"""Delivering over real HTTP to a receiver that checks the signature as README "Webhooks" says:
+"""Delivering over real HTTP to a receiver that checks the signature as docs/lms.md "Webhooks" says:
 success, retry with backoff after a 500, giving up after the last attempt, timeouts and refused
 connections in the log, tampering detected, rotation, redelivery, sweeping and pruning."""
 

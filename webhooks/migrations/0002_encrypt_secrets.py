@@ -1,6 +1,6 @@
 """Webhook signing secrets encrypted at rest; the ones stored in clear are encrypted here.
 
-The keys come from FIELD_ENCRYPTION_KEY (README "Encryption at rest"): with values in clear
+The keys come from FIELD_ENCRYPTION_KEY (docs/security.md "Encryption at rest"): with values in clear
 and no key, the migration stops naming the variable."""
 
 from django.db import migrations

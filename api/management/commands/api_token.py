@@ -15,7 +15,7 @@ from labs.models import Institution
 
 
 class Command(BaseCommand):
-    help = "Create, list or revoke institution API tokens (README 'REST API')."
+    help = "Create, list or revoke institution API tokens (docs/lms.md 'REST API')."
 
     def add_arguments(self, parser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)

@@ -7,7 +7,7 @@ class Command(BaseCommand):
     help = (
         "Encrypt every secret stored encrypted (the LTI tool's private keys, the webhook signing secrets) again "
         "with the first key of FIELD_ENCRYPTION_KEY, in one transaction. Run it after putting a new key first; "
-        'then the old key can go (README "Encryption at rest"). Nothing secret is printed.'
+        'then the old key can go (docs/security.md "Encryption at rest"). Nothing secret is printed.'
     )
 
     def handle(self, *args, **options) -> None:
