@@ -9,7 +9,7 @@ class LabsConfig(AppConfig):
 
     def ready(self) -> None:
         # A typo in LAB_PLACEMENT should stop start-up, not the first allocation pass.
-        from labs.services.allocation import placement_config
+        from labs.selectors.capacity import placement_config
 
         placement_config()
         # Likewise an option the cluster driver does not take, or one of the wrong type; the driver

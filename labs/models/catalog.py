@@ -13,6 +13,7 @@ from labs.domain.placement import SharePolicy
 from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, WHOLE_CARDS_MAX, Scenario
 from labs.drivers import get_driver
 from labs.drivers.base import launches_vllm_serve
+from labs.models.cluster import Card, Node
 
 
 def validate_memory_granule(value: int) -> None:
@@ -244,10 +245,6 @@ class LabTemplate(models.Model):
                     )
                 }
             )
-        from django.utils.translation import gettext
-
-        from labs.services.allocation import largest_node_host
-
         errors: dict[str, str] = {}
         cpu_request, cpu_limit = self.cpu_request_millicores, self.cpu_limit_millicores
         mib_request, mib_limit = self.host_memory_request_mib, self.host_memory_limit_mib
@@ -261,7 +258,7 @@ class LabTemplate(models.Model):
             ) % {"limit": mib_limit, "request": mib_request}
         if self.card_count and self.card_count > 1:
             errors.update(self._whole_card_errors())
-        largest_cpu, largest_mib = largest_node_host()
+        largest_cpu, largest_mib = Node.objects.largest_host()
         if largest_cpu is not None and cpu_request and cpu_request > largest_cpu:
             errors["cpu_request_millicores"] = gettext(
                 "No node can give %(request)s millicores; the largest has %(largest)s for lab sessions."
@@ -276,17 +273,13 @@ class LabTemplate(models.Model):
     def _whole_card_errors(self) -> dict[str, str]:
         """What stops ``card_count`` whole cards: a core other than 100 %, a memory that is not a
         card's whole memory, more cards than any node has (each only where the cluster is known)."""
-        from django.utils.translation import gettext
-
-        from labs.services.allocation import whole_card_facts
-
         errors: dict[str, str] = {}
         n = self.card_count
         if self.core_percent is not None and self.core_percent != 100:
             errors["core_percent"] = gettext(
                 "A lab on %(cards)s whole cards has all of each card's AI Core: set 100 %%, not %(core)s %%."
             ) % {"cards": n, "core": self.core_percent}
-        most_cards, sizes_mib = whole_card_facts()
+        most_cards, sizes_mib = Card.objects.whole_card_facts()
         if most_cards and n > most_cards:
             errors["card_count"] = gettext(
                 "No node has %(cards)s cards; the largest has %(most)s, and whole cards must be on one node."

@@ -1,8 +1,40 @@
+from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils.translation import gettext_lazy as _
 
+from labs.domain.placement import largest_limit
 from labs.models.sessions import stored_reason_text
+
+
+def node_allocatable(cpu_millicores: int | None, memory_mib: int | None) -> tuple[int | None, int | None]:
+    """A node's host CPU (millicores) and memory (MiB) for lab sessions: what it reports minus
+    ``LAB_NODE_RESERVE_*`` (never below 0); ``None`` where it reports nothing (not limited)."""
+    cpu = None if cpu_millicores is None else max(0, cpu_millicores - settings.LAB_NODE_RESERVE_CPU_MILLICORES)
+    mib = None if memory_mib is None else max(0, memory_mib - settings.LAB_NODE_RESERVE_MEMORY_MIB)
+    return cpu, mib
+
+
+# The two reads below are the model layer's own: ``LabTemplate.clean`` checks a template against
+# them, and a model calls nothing above it (the placement engine's view is ``labs.selectors.capacity``).
+
+
+class NodeQuerySet(models.QuerySet):
+    def largest_host(self) -> tuple[int | None, int | None]:
+        """The most host CPU (millicores) and memory (MiB) one node offers lab sessions; ``None`` for a
+        resource some node does not report (it is not limited there) or when there is no node."""
+        figures = [node_allocatable(cpu, mib) for cpu, mib in self.values_list("host_cpu_millicores", "host_memory_mib")]
+        return largest_limit(cpu for cpu, _ in figures), largest_limit(mib for _, mib in figures)
+
+
+class CardQuerySet(models.QuerySet):
+    def whole_card_facts(self) -> tuple[int, tuple[int, ...]]:
+        """The most usable cards one node has and the distinct memory sizes (MiB) of usable cards,
+        smallest first: what a whole-card template can ask for. ``(0, ())`` with no cards."""
+        usable = self.filter(healthy=True, disabled=False)
+        per_node = usable.values("node_id").annotate(n=Count("id")).values_list("n", flat=True).order_by()
+        sizes = usable.values_list("memory_mib", flat=True).distinct().order_by("memory_mib")
+        return max(per_node, default=0), tuple(sizes)
 
 
 class Node(models.Model):
@@ -66,6 +98,8 @@ class Node(models.Model):
     readiness_code = models.CharField(_("why not ready"), max_length=64, blank=True)
     readiness_params = models.JSONField(default=dict, blank=True)
 
+    objects = NodeQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         permissions = [("operate_platform", "Can run the platform: drain nodes, mark cards, see every institution")]
@@ -106,6 +140,8 @@ class Card(models.Model):
     # A session on this card saw more NPU memory than its cap (the isolation self-test): the
     # device plugin's isolation is in doubt until an operator clears it.
     isolation_suspect = models.BooleanField(_("isolation suspect"), default=False)
+
+    objects = CardQuerySet.as_manager()
 
     class Meta:
         ordering = ["node__name", "index"]

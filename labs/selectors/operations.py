@@ -18,8 +18,9 @@ from labs.domain.placement import Cluster
 from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, NODE_INSTANCE_CAP, Scenario
 from labs.models import Allocation, AuditEvent, Card, InstanceSample, Institution, InstitutionRole, LabSession, Node, RepairEvent
+from labs.models.cluster import node_allocatable
+from labs.selectors.capacity import capacity_snapshot, placement_config
 from labs.selectors.ledger import held_by_card
-from labs.services.allocation import capacity_snapshot, placement_config
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,6 @@ class NodeView:
 def cluster_state() -> list[NodeView]:
     """Every node and card with what the ledger holds on it: three queries whatever the cluster's
     size (four with whole-card labs)."""
-    from labs.services.allocation import node_allocatable
-
     _no_counts = (0, NODE_INSTANCE_CAP[Scenario.DEVELOPMENT])
     held = held_by_card()
     nodes = {

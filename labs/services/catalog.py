@@ -15,8 +15,8 @@ from django.utils.text import slugify
 from labs.domain.placement import Cluster, LaunchRequest
 from labs.domain.units import Scenario, default_scenario
 from labs.models import Course, Institution, LabTemplate
+from labs.selectors.capacity import capacity_snapshot, placement_config
 from labs.selectors.courses import course_quota_use
-from labs.services.allocation import capacity_snapshot, placement_config
 from labs.services.audit import audit_record
 
 FIT_LIMIT = 4096  # enough for any class; the engine stops counting there

@@ -49,6 +49,7 @@ from labs.dispatch import controller_wake
 from labs.domain.states import ACTIVE, TERMINAL, SessionState
 from labs.drivers import DriverError, NodePod, get_driver
 from labs.models import Allocation, Card, InstanceSample, LabSession, Node, RepairEvent, ResidualCandidate
+from labs.selectors.capacity import memory_beyond_ledger
 from labs.selectors.ledger import held_by_card
 from labs.services.agents import (
     agent_client,
@@ -58,7 +59,6 @@ from labs.services.agents import (
     node_mark_unavailable,
     node_unreachable,
 )
-from labs.services.allocation import memory_beyond_ledger
 from labs.services.controller import allocation_rebind
 from labs.services.locks import RECHECK_LOCK_KEY, try_lock
 from labs.services.reboots import nodes_observe

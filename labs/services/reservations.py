@@ -46,6 +46,7 @@ from labs.domain.reservations import Demand, slot_room
 from labs.domain.states import SessionState
 from labs.domain.units import Scenario
 from labs.models import Course, CourseQuota, Enrollment, LabSession, LabTemplate, Node, Reservation, ReservationSlot
+from labs.selectors.capacity import capacity_snapshot, placement_config
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
 from labs.services.locks import reservation_lock
@@ -137,8 +138,6 @@ def _overlaps(
 
 def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tuple[datetime, datetime]], now: datetime) -> None:
     """Refuse (``ReservationRefused``) a booking that cannot be held; see ``reservation_book``."""
-    from labs.services.allocation import capacity_snapshot, placement_config
-
     if course.archived:
         raise ReservationRefused(_("%(course)s is archived: nothing can be booked.") % {"course": course.code})
     if not course.templates.filter(pk=template.pk).exists():
@@ -448,7 +447,6 @@ def reservations_move_off(*, node: Node, now: datetime | None = None) -> Reserva
     reservations page says so. Undraining the node clears the marks (``reservations_node_back``).
     """
     from labs.domain.reservations import room_now
-    from labs.services.allocation import capacity_snapshot, placement_config
 
     now = now or timezone.now()
     report = ReservationMoves()

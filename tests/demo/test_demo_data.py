@@ -4,8 +4,8 @@ from dataclasses import replace
 
 from labs.domain.placement import Cluster, LaunchRequest
 from labs.models import AllowedImage, Course, InstitutionRole
+from labs.selectors.capacity import capacity_snapshot, placement_config
 from labs.selectors.console import institution_allotment, institutions_for_new_courses
-from labs.services.allocation import capacity_snapshot, placement_config
 from labs.services.demo import demo_data_load
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from labs.drivers import get_driver
 from labs.models import Card, Node, RepairEvent
-from labs.services.allocation import capacity_snapshot
+from labs.selectors.capacity import capacity_snapshot
 from labs.services.reconcile import reconcile
 
 GIB = 1024

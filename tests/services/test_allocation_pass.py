@@ -137,7 +137,7 @@ def test_a_bad_placement_setting_is_refused_clearly():
     import pytest
     from django.core.exceptions import ImproperlyConfigured
 
-    from labs.services.allocation import _placement_config_from
+    from labs.selectors.capacity import _placement_config_from
 
     with pytest.raises(ImproperlyConfigured, match="LAB_PLACEMENT is invalid: 'tightest' is not a valid Policy"):
         _placement_config_from({"node_policy": "tightest"})

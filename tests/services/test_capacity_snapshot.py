@@ -1,7 +1,8 @@
 """The capacity snapshot the allocation pass reads: what the ledger holds, exactly."""
 
 from labs.models import Allocation
-from labs.services.allocation import allocation_pass, capacity_snapshot
+from labs.selectors.capacity import capacity_snapshot
+from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
 
 

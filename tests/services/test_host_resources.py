@@ -10,7 +10,8 @@ from django.utils import translation
 
 from labs.domain.states import SessionState
 from labs.models import Allocation, LabSession, LabTemplate, Node
-from labs.services.allocation import allocation_pass, capacity_snapshot
+from labs.selectors.capacity import capacity_snapshot
+from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
 
 GIB = 1024

@@ -13,8 +13,9 @@ from django.utils import translation
 from labs.domain.placement import Instance
 from labs.domain.units import Scenario
 from labs.models import Allocation, Card, Node
+from labs.selectors.capacity import capacity_snapshot, memory_beyond_ledger, unlisted_memory
 from labs.selectors.sessions import session_event_payload
-from labs.services.allocation import allocation_pass, capacity_snapshot, memory_beyond_ledger, unlisted_memory
+from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
 
 GIB = 1024

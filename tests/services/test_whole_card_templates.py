@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from labs.models import Allocation, LabSession
+from labs.selectors.capacity import capacity_snapshot
 from labs.selectors.courses import course_quota_use
-from labs.services.allocation import allocation_pass, capacity_snapshot
+from labs.services.allocation import allocation_pass
 from labs.services.catalog import fit_preview
 from labs.services.controller import launch_spec
 from labs.services.sessions import session_launch
