@@ -14,11 +14,10 @@ from django.utils.translation import trans_real
 
 from labs.models import LabSession
 from labs.models.sessions import stored_reason_text
+from labs.presentation import extend_label, selftest_text, share_text
 from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
-from labs.selectors.sessions import extend_label
 from labs.services.events import CLUSTER_GROUP, course_group, student_group
-from labs.templatetags.session_card import selftest_text, share_text
 from portal.channel_layer import RESUBSCRIBED
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -107,7 +106,7 @@ def localised(payload: dict) -> dict:
     """The words of a session payload (reason, state label, share) in the active language.
 
     Numbers and times stay as they are: the page composes the timed lines (queue place, time
-    left) from them with phrases translated for the same reader (``labs.templatetags.session_card``).
+    left) from them with phrases translated for the same reader (``labs.presentation``).
     """
     state = payload["state"]
     return {

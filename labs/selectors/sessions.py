@@ -15,15 +15,14 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
-from django.utils.translation import ngettext
 
 from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Course, Enrollment, LabSession
+from labs.presentation import extend_label, selftest_text, share_text
 from labs.selectors.rows import column, marks, one, table
 from labs.selectors.session_read import sessions_read
-from labs.templatetags.session_card import selftest_text, share_text
 
 logger = logging.getLogger(__name__)
 
@@ -390,11 +389,6 @@ def started_shown(session: LabSession) -> datetime | None:
     if started is not None and claimed is not None and claimed > started:
         return claimed
     return started
-
-
-def extend_label(minutes: int) -> str:
-    """The session card's extend button, in the active language."""
-    return ngettext("Add %(minutes)s minute", "Add %(minutes)s minutes", minutes) % {"minutes": minutes}
 
 
 def _iso(timestamp: float | None) -> str | None:

@@ -12,9 +12,9 @@ from django.db import IntegrityError, transaction
 
 from labs.drivers import get_driver
 from labs.models import Allocation, LabSession, LabTemplate, Node
+from labs.presentation import share_text
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
-from labs.templatetags.session_card import share_text
 from tests.factories import TemplateFactory, course_with_students, node_with_cards
 
 POOL = {"npu-lab.portal/device-profile": "vnpu"}

@@ -3,7 +3,8 @@
 import pytest
 from django.utils import timezone, translation
 
-from labs.templatetags.session_card import PHRASES, card_text, card_words, duration_text, session_data_tag
+from labs.presentation import PHRASES, card_text, card_words, duration_text
+from labs.templatetags.session_card import session_data_tag
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 STOPS = "2027-01-15T10:13:30+00:00"

@@ -3,7 +3,7 @@
 // Of two events with one version (a queue place moved, the session did not change) the one
 // read later wins. A card's timed lines (queue place and wait, started, time left, stops at)
 // are composed here every 30 s from the phrases the page embeds in its reader's language
-// (labs/templatetags/session_card.py composes the first render the same way).
+// (labs/presentation.py composes the first render the same way).
 (function () {
   "use strict";
   const list = document.getElementById("sessions");
@@ -35,7 +35,7 @@
     return new Intl.DateTimeFormat(lang, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" }).format(new Date(iso));
   }
 
-  // The same lines as card_text() in labs/templatetags/session_card.py.
+  // The same lines as card_text() in labs/presentation.py.
   function cardText(d, piece, now) {
     if (piece === "queue") {
       if (!d.queuePosition) return "";
