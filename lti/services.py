@@ -12,8 +12,6 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -21,7 +19,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from jwcrypto.jwk import JWK
 
 from labs import dispatch
 from labs.domain.states import ACTIVE
@@ -38,10 +35,10 @@ from lti.models import (
     Registration,
     ResourceLink,
     Score,
-    ToolKey,
     issuer_of_another_institution,
     registration_url_errors,
 )
+from lti.tool import service_connector
 
 logger = logging.getLogger(__name__)
 
@@ -64,27 +61,6 @@ class LtiRefused(Exception):
     def __init__(self, message: str, *, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-# --- keys ---------------------------------------------------------------------------------------
-
-
-def key_rotate(*, by=None) -> ToolKey:
-    """Make a new active RSA key (2048 bits); the previous one is retired but stays in the JWKS
-    for ``LTI_KEY_GRACE_DAYS``, so platforms that cached it still verify what it signed."""
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private_pem = private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public_pem = (
-        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    )
-    kid = JWK.from_pem(public_pem.encode()).thumbprint()
-    with transaction.atomic():
-        retired = ToolKey.objects.filter(retired_at__isnull=True).update(retired_at=timezone.now())
-        key = ToolKey.objects.create(kid=kid, private_key_pem=private_pem, public_key_pem=public_pem)
-        audit_record(by=by, action="lti.key.rotate", target=f"key {kid}", after={"retired": retired})
-    return key
 
 
 # --- registrations ------------------------------------------------------------------------------
@@ -432,8 +408,6 @@ def roster_sync_from_platform(*, context_id: int, by=None) -> SyncReport:
     """Fetch the membership from the platform (an access token signed with the tool's key) and apply it."""
     from pylti1p3.names_roles import NamesRolesProvisioningService
 
-    from lti.tool import service_connector
-
     context = Context.objects.select_related("registration", "course").get(pk=context_id)
     if not context.memberships_url:
         raise LtiRefused(_("The LMS has not offered this course's membership service (NRPS) in a launch yet."))
@@ -500,8 +474,6 @@ def _score_put(score: Score) -> None:
     from pylti1p3.assignments_grades import AssignmentsGradesService
     from pylti1p3.grade import Grade
     from pylti1p3.lineitem import LineItem
-
-    from lti.tool import service_connector
 
     link = score.resource_link
     ags = AssignmentsGradesService(

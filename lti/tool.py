@@ -10,7 +10,6 @@ from datetime import timedelta
 
 import requests
 from django.conf import settings
-from django.db import IntegrityError
 from django.db.models import Q
 from django.utils import timezone
 from pylti1p3.contrib.django import DjangoMessageLaunch, DjangoOIDCLogin
@@ -23,25 +22,13 @@ from pylti1p3.session import SessionService
 from pylti1p3.tool_config.abstract import ToolConfAbstract
 
 from labs import outbound
+from lti.keys import active_key
 from lti.models import Deployment, LaunchData, Registration, ToolKey
 
 # How long OIDC state and nonces live: a login the user does not finish in this time is refused.
 STATE_LIFETIME_SECONDS = 600
 # A validated launch is kept this long for the pages it leads to (the deep-linking picker).
 LAUNCH_LIFETIME_SECONDS = 3600
-
-
-def active_key() -> ToolKey:
-    """The key that signs; one is made the first time it is needed."""
-    key = ToolKey.objects.filter(retired_at__isnull=True).first()
-    if key is None:
-        from lti.services import key_rotate
-
-        try:
-            key = key_rotate()
-        except IntegrityError:  # another process made the first key at the same moment
-            key = ToolKey.objects.get(retired_at__isnull=True)
-    return key
 
 
 def http_session() -> requests.Session:

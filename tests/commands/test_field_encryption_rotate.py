@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from labs.encryption import UndecryptableValue
+from lti.keys import key_rotate
 from lti.models import ToolKey
-from lti.services import key_rotate
 from webhooks.models import Subscription
 from webhooks.services import subscription_create
 

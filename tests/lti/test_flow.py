@@ -12,9 +12,9 @@ from django.contrib.auth import get_user_model
 from labs.domain.reasons import Reason
 from labs.models import Affiliation, AuditEvent, Course, CourseQuota, Enrollment, LabSession
 from labs.services.sessions import session_stop
+from lti.keys import active_key
 from lti.models import Context, Identity, Score
 from lti.tasks import score_post_task
-from lti.tool import active_key
 from tests.lti.conftest import hidden_inputs
 from tests.lti.platform import AGS_SCOPES, CLAIM, INSTRUCTOR, LEARNER, TEACHING_ASSISTANT
 

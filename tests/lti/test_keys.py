@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 from jwt.algorithms import RSAAlgorithm
 
+from lti.keys import key_rotate
 from lti.models import ToolKey
-from lti.services import key_rotate
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from django.test.utils import override_settings  # noqa: E402
 call_command("migrate", verbosity=0)
 
 from labs.services.sessions import session_launch  # noqa: E402
+from lti.keys import key_rotate  # noqa: E402
 from lti.models import ToolKey  # noqa: E402
-from lti.services import key_rotate  # noqa: E402
 from tests.factories import course_with_students, node_with_cards  # noqa: E402
 from webhooks.models import Delivery, Subscription  # noqa: E402
 from webhooks.services import subscription_create  # noqa: E402

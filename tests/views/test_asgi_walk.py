@@ -44,7 +44,8 @@ from labs.models import AllowedImage, CourseQuota, Enrollment, InstitutionRole, 
 from labs.services.allocation import allocation_pass
 from labs.services.reservations import reservation_book
 from labs.services.sessions import session_launch
-from lti.services import key_rotate, registration_save
+from lti.keys import key_rotate
+from lti.services import registration_save
 from tests.asgi_client import AsgiClient
 from tests.factories import PASSWORD, TemplateFactory, UserFactory
 from webhooks.models import Delivery

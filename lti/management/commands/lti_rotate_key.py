@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from lti.services import key_rotate
+from lti.keys import key_rotate
 
 
 class Command(BaseCommand):
