@@ -3,8 +3,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from oauth2_provider.views import TokenView
 
-from api.views import courses, quota, roster, sessions, templates, usage
-from webhooks import api as webhooks
+from api.views import courses, quota, roster, sessions, templates, usage, webhooks
 
 app_name = "api"
 
