@@ -75,7 +75,7 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 	FIELD_ENCRYPTION_KEY_FILE=$(CURDIR)/$(VAR)/field_encryption_key \
 	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token exec $(PY) manage.py run_demo
 
-## test: the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
+## test: ruff and the import contracts (make lint); then the whole suite against PostgreSQL, Redis, Celery, Channels and headless Chromium
 ## (in TEST_WORKERS processes with pytest-xdist, each with its own database, Redis number and
 ## var directory; a file's tests stay together; Schemathesis' generated tests run apart, after,
 ## as its pytest plugin collects them as one test under xdist); then the console's and the LTI
@@ -84,7 +84,7 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 TEST_WORKERS ?= 2
 SQLITE_TESTS := tests/views tests/lti
 test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES) controlplane
-	$(VENV)/bin/ruff check .
+	$(MAKE) lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py --ignore=tests/kube
 	$(VENV)/bin/pytest tests/api/test_schemathesis.py
 	$(VENV)/bin/pytest tests/kube
@@ -155,8 +155,10 @@ chaos: $(VENV)/.installed-dev
 settings-doc: $(VENV)/.installed-runtime
 	$(PY) -m portal.settings_doc
 
+## lint: ruff, then the import contracts in pyproject.toml (lint-imports: layers, no import circles)
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VAR)/driver $(VAR)/static
