@@ -14,7 +14,7 @@ from django.utils.translation import trans_real
 
 from labs.models import LabSession
 from labs.models.sessions import stored_reason_text
-from labs.presentation import extend_label, selftest_text, share_text
+from labs.presentation import card_lines, extend_label, selftest_text, share_text
 from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
 from labs.services.events import CLUSTER_GROUP, course_group, student_group
@@ -103,10 +103,9 @@ class SessionUpdatesConsumer(Resyncs, WithoutDatabase, AsyncJsonWebsocketConsume
 
 
 def localised(payload: dict) -> dict:
-    """The words of a session payload (reason, state label, share) in the active language.
-
-    Numbers and times stay as they are: the page composes the timed lines (queue place, time
-    left) from them with phrases translated for the same reader (``labs.presentation``).
+    """The words of a session payload (reason, state label, share, the card's timed lines) in the
+    active language. Numbers and times stay as they are: the page fills the timed lines' clock
+    slot in the reader's time zone (``labs.presentation.card_line``).
     """
     state = payload["state"]
     return {
@@ -116,6 +115,7 @@ def localised(payload: dict) -> dict:
         "share_text": share_text(payload["core_percent"], payload["memory_mib"], payload.get("cards", 1)),
         "selftest_text": selftest_text(payload.get("selftest_visible_mib"), bool(payload.get("selftest_over_cap"))),
         "extend_label": extend_label(payload["extension_minutes"]) if payload.get("extensions_left") else "",
+        "lines": card_lines(payload),
     }
 
 

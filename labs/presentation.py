@@ -2,11 +2,11 @@
 words the templates (``labs.templatetags``), the selectors' payloads and the websocket consumer
 all show, so a page's first render and its live updates say the same thing.
 
-A card's times change with the clock (time left, the wait in the queue), so the page's script
-composes them again every 30 s. It composes them from the same phrases as ``card_text`` here,
-which ``{% session_card_words %}`` puts into the page already translated for its reader: the
-first render (Python) and every later one (``cardText`` in ``labs/static/labs/sessions.js``)
-say the same thing in the same language.
+A session card's timed lines (queue place and wait, started, time left, stops at) are composed
+here once (``card_line``), into the first render and into every payload the page hears, in its
+reader's language; they leave one slot for the clock, which the page's script
+(``labs/static/labs/sessions.js``) fills every 30 s: a time in the reader's time zone, or a
+duration from the phrases ``{% session_card_words %}`` puts into the page.
 """
 
 from __future__ import annotations
@@ -85,31 +85,77 @@ def duration_text(seconds: float) -> str:
     return gettext(PHRASES["minutes"]) % {"minutes": minutes}
 
 
-def card_text(card: dict[str, Any], piece: str, *, now: float) -> str:
-    """One timed line of a card (``PIECES``) from its payload at ``now`` (seconds); "" when it does not apply."""
+# The slot a timed line leaves for the clock: filled by whoever shows the line, at that moment.
+TIME_SLOT = "%(time)s"
+DURATION_SLOT = "%(duration)s"
+
+
+def card_line(card: dict[str, Any], piece: str) -> dict[str, Any] | None:
+    """One timed line of a card (``PIECES``), composed from its payload in the active language;
+    ``None`` when it does not apply.
+
+    ``text`` is the line but for one slot that moves with the clock, which whoever shows it fills
+    (:func:`line_text` here; the page's script, ``labs/static/labs/sessions.js``, every 30 s):
+    ``%(time)s``, the clock time ``at`` (ISO 8601) in the reader's time zone; or ``%(duration)s``,
+    the time left until ``until`` (ISO 8601) or, counted from when the line was read, of
+    ``seconds``, with ``soon`` said instead once less than a minute is left. A line without
+    ``at``, ``until`` or ``seconds`` is final.
+    """
     if piece == "queue":
         if card.get("queue_position") is None:
-            return ""
+            return None
         values = {"position": card["queue_position"], "course": card["course"]}
         if card.get("wait_seconds") is None:
-            return gettext(PHRASES["queue"]) % values
-        if card["wait_seconds"] < 60:
-            return gettext(PHRASES["queue_soon"]) % values
-        return gettext(PHRASES["queue_wait"]) % {**values, "wait": duration_text(card["wait_seconds"])}
+            return {"text": gettext(PHRASES["queue"]) % values}
+        return {
+            "text": gettext(PHRASES["queue_wait"]) % {**values, "wait": DURATION_SLOT},
+            "seconds": card["wait_seconds"],
+            "soon": gettext(PHRASES["queue_soon"]) % values,
+        }
     if piece == "started":
-        return gettext(PHRASES["started"]) % {"time": _clock(card["started_at"])} if card.get("started_at") else ""
+        if not card.get("started_at"):
+            return None
+        return {"text": gettext(PHRASES["started"]) % {"time": TIME_SLOT}, "at": card["started_at"]}
     if piece in ("left", "stops"):
-        stops_at = parse_datetime(card["stops_at"]) if card.get("stops_at") else None
-        if stops_at is None:
-            return ""
+        if not card.get("stops_at") or parse_datetime(card["stops_at"]) is None:
+            return None
         if piece == "stops":
-            return gettext(PHRASES["stops"]) % {"time": _clock(card["stops_at"])}
-        return gettext(PHRASES["left"]) % {"duration": duration_text(max(0.0, stops_at.timestamp() - now))}
+            return {"text": gettext(PHRASES["stops"]) % {"time": TIME_SLOT}, "at": card["stops_at"]}
+        return {"text": gettext(PHRASES["left"]) % {"duration": DURATION_SLOT}, "until": card["stops_at"]}
     raise ValueError(f"unknown card piece {piece!r}; known: {PIECES}")
 
 
+def card_lines(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Every timed line of a card (:func:`card_line`), by piece: what its payload carries to the page."""
+    return {piece: card_line(card, piece) for piece in PIECES}
+
+
+def line_text(line: dict[str, Any] | None, *, now: float) -> str:
+    """A timed line (:func:`card_line`), read at ``now`` (seconds since the epoch) just after it was
+    composed, as the page's first render shows it; "" for none."""
+    if line is None:
+        return ""
+    if "at" in line:
+        return line["text"].replace(TIME_SLOT, _clock(line["at"]), 1)
+    if "until" in line:
+        left = max(0.0, parse_datetime(line["until"]).timestamp() - now)
+    elif "seconds" in line:
+        left = line["seconds"]
+    else:
+        return line["text"]
+    if "soon" in line and left < 60:
+        return line["soon"]
+    return line["text"].replace(DURATION_SLOT, duration_text(left), 1)
+
+
+def card_text(card: dict[str, Any], piece: str, *, now: float) -> str:
+    """One timed line of a card (``PIECES``) from its payload at ``now`` (seconds); "" when it does not apply."""
+    return line_text(card_line(card, piece), now=now)
+
+
 def card_words() -> dict[str, str]:
-    """The phrases the page's script composes card lines from, in the active language."""
+    """The phrases of a card's lines in the active language: the page's script fills a line's
+    duration slot with the duration ones (``under_a_minute``, ``minutes``, ``hours``)."""
     return {key: gettext(phrase) for key, phrase in PHRASES.items()}
 
 

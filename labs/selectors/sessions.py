@@ -20,7 +20,7 @@ from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Course, Enrollment, LabSession
-from labs.presentation import extend_label, selftest_text, share_text
+from labs.presentation import card_lines, extend_label, selftest_text, share_text
 from labs.selectors.rows import column, marks, one, table
 from labs.selectors.session_read import sessions_read
 
@@ -310,8 +310,9 @@ def session_event_payload(
     ``queue_length`` and ``wait_seconds`` only while queued; ``wait_seconds`` is ``None`` when
     there is no honest estimate (``queue_facts``). ``read_at_ms`` is when this was read: of two
     payloads with one ``version``, the later read has the fresher queue position. Words
-    (``state_label``, ``reason``, ``share_text``) are in the active language; the websocket
-    consumer renders them again for each reader (``labs.consumers.localised``).
+    (``state_label``, ``reason``, ``share_text``, the card's timed ``lines``:
+    ``labs.presentation.card_line``) are in the active language; the websocket consumer renders
+    them again for each reader (``labs.consumers.localised``).
     ``read_queue=False``: no queue facts unless given (``queue``), and so no read for them.
     """
     if queue is None and read_queue and session.state == SessionState.QUEUED:
@@ -326,7 +327,7 @@ def session_event_payload(
     extensions_left = 0
     if for_owner and session.state == SessionState.RUNNING and quota is not None and session.reclaim_at is None:
         extensions_left = max(0, quota.extensions_allowed - session.extensions_used)
-    return {
+    payload = {
         "id": str(session.pk),
         "version": session.version,
         "read_at_ms": int(time.time() * 1000),
@@ -361,6 +362,8 @@ def session_event_payload(
         "queue_length": queue.length if queue else None,
         "wait_seconds": queue.wait_seconds if queue else None,
     }
+    payload["lines"] = card_lines(payload)
+    return payload
 
 
 def session_launched_payload(session: LabSession) -> dict[str, Any]:

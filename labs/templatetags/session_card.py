@@ -6,26 +6,37 @@ The words themselves are composed in ``labs.presentation``; these tags put them 
 from __future__ import annotations
 
 import html
+import json
 import time
 from typing import Any
 
 from django import template
 from django.conf import settings
-from django.utils.html import json_script
+from django.utils.html import format_html, json_script
 from django.utils.safestring import mark_safe
 
-from labs.presentation import budget_text, card_text, card_words, share_text, template_limit_text
+from labs.presentation import budget_text, card_words, line_text, share_text, template_limit_text
 
 register = template.Library()
 
 
 @register.simple_tag(name="card_text")
 def card_text_tag(card: dict[str, Any] | None, piece: str) -> str:
-    return card_text(card, piece, now=time.time()) if card else ""
+    """A timed line of the card's payload as it reads now (the first render)."""
+    return line_text(card["lines"][piece], now=time.time()) if card else ""
+
+
+@register.simple_tag(name="card_line")
+def card_line_tag(card: dict[str, Any] | None, piece: str) -> str:
+    """`` data-line="…"``: the timed line of the card's payload (``labs.presentation.card_line``),
+    which the page's script shows as the clock moves; nothing where the line does not apply."""
+    line = card["lines"][piece] if card else None
+    return format_html(' data-line="{}"', json.dumps(line)) if line else ""
 
 
 # The attributes the page's script (``labs/static/labs/sessions.js``) finds and orders a card or
-# a row by, from its payload, with what a blank ``<template>`` (no payload) gets.
+# a row by, from its payload, with what a blank ``<template>`` (no payload) gets; the times and
+# the queue place are there for a reader of the page (the script shows each piece's ``data-line``).
 DATA_ATTRIBUTES = (
     ("data-session-id", "id", ""),
     ("data-version", "version", 0),

@@ -62,6 +62,27 @@ async def test_a_chinese_reader_gets_the_state_reason_and_share_in_chinese_and_a
     await english.disconnect()
 
 
+async def test_each_reader_gets_the_cards_timed_lines_composed_in_their_language(course_of_five):
+    world = course_of_five
+    holder, student = world["students"][:2]
+    await sync_to_async(session_launch)(student=holder, course=world["course"], template=world["small"])
+    await sync_to_async(allocation_pass)()
+    chinese = communicator(student, "zh-hans")
+    english = communicator(world["instructor"], "en", f"?course={world['course'].pk}")
+    assert (await chinese.connect())[0] and (await english.connect())[0]
+
+    await sync_to_async(session_launch)(student=student, course=world["course"], template=world["small"])
+    await sync_to_async(allocation_pass)()
+
+    (zh,) = await next_payloads(chinese)
+    assert zh["lines"]["queue"]["text"].startswith("AI101 队列第 1 位，")
+    assert (zh["lines"]["started"], zh["lines"]["left"], zh["lines"]["stops"]) == (None, None, None)
+    (en,) = await next_payloads(english)
+    assert en["lines"]["queue"]["text"].startswith("#1 in AI101's queue, ")
+    await chinese.disconnect()
+    await english.disconnect()
+
+
 async def test_a_pass_that_admits_the_head_of_the_queue_tells_those_behind_their_new_place(course_of_five):
     world = course_of_five
     holder, *queued_students = world["students"][:4]

@@ -3,8 +3,8 @@
 import pytest
 from django.utils import timezone, translation
 
-from labs.presentation import PHRASES, card_text, card_words, duration_text
-from labs.templatetags.session_card import session_data_tag
+from labs.presentation import PHRASES, card_line, card_text, card_words, duration_text
+from labs.templatetags.session_card import card_line_tag, session_data_tag
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 STOPS = "2027-01-15T10:13:30+00:00"
@@ -78,3 +78,29 @@ def test_the_data_attributes_come_from_the_payload_and_a_blank_template_gets_emp
         ' data-stops-at="" data-queue-position="" data-wait-seconds=""'
     )
     assert session_data_tag(None) == session_data_tag("") == blank
+
+
+def test_a_line_comes_composed_but_for_the_slot_the_page_fills_as_the_clock_moves():
+    queued = {"course": "AI101", "queue_position": 7, "wait_seconds": 185}
+    running = {"started_at": "2027-01-15T07:10:00+00:00", "stops_at": STOPS}
+    with translation.override("zh-hans"):
+        assert card_line(queued, "queue") == {
+            "text": "AI101 队列第 7 位，约需等待 %(duration)s",
+            "seconds": 185,
+            "soon": "AI101 队列第 7 位，1 分钟内轮到",
+        }
+    with translation.override("en"):
+        assert card_line({**queued, "wait_seconds": None}, "queue") == {"text": "#7 in AI101's queue, waiting"}
+        assert card_line(running, "started") == {"text": "started %(time)s", "at": running["started_at"]}
+        assert card_line(running, "left") == {"text": "%(duration)s left", "until": STOPS}
+        assert card_line(running, "stops") == {"text": "stops at %(time)s", "at": STOPS}
+        assert card_line(queued, "left") is None
+
+
+def test_the_page_gets_each_line_in_a_data_attribute_and_a_line_that_does_not_apply_gets_none():
+    card = {"lines": {"queue": {"text": "#1 in <AI101>'s queue, waiting"}, "left": None}}
+
+    assert card_line_tag(card, "queue") == (
+        ' data-line="{&quot;text&quot;: &quot;#1 in &lt;AI101&gt;&#x27;s queue, waiting&quot;}"'
+    )
+    assert card_line_tag(card, "left") == card_line_tag(None, "queue") == ""

@@ -2,8 +2,9 @@
 // an older event than what the page shows is dropped, so out-of-order delivery is harmless.
 // Of two events with one version (a queue place moved, the session did not change) the one
 // read later wins. A card's timed lines (queue place and wait, started, time left, stops at)
-// are composed here every 30 s from the phrases the page embeds in its reader's language
-// (labs/presentation.py composes the first render the same way).
+// come composed by the server in its reader's language (labs/presentation.py card_line), in the
+// first render and in every update, but for one slot that moves with the clock: a time, shown in
+// the reader's time zone, or a duration, which this fills every 30 s from the phrases the page embeds.
 (function () {
   "use strict";
   const list = document.getElementById("sessions");
@@ -18,6 +19,8 @@
   const lang = document.documentElement.lang || undefined;
   const TICK_MS = 30000;
   const RESYNC_SPREAD_MS = 3000; // pages told to read again spread their requests over this long
+
+  const lines = new WeakMap(); // each [data-piece] element's line, as last heard
 
   function fill(phrase, values) {
     return phrase.replace(/%\((\w+)\)s|%%/g, (match, key) => (key ? String(values[key]) : "%"));
@@ -35,41 +38,37 @@
     return new Intl.DateTimeFormat(lang, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" }).format(new Date(iso));
   }
 
-  // The same lines as card_text() in labs/presentation.py.
-  function cardText(d, piece, now) {
-    if (piece === "queue") {
-      if (!d.queuePosition) return "";
-      const values = { position: d.queuePosition, course: d.courseCode };
-      if (!d.waitUntil) return fill(words.queue, values);
-      const wait = (Number(d.waitUntil) - now) / 1000;
-      if (wait < 60) return fill(words.queue_soon, values);
-      values.wait = duration(wait);
-      return fill(words.queue_wait, values);
-    }
-    if (piece === "started") return d.startedAt ? fill(words.started, { time: clock(d.startedAt) }) : "";
-    if (!d.stopsAt) return "";
-    if (piece === "stops") return fill(words.stops, { time: clock(d.stopsAt) });
-    return fill(words.left, { duration: duration(Math.max(0, (Date.parse(d.stopsAt) - now) / 1000)) });
+  // A line as heard: a wait counts down from when the page heard it, so the two clocks never need to agree.
+  function heard(line) {
+    if (!line) return null;
+    if (line.seconds !== undefined) line.untilMs = Date.now() + 1000 * line.seconds;
+    else if (line.until) line.untilMs = Date.parse(line.until);
+    return line;
+  }
+
+  // The line at ``now``: its clock slot filled (line_text() in labs/presentation.py does the first render's).
+  function lineText(line, now) {
+    if (!line) return "";
+    if (line.at) return line.text.replace("%(time)s", () => clock(line.at));
+    if (line.untilMs === undefined) return line.text;
+    const left = Math.max(0, (line.untilMs - now) / 1000);
+    if (line.soon && left < 60) return line.soon;
+    return line.text.replace("%(duration)s", () => duration(left));
   }
 
   function showTimes(el) {
     if (!words) return;
     const now = Date.now();
-    el.querySelectorAll("[data-piece]").forEach((line) => {
-      const text = cardText(el.dataset, line.dataset.piece, now);
-      line.textContent = text;
-      line.hidden = !text;
+    el.querySelectorAll("[data-piece]").forEach((piece) => {
+      const text = lineText(lines.get(piece), now);
+      piece.textContent = text;
+      piece.hidden = !text;
     });
   }
 
-  // A wait counts down from when the page heard it, so the two clocks never need to agree.
-  function setTimes(el, session) {
-    const d = el.dataset;
-    d.courseCode = session.course;
-    d.startedAt = session.started_at || "";
-    d.stopsAt = session.stops_at || "";
-    d.queuePosition = session.queue_position == null ? "" : String(session.queue_position);
-    d.waitUntil = session.wait_seconds == null ? "" : String(Date.now() + 1000 * session.wait_seconds);
+  function setLines(el, session) {
+    const heardLines = session.lines || {};
+    el.querySelectorAll("[data-piece]").forEach((piece) => lines.set(piece, heard(heardLines[piece.dataset.piece])));
   }
 
   function csrfToken() {
@@ -120,7 +119,7 @@
       const value = session[field.dataset.field];
       if (value !== undefined && value !== null) field.textContent = value;
     });
-    setTimes(el, session);
+    setLines(el, session);
     showTimes(el);
     const runsOn = el.querySelector('[data-role="runs-on"]');
     if (runsOn) runsOn.hidden = !(session.state === "running" && session.placement);
@@ -186,10 +185,9 @@
     }
   }
 
-  // The first render's waits count from now; then every card's timed lines follow the clock.
+  // The first render's lines (their waits count from now); then every card's timed lines follow the clock.
   list.querySelectorAll("[data-session-id]").forEach((el) => {
-    const wait = el.dataset.waitSeconds;
-    el.dataset.waitUntil = wait === "" || wait === undefined ? "" : String(Date.now() + 1000 * Number(wait));
+    el.querySelectorAll("[data-piece]").forEach((piece) => lines.set(piece, heard(piece.dataset.line ? JSON.parse(piece.dataset.line) : null)));
     showTimes(el);
   });
   setInterval(() => list.querySelectorAll("[data-session-id]").forEach(showTimes), TICK_MS);
