@@ -43,7 +43,7 @@ def _redis() -> redis.Redis:
 
 def send(task_name: str, *args: object, countdown: float | None = None) -> bool:
     """Send ``task_name`` (now, or in ``countdown`` seconds); ``False`` (and a warning) when the broker cannot take it."""
-    from portal.celery import app
+    from celery import current_app as app  # portal/celery.py's: the settings package (portal) loads it
 
     try:
         app.send_task(task_name, args=args, retry=False, countdown=countdown)
