@@ -7,7 +7,7 @@ import grimp
 
 from tools.import_contracts import import_circles
 
-PACKAGES = ["labs", "lti", "api", "webhooks", "accounts", "portal"]
+PACKAGES = ["labs", "lti", "api", "webhooks", "accounts", "portal", "nodeagent"]
 
 
 def test_no_module_imports_itself_back_through_others():
