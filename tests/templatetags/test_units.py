@@ -2,7 +2,7 @@ import pytest
 from django.template import Context, Template
 from django.utils import translation
 
-from labs.templatetags.units import gib_text
+from labs.presentation import gib_text
 
 
 @pytest.mark.parametrize(
