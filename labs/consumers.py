@@ -15,10 +15,10 @@ from django.utils.translation import trans_real
 from labs.models import LabSession
 from labs.models.sessions import stored_reason_text
 from labs.presentation import card_lines, extend_label, selftest_text, share_text
+from labs.realtime import RESUBSCRIBED
 from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
 from labs.services.events import CLUSTER_GROUP, course_group, student_group
-from portal.channel_layer import RESUBSCRIBED
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403

@@ -16,9 +16,10 @@ import logging
 from channels_redis.pubsub import RedisPubSubChannelLayer, RedisSingleShardConnection
 from redis.asyncio.client import PubSub
 
+from labs.realtime import RESUBSCRIBED
+
 logger = logging.getLogger(__name__)
 
-RESUBSCRIBED = "layer.resubscribed"  # a message type; its handler is ``layer_resubscribed``
 
 
 class ResubscribedPubSub(PubSub):
