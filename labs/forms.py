@@ -36,9 +36,9 @@ from labs.domain.vllm import VENDOR_MODELS, vendor_supports
 from labs.drivers import get_driver
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.models.catalog import SHARE_POLICY_CHOICES
+from labs.presentation import gib_text
 from labs.selectors.console import Allotment, ClusterFacts
 from labs.services.courses import quota_context
-from labs.templatetags.units import gib_text
 
 
 def filter_text(params, name: str) -> str:

@@ -138,7 +138,7 @@ LOCALE_PATHS = [BASE_DIR / "locale"]
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
 # Dates and times render in the reader's language's formats (Django's own: "2026年11月30日"). No
 # thousands separator in a plain {{ number }}: ids and versions go into attributes and form values;
-# sizes people read are grouped where they are shown (labs/templatetags/units.py).
+# sizes people read are grouped where they are shown (labs/presentation.py).
 USE_THOUSAND_SEPARATOR = False
 TIME_ZONE = env_setting("TIME_ZONE")
 USE_I18N = True

@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from labs.domain.vllm import VENDOR_MODELS
 from labs.forms import TemplateForm, filter_text
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
+from labs.presentation import gib_text
 from labs.selectors.console import cluster_facts
 from labs.selectors.operations import (
     audit_events,
@@ -44,7 +45,6 @@ from labs.selectors.reservations import upcoming_slots
 from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
 from labs.services import catalog, evacuation, operations, selftest
 from labs.services.affiliations import affiliation_link
-from labs.templatetags.units import gib_text
 
 PAGE_SIZE = 50
 
