@@ -71,7 +71,11 @@ def test_a_lost_subscription_makes_the_open_page_read_its_sessions_again(world, 
     card = page.locator(f"#sessions article.session[data-session-id='{session.pk}']")
     expect(card).to_have_attribute("data-state", "queued")
     page.evaluate("window.__notReloaded = true")
-    page.wait_for_timeout(1_500)  # the read of the moving sessions that follows the socket's open is done
+    # The read of the moving sessions that follows the socket's open has been answered.
+    page.wait_for_function(
+        "(path) => performance.getEntriesByType('resource').some((e) => e.name.endsWith(path))",
+        arg=f"/sessions/{session.pk}/",
+    )
 
     # A change whose message would have been lost: nothing is published for it.
     LabSession.objects.filter(pk=session.pk).update(state="stopped", ended_at=timezone.now(), version=session.version + 1)
@@ -92,7 +96,10 @@ def test_the_instructor_console_reads_its_courses_use_again(world, portal_server
     # The console's socket has subscribed (it has no "live" mark) and its first read is done:
     # from here on only a message can make it read again.
     wait_for(lambda: subscribers_of(portal_server.pid), timeout=10)
-    page.wait_for_timeout(1_500)
+    page.wait_for_function(
+        "(path) => performance.getEntriesByType('resource').some((e) => e.name.endsWith(path))",
+        arg=page.locator(f"[data-course-use='{world['course'].pk}']").get_attribute("data-use-url"),
+    )
 
     Allocation.objects.filter(session=session).update(released_at=timezone.now())  # nothing published
     kill_subscriber(portal_server.pid)

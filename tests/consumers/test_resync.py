@@ -20,6 +20,7 @@ from labs.models import InstitutionRole
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
 from portal.channel_layer import RESUBSCRIBED, ResyncingPubSubChannelLayer
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,6 +40,17 @@ async def kill_subscriber(layer) -> None:
             assert await client.client_kill_filter(_id=None, addr=f"{host}:{port}") == 1
     finally:
         await client.aclose()
+
+
+async def subscribed(layer, group: str) -> bool:
+    """Whether Redis has a subscriber to ``group``'s channel of ``layer`` (``PUBSUB NUMSUB``)."""
+    name = layer._get_layer()._get_group_channel_name(group)
+    client = aioredis.Redis.from_url(settings.REDIS_URL)
+    try:
+        ((_, count),) = await client.pubsub_numsub(name)
+    finally:
+        await client.aclose()
+    return count > 0
 
 
 async def test_the_layer_puts_one_resubscribed_message_in_every_channel_and_groups_work_again():
@@ -69,7 +81,7 @@ async def test_channels_redis_own_layer_says_nothing_after_the_same_loss():
     channel = await layer.new_channel()
     await layer.group_add("resync.plain", channel)
     await kill_subscriber(layer)
-    await asyncio.sleep(1.0)  # it has connected and subscribed again by now
+    await eventually(lambda: subscribed(layer, "resync.plain"), timeout=10, message="the group subscribed again")
     await layer.group_send("resync.plain", {"type": "after"})
     assert (await asyncio.wait_for(layer.receive(channel), 5))["type"] == "after"  # the first thing it hears
     await layer.flush()

@@ -64,7 +64,7 @@ async def test_an_idle_socket_still_receives_updates_after_some_seconds(async_wo
     student = async_world["students"][0]
     comm = communicator(student)
     await comm.connect()
-    await asyncio.sleep(7)
+    await asyncio.sleep(7)  # the subject: idle for longer than a client socket timeout would allow
     await sync_to_async(session_launch)(student=student, course=async_world["course"], template=async_world["small"])
     await sync_to_async(allocation_pass)()
     states, _ = await receive_states(comm, 1)

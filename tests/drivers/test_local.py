@@ -295,7 +295,7 @@ def test_the_idle_probe_sees_a_kernel_computing_with_no_browser_attached(lab: La
             assert time.monotonic() < deadline, "the kernel never showed busy"
             time.sleep(0.2)
         socket.close()  # the browser is gone; the cell goes on
-        time.sleep(1)
+        time.sleep(1)  # the subject: a while later, with no client, the kernel still counts as busy
         assert jupyter_activity(base, token, timeout=5).busy_now is True
     finally:
         request = urllib.request.Request(base + f"api/kernels/{kernel['id']}", headers=headers, method="DELETE")

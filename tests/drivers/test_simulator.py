@@ -10,6 +10,7 @@ import pytest
 from labs.domain.reasons import Reason
 from labs.drivers import DriverError, PollStatus, build_driver
 from labs.drivers.simulator import SimulatorDriver
+from tests.conftest import wait_for as wait_until
 from tests.drivers.helpers import make_spec, wait_for
 
 
@@ -285,7 +286,7 @@ def test_labs_on_a_restarted_node_that_do_not_come_back_stay_failed_and_new_ones
     driver.create(old)
 
     driver.inject_reboot(old.card.node, devices_after_seconds=0, comes_back=False)
-    time.sleep(0.05)
+    wait_until(lambda: driver.nodes()[old.card.node].npus_reported, timeout=5, message="the NPUs reported again")
 
     assert driver.poll(old.session_id).status == PollStatus.FAILED
     driver.delete(old.session_id)

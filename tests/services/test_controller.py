@@ -9,11 +9,12 @@ from django.utils import timezone
 
 from labs.domain.reasons import Reason
 from labs.drivers import get_driver
-from labs.drivers.base import CardBinding, LaunchSpec
+from labs.drivers.base import CardBinding, LaunchSpec, PollStatus
 from labs.models import Allocation, LabSession, Node, RepairEvent
 from labs.services.controller import ControllerReport, controller_run, launch_spec, reconcile_once, with_jupyter_token
 from labs.services.reboots import nodes_observe
 from labs.services.sessions import session_launch, session_stop, session_transition
+from tests.conftest import wait_for
 
 BYE = Reason.of("session.stopped_by", who="student000")
 
@@ -28,6 +29,11 @@ def driver():
 
 def launch(world, student=0, template="small"):
     return session_launch(student=world["students"][student], course=world["course"], template=world[template])
+
+
+def up(driver, session) -> bool:
+    """Whether the simulator's instance of ``session`` runs (its start delay is over)."""
+    return driver.poll(str(session.pk)).status == PollStatus.RUNNING
 
 
 def settle(*sessions, until=("running",), timeout=10):
@@ -176,7 +182,7 @@ def test_a_session_that_overruns_the_spawn_timeout_fails_with_the_reason(world, 
 def test_a_lab_that_is_up_is_never_failed_for_being_late(world, driver):
     session = launch(world)
     reconcile_once()
-    time.sleep(0.4)  # the simulator's instance is up
+    wait_for(lambda: up(driver, session), timeout=10, message="the simulator's instance up")
     LabSession.objects.filter(pk=session.pk).update(started_at=timezone.now() - timedelta(seconds=600))
 
     reconcile_once()
@@ -240,7 +246,7 @@ def test_a_running_lab_that_restarts_after_an_oom_kill_keeps_running_and_says_wh
     student = Client()
     student.force_login(world["students"][0])
     assert said in student.get("/").content.decode()  # on the student's card
-    time.sleep(0.4)  # the simulator's lab is up again
+    wait_for(lambda: up(driver, session), timeout=10, message="the simulator's lab up again")
     version = session.version
     reconcile_once()
     session.refresh_from_db()
@@ -403,7 +409,7 @@ def test_a_slow_create_does_not_hold_the_run_and_its_answer_is_bound_later_witho
     session.refresh_from_db()
     assert (session.state, session.driver_ref) == ("starting", "")
     reconcile_once()  # under the lease: not asked for again
-    time.sleep(1.2)
+    wait_for(lambda: driver.list() == {str(session.pk)}, timeout=10, message="the slow create's answer")
     settle(session)
     assert session.driver_ref and driver.list() == {str(session.pk)}
     assert not RepairEvent.objects.exists()
@@ -419,18 +425,34 @@ def test_a_run_lets_go_of_the_lock_while_it_waits_for_the_drivers_answers(world,
     from labs.services.locks import CONTROLLER_LOCK_KEY
 
     monkeypatch.setattr(driver, "create_delay_seconds", 1.0)
+    asked, answered = threading.Event(), threading.Event()
+    create = driver.create
+
+    def create_and_tell(spec):
+        asked.set()
+        try:
+            return create(spec)
+        finally:
+            answered.set()
+
+    monkeypatch.setattr(driver, "create", create_and_tell)
     session = launch(world)
     db = connection.settings_dict
     taken: list[bool] = []
 
     def another_run_tries_the_lock() -> None:
-        time.sleep(0.5)  # the run has started its create and waits for the answer
+        assert asked.wait(timeout=30)  # the run has started its create and waits for the answer
         with psycopg.connect(
             host=db["HOST"], port=db["PORT"], user=db["USER"], password=db["PASSWORD"] or None, dbname=db["NAME"],
             autocommit=True,
         ) as other:  # fmt: skip
-            got = other.execute("SELECT pg_try_advisory_lock(%s)", [CONTROLLER_LOCK_KEY]).fetchone()[0]
-            taken.append(got)
+            got = False
+            while not answered.is_set():  # the run lets go of the lock soon after asking
+                got = other.execute("SELECT pg_try_advisory_lock(%s)", [CONTROLLER_LOCK_KEY]).fetchone()[0]
+                if got:
+                    break
+                time.sleep(0.02)
+            taken.append(got and not answered.is_set())  # taken while the answer was still awaited
             if got:
                 other.execute("SELECT pg_advisory_unlock(%s)", [CONTROLLER_LOCK_KEY])
 
@@ -469,7 +491,7 @@ def test_a_create_that_answers_while_the_round_looks_is_not_asked_for_again(worl
     monkeypatch.setattr(driver, "create", lambda spec: asked.append(spec.session_id) or create(spec))
     session = launch(world)
     reconcile_once()  # asks; the answer comes in 2.5 s, after the lease
-    time.sleep(2.1)
+    time.sleep(2.1)  # the subject: the lease (2 s, real clock) runs out before the answer
     observe = driver.observe
 
     def slow_observe():  # what the round sees is from before the answer
@@ -659,7 +681,7 @@ def test_a_lab_whose_node_restarted_fails_when_its_npus_do_not_come_back_in_time
     reconcile_once()
     session.refresh_from_db()
     assert (session.state, session.reason) == ("running", "waiting for the NPU to come back after a node restart")
-    time.sleep(1.1)
+    time.sleep(1.1)  # the subject: LAB_REBOOT_DEVICE_WAIT (1 s, real clock) runs out
     settle(session, until=("failed",))
 
     assert session.reason == "the node restarted and its NPUs did not come back within 1 s"

@@ -102,7 +102,7 @@ def test_a_jupyterlab_left_alone_is_warned_and_then_stopped(world, driver):
 
     sleep_until(quiet_since + WINDOW - WARNING + 0.5)
     assert check(session).warned == [str(session.pk)]
-    time.sleep(1)
+    time.sleep(1)  # the subject: real quiet between two looks (JupyterLab's clock is the real one)
     second = check(session)
     assert second.cleared == [] and second.culled == [], "the first look counted as the student's activity"
     assert lab.last_activity() == quiet_since  # three looks later, JupyterLab saw no one

@@ -76,7 +76,7 @@ def test_beat_pre_starts_the_class_hands_each_lab_to_one_student_and_stops_the_u
 
     # Nobody claims from here on: after the start and the grace the rule finds nothing to stop.
     wait_for(lambda: timezone.now() > starts + timedelta(seconds=8), timeout=40)
-    time.sleep(2)
+    time.sleep(2)  # the subject: beat's sweeps over a window in which nothing may be stopped
     assert prestarted.filter(state="running").count() == 5
     assert not prestarted.filter(reason_code="session.reservation_unclaimed").exists()
 
