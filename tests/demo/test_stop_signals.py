@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.demo.helpers import Spawn, assert_everything_stopped, running_record, supervised_command
+from tests.conftest import wait_for
+from tests.demo.helpers import Spawn, assert_everything_stopped, is_running, running_record, supervised_command
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc to check the processes")
 
@@ -30,8 +30,10 @@ def test_later_signals_do_not_interrupt_the_stop(tmp_path: Path, spawn: Spawn) -
     record = running_record(tmp_path, supervisor)
 
     os.kill(record["supervisor"], signal.SIGTERM)
-    # Within the stop: the child that ignores SIGTERM keeps it busy for its 1 s of grace.
-    time.sleep(0.3)
+    # Within the stop: the service has died of its SIGTERM, and the child that ignores SIGTERM
+    # keeps the stop busy for its 1 s of grace.
+    service = record["pids"][0]
+    wait_for(lambda: not is_running(service), timeout=5, interval=0.02, message="the service stopped")
     os.kill(record["supervisor"], signal.SIGINT)
     os.kill(record["supervisor"], signal.SIGHUP)
 
