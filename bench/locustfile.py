@@ -321,7 +321,7 @@ class PortalUser(FastHttpUser):
         for attempt in range(LOGIN_ATTEMPTS):
             if attempt:
                 gevent.sleep(LOGIN_RETRY_SECONDS)
-            # Logins hash a password each (~0.3 s of CPU): at most ``login_concurrency`` at once,
+            # Logins hash a password each (slow by design): at most ``login_concurrency`` at once,
             # so the ramp does not turn into a queue of them in front of everything else.
             with LOGIN_SLOTS:
                 status = self._log_in_once()

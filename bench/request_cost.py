@@ -1,6 +1,6 @@
 """What one request costs the web process: CPU time and queries per endpoint, in-process.
 
-    .venv/bin/python -m bench.request_cost                 # 128 students, 60 requests per endpoint (~1 min)
+    .venv/bin/python -m bench.request_cost                 # 128 students, 60 requests per endpoint
     make bench-requests
 
 Why in-process: the load bench (bench.load) runs on a machine shared with other work, where

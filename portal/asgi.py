@@ -27,5 +27,5 @@ application = ProtocolTypeRouter(
 
 # Everything built so far (Django, the URLconf, the models, the libraries) lives as long as the
 # process: out of the cyclic collector's sight, a full collection no longer walks it on every
-# request's garbage (as Instagram does for Django; ~1 ms of a trivial page's 2-3 ms).
+# request's garbage (as Instagram does for Django; docs/framework-overrides.md, "The ASGI handler").
 gc.freeze()

@@ -18,12 +18,13 @@ Everything else (reading the body, streaming, client disconnects) is Django's ow
 Django also gives every request a new thread (``ThreadSensitiveContext()``: a new one-thread
 executor, shut down when the request ends), and with a new thread come new per-thread objects:
 the database connection's wrapper (its features, operations, introspection...), the
-translation state. Started and torn down on every request that was ~1.6 ms of CPU, a third of
-what a trivial page costs. Here a request takes an idle one-thread executor, or makes one when
-all are busy, and gives it back when it ends, as a threaded WSGI server reuses its threads:
-what a request leaves on its thread is what Django already cleans up between requests (the
-database connection goes back to the pool on ``request_finished``; the locale middleware sets
-the language on every request). At most ``keep`` executors wait idle; one more is shut down.
+translation state. Started and torn down on every request, that was a third of what a trivial
+page cost (docs/framework-overrides.md, "The ASGI handler"). Here a request takes an idle
+one-thread executor, or makes one when all are busy, and gives it back when it ends, as a
+threaded WSGI server reuses its threads: what a request leaves on its thread is what Django
+already cleans up between requests (the database connection goes back to the pool on
+``request_finished``; the locale middleware sets the language on every request). At most
+``keep`` executors wait idle; one more is shut down.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Django's database sessions, read with one written-out statement.
 
 Every request of a signed-in user reads its session row first. Django's ``db`` backend composes
-``Session.objects.get(session_key=..., expire_date__gt=now)`` for it: about 0.6 ms of CPU to
-build and turn into a model, several times running it. This store sends the same ``SELECT``
-written out (names from the model) and is otherwise Django's own: the same table, the same
-cookie, the same saving, expiry and ``clearsessions``; sessions made before it stay valid.
+``Session.objects.get(session_key=..., expire_date__gt=now)`` for it, and building it and turning
+it into a model cost several times running it (docs/framework-overrides.md, "The session store").
+This store sends the same ``SELECT`` written out (names from the model) and is otherwise Django's
+own: the same table, the same cookie, the same saving, expiry and ``clearsessions``; sessions
+made before it stay valid.
 """
 
 from __future__ import annotations

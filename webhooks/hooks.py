@@ -24,8 +24,8 @@ def session_events(events: Sequence[SessionEvent]) -> list[Delivery]:
     One written-out statement asks whether the sessions' institutions have an active
     subscription at all; when none has (most institutions, most of the time), that is all,
     however many sessions a pass changed, and it is cheap: every launch and every stop of the
-    web asks it (composing the ORM's query cost ~2 ms of CPU). Nothing is cached, so a
-    subscription made a moment ago gets the next event. Otherwise the subscriptions are read
+    web asks it (written out: composing the ORM's query cost more than running it). Nothing is
+    cached, so a subscription made a moment ago gets the next event. Otherwise the subscriptions are read
     with their courses, then the sessions and usage records; the deliveries take one INSERT.
     """
     if not events:

@@ -117,8 +117,8 @@ def _staff_role_params() -> dict[str, str]:
 def _console_links_sql() -> str:
     """The statement of :func:`console_links`, written out once per process (tables from the models).
 
-    It is on every page; composing it with the ORM (four ``Exists`` of ``OuterRef``) cost about
-    3 ms of CPU a request, ten times running it (``bench.request_cost``).
+    It is on every page; composing it with the ORM (four ``Exists`` of ``OuterRef``) cost ten
+    times running it (``bench.request_cost``; docs/framework-overrides.md).
     ``tests/selectors/test_console_links.py`` checks it agrees with the consoles' own checks.
     """
     User = get_user_model()

@@ -3,8 +3,9 @@
 Every published change (a student's stop, each batch of the controller) and every dashboard
 reads sessions with their template, course and quota, student, allocation, card and node: the
 columns ``session_event_payload`` uses. Composed by the ORM (``select_related`` over those
-joins, ``only()`` of 54 columns) that read cost about 2.3 ms of CPU to build and 1.9 ms to turn
-into objects, for a statement that runs in 0.6 ms. Here the statement is written out once per
+joins, ``only()`` of 54 columns), building that read and turning it into objects cost several
+times running the statement (docs/framework-overrides.md, "The written-out reads"). Here the
+statement is written out once per
 process (names from the models) and the rows become model instances as the ORM makes them
 (``Model.from_db``, the related objects cached on them), so the payload code and the templates
 see the same objects, and reading a column not listed here fails loudly in the tests

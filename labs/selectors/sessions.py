@@ -130,7 +130,7 @@ def session_of_user_exists(*, user, session_id) -> bool:
     """Whether ``session_for_user`` would find the session (without reading it).
 
     Written out (``_owned_or_taught_sql``): every stop asks it, and composing the ORM's OR over a
-    subquery cost about 1 ms of CPU, several times running it."""
+    subquery cost several times running it (docs/framework-overrides.md)."""
     pk = LabSession._meta.pk
     try:
         session_pk = pk.get_db_prep_value(pk.to_python(session_id), connection)
@@ -171,8 +171,8 @@ CLAIMABLE = (SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, 
 def launch_facts(*, student_id: int, course_id: int, template_id: int) -> LaunchFacts:
     """:class:`LaunchFacts` for a student launching ``template_id`` in ``course_id``.
 
-    Written out (``_launch_facts_sql``): composed by the ORM these were three queries costing
-    about 2.5 ms of CPU on every launch, several times running them."""
+    Written out (``_launch_facts_sql``): composed by the ORM these were three queries on every
+    launch, each costing several times more to compose than to run (docs/framework-overrides.md)."""
     active = sorted(state.value for state in ACTIVE)
     claimable = [state.value for state in CLAIMABLE]
     params = [course_id, template_id, student_id, course_id, *active, course_id, template_id, *claimable]
@@ -249,7 +249,7 @@ def _queue_places(pks: list) -> dict[Any, tuple[int, int]]:
     """``pk -> (position, length)`` of those of ``pks`` still queued, in one statement.
 
     Written out (tables and columns from the model) rather than composed: the ORM's two
-    ``Subquery`` of ``OuterRef`` cost about 3 ms of CPU to build, several times running them,
+    ``Subquery`` of ``OuterRef`` cost several times more to build than to run,
     and this runs on every launch and every publish of a queued session. The order is the
     allocation pass's: ``queue_at``, then ``id``.
     """

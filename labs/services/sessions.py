@@ -421,7 +421,7 @@ def _prestarted_claim(*, student, course: Course, template: LabTemplate) -> LabS
     from django.db.models import Case, IntegerField, Value, When
 
     # Called only when ``launch_facts`` saw one waiting: most launches come with no class
-    # reserved, and that check spares them composing the locking query below (~2 ms of CPU).
+    # reserved, and that check spares them composing the locking query below.
     unclaimed = LabSession.objects.filter(
         course=course,
         template=template,
