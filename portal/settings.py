@@ -98,9 +98,8 @@ REDIS_URL = env_setting("REDIS_URL")
 # The channel layer that carries the pages' live updates. "pubsub" (channels_redis's Redis
 # Pub/Sub layer): Redis pushes each message to the web processes whose sockets joined its group.
 # "list" (channels_redis's original layer): each web process pops its sockets' messages off one
-# Redis key, one round trip and one pass of its receive lock per message; under the load bench
-# it delivered about 150 messages a second and the stop's message reached the student's socket
-# 3.4 s (p50) after the answer, against none with pubsub (docs/performance.md). Pub/Sub keeps nothing:
+# Redis key, one round trip and one pass of its receive lock per message, and falls behind
+# under the load bench (docs/framework-overrides.md, "The channel layer"). Pub/Sub keeps nothing:
 # an update sent while a web process is reconnecting to Redis is lost; once it has subscribed
 # again its sockets are told to read again what their pages show (portal.channel_layer). The
 # list layer keeps messages a minute.

@@ -9,8 +9,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# Written on another branch of the same issue; checked like any other link as soon as it exists.
-PENDING = {ROOT / "docs" / "framework-overrides.md"}
 
 # [text](target) and ![alt](target), the target up to a space (a title may follow) or the closing parenthesis.
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -34,7 +32,7 @@ def test_every_relative_link_of_a_page_leads_to_a_file(page):
     missing = []
     for target in relative_links(page):
         path = (page.parent / target.split("#", 1)[0]).resolve()
-        if not path.exists() and path not in PENDING:
+        if not path.exists():
             missing.append(target)
 
     assert missing == [], f"{page.relative_to(ROOT)} links to what does not exist"

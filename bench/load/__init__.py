@@ -1,6 +1,6 @@
 """Load on the real portal with Locust: students, instructors and operators at once, against Daphne.
 
-    .venv/bin/python -m bench.load                # 300 students, 20 instructors, 2 operators, 60 s (2-5 min)
+    .venv/bin/python -m bench.load                # 300 students, 20 instructors, 2 operators, 60 s
     .venv/bin/python -m bench.load --quick        # 30 users, 20 s
     make load LOAD_ARGS="--duration 90"
 
