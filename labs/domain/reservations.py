@@ -17,12 +17,14 @@ class needs it). What is promised at that time is placed or charged first:
   no shape, so it is held as amounts, not placed.
 
 The slot fits when all N of its instances are placed and the totals left cover those
-guarantees. ``slot_room`` says how many of the N the cluster can hold, for the refusal.
+guarantees. ``slot_room`` says how many of the N the cluster can hold; ``slot_check`` says it
+with what else holds the cluster then (each booking and each guarantee, and how much), for a
+refusal that names them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, tzinfo
 
@@ -79,16 +81,23 @@ def slot_times(
     weekdays: Iterable[int] = (),
     first: date | None = None,
     last: date | None = None,
+    after: datetime | None = None,
 ) -> list[tuple[datetime, datetime]]:
     """The slots of a booking as aware (start, end) pairs in ``zone``, in time order, no repeats.
 
     Either ``dates`` (single dates) or ``weekdays`` (0 = Monday .. 6 = Sunday) from ``first``
     to ``last`` inclusive; both may be given and are merged. ``start`` is a wall-clock time in
-    ``zone`` (a class at 14:00 stays at 14:00 across a daylight-saving change). ``ValueError``
-    for minutes < 1, a weekday outside 0..6, weekdays without both ends or ends reversed, or
-    more than ``MAX_SLOTS`` slots.
+    ``zone`` (a class at 14:00 stays at 14:00 across a daylight-saving change). With ``after``
+    (an aware moment, usually now) a weekly booking starts at its next meeting: its slots that
+    begin at or before ``after`` are left out, so a term booked in its third week starts with
+    the next class. Single dates are kept whatever their time: booking one in the past is a
+    mistake for the caller to refuse. ``ValueError`` for minutes < 1, a weekday outside 0..6,
+    weekdays without both ends or ends reversed, a naive ``after``, or more than ``MAX_SLOTS``
+    slots.
     """
     check_int("slot_times", "minutes", minutes, 1, 24 * 60)
+    if after is not None and after.tzinfo is None:
+        raise ValueError("slot_times: after must be an aware datetime")
     days = set(dates)
     weekdays = set(weekdays)
     if any(not isinstance(d, int) or not 0 <= d <= 6 for d in weekdays):
@@ -102,7 +111,7 @@ def slot_times(
             raise ValueError(f"slot_times: more than {MAX_SLOTS} slots")
         day = first
         while day <= last:
-            if day.weekday() in weekdays:
+            if day.weekday() in weekdays and (after is None or datetime.combine(day, start, tzinfo=zone) > after):
                 days.add(day)
             day += timedelta(days=1)
     if len(days) > MAX_SLOTS:
@@ -176,6 +185,67 @@ def slot_room(
         placed -= 1
     return placed
 
+
+@dataclass(frozen=True, slots=True)
+class Booked:
+    """Another booking whose slot overlaps the one checked: ``course_id``'s ``demand``, with
+    ``key`` the caller's handle on it (to name it in a refusal)."""
+
+    course_id: int
+    demand: Demand
+    key: Hashable = None
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What holds part of the cluster at a slot: a booking (``booking`` set) or ``course_id``'s
+    guarantee beyond its bookings then (``booking`` None), and how much (``amount``)."""
+
+    course_id: int
+    amount: Resources
+    booking: Booked | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotCheck:
+    """``room``: how many of the wanted instances fit beside everything held then (``slot_room``);
+    ``alone``: how many the cluster holds with nothing else booked or guaranteed; ``held``: what
+    else holds the cluster then, largest first (core %, then memory)."""
+
+    room: int
+    alone: int
+    held: tuple[Held, ...]
+
+
+def slot_check(
+    nodes: Iterable[NodeCapacity],
+    want: Demand,
+    *,
+    bookings: Sequence[Booked] = (),
+    guarantees: Mapping[int, Resources] | None = None,
+    config: PlacementConfig = DEFAULT_CONFIG,
+) -> SlotCheck:
+    """How many of ``want`` a slot holds beside the ``bookings`` overlapping it and the other
+    courses' ``guarantees`` (course id -> guaranteed totals), and what each of those holds.
+
+    A course's guarantee counts only beyond what its own overlapping bookings charge (a class
+    booked inside its guarantee is not held twice); a guarantee its bookings cover is not
+    listed. ``alone`` is 0..``want.count`` as ``room`` is.
+    """
+    nodes = list(nodes)
+    reserved: dict[int, Resources] = {}
+    for b in bookings:
+        reserved[b.course_id] = reserved.get(b.course_id, _NOTHING) + b.demand.charge
+    held = [Held(b.course_id, b.demand.charge, b) for b in bookings]
+    for course_id, guarantee in (guarantees or {}).items():
+        beyond = Resources(*(max(0, v) for v in guarantee - reserved.get(course_id, _NOTHING)))
+        if beyond != _NOTHING:
+            held.append(Held(course_id, beyond))
+    beyond_bookings = sum((h.amount for h in held if h.booking is None), _NOTHING)
+    room = slot_room(nodes, want, others=[b.demand for b in bookings], held_elsewhere=beyond_bookings, config=config)
+    alone = slot_room(nodes, want, config=config) if room < want.count else room
+    held.sort(key=lambda h: (-h.amount.core_percent, -h.amount.memory_mib, h.course_id))
+    return SlotCheck(room, alone, tuple(held))
 
 
 def room_now(nodes: Iterable[NodeCapacity], wants: Sequence[Demand], *, config: PlacementConfig = DEFAULT_CONFIG) -> list[int]:

@@ -2,7 +2,7 @@
 
 An instructor books ``count`` sessions of a template for the class's meeting times. The
 booking is expanded into slots at once (``ReservationSlot``) and checked slot by slot against
-the cluster (``labs.domain.reservations.slot_room``); a slot that does not fit refuses the whole
+the cluster (``labs.domain.reservations.slot_check``); a slot that does not fit refuses the whole
 booking with the reason, and nothing is written.
 
 During a slot, from ``LAB_RESERVATION_PRESTART_SECONDS`` before it begins to its end, the
@@ -38,11 +38,12 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 
 from labs.dispatch import controller_wake
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
-from labs.domain.reservations import Demand, slot_room
+from labs.domain.reservations import Booked, Demand, SlotCheck, slot_check
 from labs.domain.states import SessionState
 from labs.domain.units import Scenario
 from labs.models import Course, CourseQuota, Enrollment, LabSession, LabTemplate, Node, Reservation, ReservationSlot
@@ -114,26 +115,70 @@ def _demand(template: LabTemplate, count: int) -> Demand:
 
 def _overlaps(
     slots: Sequence[tuple[datetime, datetime]], *, besides: int | None = None
-) -> list[tuple[datetime, datetime, int, Demand]]:
-    """Booked slots whose raised window meets any of ``slots``'s: (start, end, course id, demand);
-    those of reservation ``besides`` left out."""
+) -> list[tuple[datetime, datetime, Booked]]:
+    """Booked slots whose raised window meets any of ``slots``'s: (start, end, booking), the
+    booking's key being (start, end, template name) to name it in a refusal; those of
+    reservation ``besides`` left out."""
     lead = _lead()
     first = min(s for s, _ in slots) - lead
     last = max(e for _, e in slots) + lead
-    rows = ReservationSlot.objects.filter(
-        reservation__cancelled_at__isnull=True, starts_at__lt=last, ends_at__gt=first
-    ).exclude(reservation_id=besides).values_list(
-        "starts_at",
-        "ends_at",
-        "reservation__course_id",
-        "reservation__count",
-        "reservation__template__core_percent",
-        "reservation__template__memory_mib",
-        "reservation__template__scenario",
-        "reservation__template__cpu_request_millicores",
-        "reservation__template__host_memory_request_mib",
+    rows = (
+        ReservationSlot.objects.filter(reservation__cancelled_at__isnull=True, starts_at__lt=last, ends_at__gt=first)
+        .exclude(reservation_id=besides)
+        .values_list(
+            "starts_at",
+            "ends_at",
+            "reservation__course_id",
+            "reservation__count",
+            "reservation__template__core_percent",
+            "reservation__template__memory_mib",
+            "reservation__template__scenario",
+            "reservation__template__cpu_request_millicores",
+            "reservation__template__host_memory_request_mib",
+            "reservation__template__name",
+        )
     )
-    return [(s, e, c, Demand(core, mem, n, Scenario(sc), cpu, host_mib)) for s, e, c, n, core, mem, sc, cpu, host_mib in rows]
+    return [
+        (s, e, Booked(c, Demand(core, mem, n, Scenario(sc), cpu, host_mib), (s, e, name)))
+        for s, e, c, n, core, mem, sc, cpu, host_mib, name in rows
+    ]
+
+
+def _guarantees(*, besides: int | None = None) -> dict[int, Resources]:
+    """The guarantees of the courses not archived (course id -> totals), ``besides``'s left out."""
+    return {
+        course_id: Resources(core, memory, instances)
+        for course_id, core, memory, instances in CourseQuota.objects.filter(course__archived_at__isnull=True)
+        .exclude(course_id=besides)
+        .values_list("course_id", "core_percent", "memory_mib", "instance_count")
+    }
+
+
+# A refusal names this many of the bookings and guarantees in the way, the largest first.
+NAMED_IN_REFUSAL = 5
+
+
+def _amount_text(amount: Resources) -> str:
+    return _("%(core)s %% / %(memory)s GiB") % {"core": amount.core_percent, "memory": f"{amount.memory_mib / 1024:g}"}
+
+
+def _in_the_way(check: SlotCheck) -> str:
+    """What holds the cluster at a slot, in words: each booking (course, time, sessions) and each
+    course guarantee with how much it holds, the largest ``NAMED_IN_REFUSAL`` of them."""
+    codes = dict(Course.objects.filter(pk__in={h.course_id for h in check.held}).values_list("pk", "code"))
+    named = []
+    for held in check.held[:NAMED_IN_REFUSAL]:
+        words = {"course": codes.get(held.course_id, "?"), "amount": _amount_text(held.amount)}
+        if held.booking is None:
+            named.append(_("%(course)s's guarantee holds %(amount)s") % words)
+        else:
+            start, end, template = held.booking.key
+            words.update(when=slot_label(start, end), count=held.booking.demand.count, template=template)
+            named.append(_("%(course)s's booking %(when)s holds %(count)s × %(template)s, %(amount)s") % words)
+    more = len(check.held) - len(named)
+    if more:
+        named.append(ngettext("%(n)s more", "%(n)s more", more) % {"n": more})
+    return pgettext("between the items of a list", "; ").join(named)
 
 
 def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tuple[datetime, datetime]], now: datetime) -> None:
@@ -166,21 +211,18 @@ def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tu
         if end <= start:
             raise ReservationRefused(_("A class must end after it starts."))
         if start <= now:
-            raise ReservationRefused(_("%(when)s is in the past.") % {"when": slot_label(start, end)})
+            raise ReservationRefused(
+                _("%(when)s is in the past: only a class still to come can be booked.") % {"when": slot_label(start, end)}
+            )
     booked = _overlaps(slots)
     lead = _lead()
-    guarantees = {
-        course_id: Resources(core, memory, instances)
-        for course_id, core, memory, instances in CourseQuota.objects.filter(course__archived_at__isnull=True)
-        .exclude(course=course)
-        .values_list("course_id", "core_percent", "memory_mib", "instance_count")
-    }
+    guarantees = _guarantees(besides=course.pk)
     nodes = capacity_snapshot()
     config = placement_config()
     want = _demand(template, count)
     for start, end in sorted(slots):
-        during = [(c, d) for s, e, c, d in booked if s - lead < end and e > start - lead]
-        own = sum(d.count for c, d in during if c == course.pk)
+        during = [b for s, e, b in booked if s - lead < end and e > start - lead]
+        own = sum(b.demand.count for b in during if b.course_id == course.pk)
         if own + count > roster:
             raise ReservationRefused(
                 _(
@@ -189,34 +231,26 @@ def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tu
                 )
                 % {"when": slot_label(start, end), "course": course.code, "booked": own, "count": count, "roster": roster}
             )
-        room = _room(nodes, want, during, guarantees, config)
-        if room < count:
-            raise ReservationRefused(
-                _(
-                    "%(when)s: needs %(count)s instances of %(core)s %% / %(memory)s GiB; the cluster can hold "
-                    "%(room)s beside the other bookings and guarantees."
-                )
-                % {
-                    "when": slot_label(start, end),
-                    "count": count,
-                    "core": template.core_percent,
-                    "memory": f"{template.memory_mib / 1024:g}",
-                    "room": room,
+        check = slot_check(nodes, want, bookings=during, guarantees=guarantees, config=config)
+        if check.room < count:
+            refusal = _(
+                "%(when)s: needs %(count)s instances of %(core)s %% / %(memory)s GiB; the cluster can hold "
+                "%(room)s beside the other bookings and guarantees."
+            ) % {
+                "when": slot_label(start, end),
+                "count": count,
+                "core": template.core_percent,
+                "memory": f"{template.memory_mib / 1024:g}",
+                "room": check.room,
+            }
+            if check.held:
+                refusal = _("%(refusal)s In the way then: %(held)s.") % {"refusal": refusal, "held": _in_the_way(check)}
+            if check.alone < count:
+                refusal = _("%(refusal)s With nothing else booked or guaranteed it holds %(alone)s.") % {
+                    "refusal": refusal,
+                    "alone": check.alone,
                 }
-            )
-
-
-def _room(nodes, want: Demand, during: list[tuple[int, Demand]], guarantees: dict[int, Resources], config) -> int:
-    """How many of ``want`` a slot holds beside the bookings ``during`` it (course id, demand) and
-    the other courses' ``guarantees`` beyond their bookings (``slot_room``)."""
-    reserved: dict[int, Resources] = defaultdict(Resources)
-    for c, d in during:
-        reserved[c] = reserved[c] + d.charge
-    held = Resources()
-    for c, guarantee in guarantees.items():
-        beyond = guarantee - reserved.get(c, Resources())
-        held = held + Resources(*(max(0, v) for v in beyond))
-    return slot_room(nodes, want, others=[d for _, d in during], held_elsewhere=held, config=config)
+            raise ReservationRefused(refusal)
 
 
 def reservation_book(
@@ -412,9 +446,18 @@ def reservation_slot_prestart(*, slot_id: int, now: datetime | None = None) -> l
 
 
 def weekly_slots(
-    *, start: time, minutes: int, weekdays: Iterable[int] = (), first: date | None = None, last: date | None = None, dates=()
+    *,
+    start: time,
+    minutes: int,
+    weekdays: Iterable[int] = (),
+    first: date | None = None,
+    last: date | None = None,
+    dates=(),
+    now: datetime | None = None,
 ) -> list[tuple[datetime, datetime]]:
-    """The booking's slots in the portal's time zone (``labs.domain.reservations.slot_times``)."""
+    """The booking's slots in the portal's time zone (``labs.domain.reservations.slot_times``);
+    a weekly booking starts at its next meeting after ``now`` (default: now), whatever its first
+    date; single dates are kept as given (``reservation_book`` refuses one in the past)."""
     from labs.domain.reservations import slot_times
 
     return slot_times(
@@ -425,6 +468,7 @@ def weekly_slots(
         weekdays=weekdays,
         first=first,
         last=last,
+        after=now or timezone.now(),
     )
 
 
@@ -505,12 +549,7 @@ def reservations_move_off(*, node: Node, now: datetime | None = None) -> Reserva
 def _slots_short(nodes, config, now: datetime) -> dict[int, int]:
     """Each booked slot still to come that ``nodes`` no longer holds whole: how many are missing."""
     lead = _lead()
-    guarantees = {
-        course_id: Resources(core, memory, instances)
-        for course_id, core, memory, instances in CourseQuota.objects.filter(course__archived_at__isnull=True).values_list(
-            "course_id", "core_percent", "memory_mib", "instance_count"
-        )
-    }
+    guarantees = _guarantees()
     missing: dict[int, int] = {}
     to_come = ReservationSlot.objects.filter(
         reservation__cancelled_at__isnull=True, prestarted_at__isnull=True, ends_at__gt=now
@@ -518,11 +557,11 @@ def _slots_short(nodes, config, now: datetime) -> dict[int, int]:
     for slot in to_come:
         reservation = slot.reservation
         start, end = slot.starts_at, slot.ends_at
-        during = [
-            (c, d) for s, e, c, d in _overlaps([(start, end)], besides=reservation.pk) if s - lead < end and e > start - lead
-        ]
+        during = [b for s, e, b in _overlaps([(start, end)], besides=reservation.pk) if s - lead < end and e > start - lead]
         others = {c: g for c, g in guarantees.items() if c != reservation.course_id}
-        room = _room(nodes, _demand(reservation.template, reservation.count), during, others, config)
+        room = slot_check(
+            nodes, _demand(reservation.template, reservation.count), bookings=during, guarantees=others, config=config
+        ).room
         if room < reservation.count:
             missing[slot.pk] = reservation.count - room
     return missing

@@ -10,7 +10,7 @@ import pytest
 
 from labs.domain.placement import CardCapacity, Instance, NodeCapacity
 from labs.domain.quota import Resources
-from labs.domain.reservations import MAX_SLOTS, Demand, room_now, slot_room, slot_times
+from labs.domain.reservations import MAX_SLOTS, Booked, Demand, Held, SlotCheck, room_now, slot_check, slot_room, slot_times
 from labs.domain.units import Scenario
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -108,3 +108,59 @@ def test_room_now_counts_what_the_placeable_nodes_hold_beside_what_runs_there_in
     emptied = NodeCapacity("n1", tuple(CardCapacity(i, i, CARD) for i in range(8)), False)  # drained: takes nothing
     # One card with half its core and memory taken: two 25 % / 16 GiB labs fit, the rest of the demands do not.
     assert room_now([emptied, elsewhere], [Demand(25, 16 * 1024, 3), Demand(25, 16 * 1024, 2)]) == [2, 0]
+
+
+def test_a_weekly_booking_whose_first_date_is_past_starts_at_the_next_meeting():
+    # Tuesdays and Thursdays at 14:00 from Tue 3 March; booked on Thu 12 March at 15:00, after
+    # that day's class began: the first meeting is Tue 17 March.
+    now = datetime(2026, 3, 12, 15, 0, tzinfo=SHANGHAI)
+    slots = slot_times(
+        start=time(14, 0), minutes=90, zone=SHANGHAI, weekdays=[1, 3], first=date(2026, 3, 3), last=date(2026, 3, 26), after=now
+    )
+    assert [s.date().isoformat() for s, _ in slots] == ["2026-03-17", "2026-03-19", "2026-03-24", "2026-03-26"]
+    # At 13:59 the same day's class is still to come: it is the first meeting.
+    earlier = slot_times(
+        start=time(14, 0),
+        minutes=90,
+        zone=SHANGHAI,
+        weekdays=[3],
+        first=date(2026, 3, 5),
+        last=date(2026, 3, 19),
+        after=datetime(2026, 3, 12, 13, 59, tzinfo=SHANGHAI),
+    )
+    assert [s.date().isoformat() for s, _ in earlier] == ["2026-03-12", "2026-03-19"]
+
+
+def test_single_dates_are_kept_whatever_their_time_for_the_caller_to_refuse():
+    now = datetime(2026, 3, 12, 15, 0, tzinfo=SHANGHAI)
+    slots = slot_times(start=time(14, 0), minutes=90, zone=SHANGHAI, dates=[date(2026, 3, 10)], after=now)
+    assert [s.date().isoformat() for s, _ in slots] == ["2026-03-10"]
+    with pytest.raises(ValueError, match="aware"):
+        slot_times(start=time(14, 0), minutes=90, zone=SHANGHAI, dates=[date(2026, 3, 10)], after=datetime(2026, 3, 12))
+
+
+def test_the_check_names_each_booking_and_guarantee_that_holds_the_cluster_and_how_much():
+    lab = Demand(25, 16384, 32)
+    booked = Booked(7, Demand(25, 16384, 12), key="AI101 Tue")
+    # Course 7 is guaranteed 400 %: its booking's 300 % is inside it, 100 % more is held beyond.
+    # Course 9's 300 % guarantee has no booking then: all of it is held.
+    check = slot_check(
+        [server()],
+        lab,
+        bookings=[booked],
+        guarantees={7: Resources(400, 4 * CARD, 16), 9: Resources(300, 3 * CARD, 10), 11: Resources()},
+    )
+    assert check.room == 4 and check.alone == 32  # 800 % less 300 % booked, 300 % and 100 % held: 100 % left
+    assert check.held == (
+        Held(7, Resources(300, 12 * 16384, 12), booked),
+        Held(9, Resources(300, 3 * CARD, 10)),
+        Held(7, Resources(100, CARD, 4)),
+    )  # the largest first; course 11 guarantees nothing and is not named
+
+
+def test_on_an_idle_cluster_the_check_says_the_guarantees_hold_it_all():
+    check = slot_check([server()], Demand(25, 16384, 4), guarantees={3: Resources(800, 8 * CARD, 128)})
+    assert (check.room, check.alone) == (0, 4)
+    assert check.held == (Held(3, Resources(800, 8 * CARD, 128)),)
+    # A cluster too small for the class on its own says so too.
+    assert slot_check([server(1)], Demand(25, 16384, 8)) == SlotCheck(4, 4, ())

@@ -298,3 +298,73 @@ def test_a_run_that_listed_the_slot_before_another_pre_started_it_makes_nothing(
     assert reservation_slot_prestart(slot_id=slot.pk) == []  # as a run that read the due slots too early
     reservation_cancel(reservation=reservation)
     assert LabSession.objects.count() == 2
+
+
+def test_a_refusal_names_the_bookings_and_guarantees_in_the_way_and_how_much_each_holds(one_card):
+    # The card holds four 25 % / 16 GiB labs. OTHER booked two at the time; GUARD is guaranteed one more.
+    other, _, _, _ = course_with_students(4, quota={"instance_count": 0, "core_percent": 0, "memory_mib": 0}, code="OTHER")
+    other.templates.add(one_card["lab"])
+    course_with_students(1, quota={"instance_count": 1, "core_percent": 25, "memory_mib": 16 * GIB}, code="GUARD")
+    slot = slot_in(60 * 24)
+    reservation_book(course=other, template=one_card["lab"], count=2, slots=[slot])
+    with pytest.raises(ReservationRefused) as refused:
+        book(one_card, 2, slot)
+    message = refused.value.messages[0]
+    assert "the cluster can hold 1 beside the other bookings and guarantees." in message
+    assert (
+        f"In the way then: OTHER's booking {slot_label(*slot)} holds 2 × lab, 50 % / 32 GiB; "
+        "GUARD's guarantee holds 25 % / 16 GiB."
+    ) in message
+    assert Reservation.objects.count() == 1
+
+
+def test_on_an_idle_cluster_the_refusal_names_the_guarantees_that_hold_it(one_card):
+    course_with_students(1, quota={"instance_count": 4, "core_percent": 100, "memory_mib": 64 * GIB}, code="AI101")
+    with pytest.raises(ReservationRefused) as refused:
+        book(one_card, 1, slot_in(60 * 24))
+    message = refused.value.messages[0]
+    assert "the cluster can hold 0 beside" in message
+    assert "In the way then: AI101's guarantee holds 100 % / 64 GiB." in message
+    assert "With nothing else" not in message  # alone, the cluster would hold the class
+
+
+def test_a_class_bigger_than_the_whole_cluster_is_told_so(one_card):
+    from labs.models import Enrollment
+    from tests.factories import UserFactory
+
+    for i in range(4):
+        Enrollment.objects.create(course=one_card["course"], user=UserFactory(username=f"more-{i}"), role="student")
+    with pytest.raises(ReservationRefused) as refused:
+        book(one_card, 6, slot_in(60 * 24))
+    message = refused.value.messages[0]
+    assert message.endswith(
+        "the cluster can hold 4 beside the other bookings and guarantees. With nothing else booked or guaranteed it holds 4."
+    )
+
+
+def test_a_one_off_class_in_the_past_is_refused_clearly(one_card):
+    past = slot_in(-30)
+    with pytest.raises(ReservationRefused) as refused:
+        book(one_card, 1, past)
+    assert refused.value.messages[0] == f"{slot_label(*past)} is in the past: only a class still to come can be booked."
+    assert not Reservation.objects.exists()
+
+
+def test_a_weekly_class_whose_first_date_is_past_is_booked_from_the_next_meeting(one_card):
+    from datetime import time as clock
+
+    from labs.services.reservations import weekly_slots
+
+    now = timezone.localtime()
+    # Every day at the current minute, from a week ago to a week ahead: today's class has begun.
+    slots = weekly_slots(
+        start=clock(now.hour, now.minute),
+        minutes=30,
+        weekdays=range(7),
+        first=now.date() - timedelta(days=7),
+        last=now.date() + timedelta(days=7),
+        now=now,
+    )
+    assert [timezone.localtime(s).date() for s, _ in slots] == [now.date() + timedelta(days=d) for d in range(1, 8)]
+    reservation = book(one_card, 1, *slots)
+    assert reservation.slots.count() == 7
