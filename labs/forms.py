@@ -8,6 +8,7 @@ from decimal import Decimal, InvalidOperation
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext_lazy
 
@@ -466,7 +467,10 @@ class ReservationForm(forms.Form):
 
     The slots are worked out here (in the portal's time zone, ``labs.domain.reservations``) and
     put in ``cleaned_data["slots"]``, the choices in ``cleaned_data["rule"]``; whether the
-    cluster can hold them is the booking service's check.
+    cluster can hold them is the booking service's check. A weekly class whose first date is
+    past starts at its next meeting (``rule["first_date"]`` is that meeting's date); a single
+    date already past is refused. Required fields carry ``required`` and ``aria-required`` and
+    say "This field is required." each when left empty.
     """
 
     template = forms.ModelChoiceField(label=gettext_lazy("Template"), queryset=LabTemplate.objects.none(), empty_label=None)
@@ -487,7 +491,10 @@ class ReservationForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
     )
     first_date = forms.DateField(
-        label=gettext_lazy("From"), required=False, widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
+        label=gettext_lazy("From"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+        help_text=gettext_lazy("Needed for a weekly class. A date already past: the booking starts at the next class."),
     )
     last_date = forms.DateField(
         label=gettext_lazy("Until"),
@@ -505,10 +512,14 @@ class ReservationForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.course = course
         self.fields["template"].queryset = course.templates.order_by("name")
+        for field in self.fields.values():
+            if field.required:
+                field.widget.attrs["aria-required"] = "true"
 
     def clean_dates(self) -> list:
         from datetime import date
 
+        today = timezone.localdate()
         found = []
         for word in re.split(r"[\s,;]+", self.cleaned_data.get("dates", "").strip()):
             if not word:
@@ -517,6 +528,8 @@ class ReservationForm(forms.Form):
                 found.append(date.fromisoformat(word))
             except ValueError:
                 raise forms.ValidationError(_("%(word)s is not a date like 2026-03-03.") % {"word": word}) from None
+            if found[-1] < today:
+                raise forms.ValidationError(_("%(word)s is in the past: a single date must be today or later.") % {"word": word})
         return found
 
     def clean(self):
@@ -545,13 +558,16 @@ class ReservationForm(forms.Form):
             )
         except ValueError:
             raise forms.ValidationError(_("That is too many classes for one booking; book the term in parts.")) from None
-        if not data["slots"]:
-            raise forms.ValidationError(_("No class falls on the chosen weekdays between those dates."))
+        weekly = sorted({timezone.localtime(s).date() for s, _e in data["slots"]} - set(dates))
+        if weekdays and not weekly:
+            # Every class between the dates is past, or none falls on the weekdays.
+            self.add_error("last_date", _("No class to come falls on the chosen weekdays by this date."))
+            return data
         data["rule"] = {
             "start_time": data["start_time"],
             "minutes": data["minutes"],
             "weekdays": weekdays,
-            "first_date": first if weekdays else None,
+            "first_date": weekly[0] if weekdays else None,
             "last_date": last if weekdays else None,
             "dates": dates,
         }

@@ -211,15 +211,20 @@ def course_reservations_view(request: HttpRequest, course) -> HttpResponse:
             except reservations.ReservationRefused as refused:
                 form.add_error(None, refused.messages[0])
             else:
-                n = len(form.cleaned_data["slots"])
+                slots = form.cleaned_data["slots"]
                 messages.success(
                     request,
                     ngettext(
-                        "Booked %(count)s sessions of %(template)s for %(n)s class.",
-                        "Booked %(count)s sessions of %(template)s for %(n)s classes.",
-                        n,
+                        "Booked %(count)s sessions of %(template)s for %(n)s class; first meeting: %(first)s.",
+                        "Booked %(count)s sessions of %(template)s for %(n)s classes; first meeting: %(first)s.",
+                        len(slots),
                     )
-                    % {"count": booked.count, "template": booked.template.name, "n": n},
+                    % {
+                        "count": booked.count,
+                        "template": booked.template.name,
+                        "n": len(slots),
+                        "first": reservations.slot_label(*slots[0]),
+                    },
                 )
                 return redirect("labs:course-reservations", course.pk)
     found = course_reservations(course=course)

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from labs.models import AuditEvent, Reservation, ReservationSlot
-from labs.services.reservations import reservation_book, reservations_enforce
+from labs.services.reservations import reservation_book, reservations_enforce, slot_label
 from labs.services.sessions import session_launch
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,8 @@ def test_an_instructor_books_a_weekly_class_until_the_last_date(world):
     slots = list(reservation.slots.all())
     assert len(slots) == 4  # two Tuesdays, two Thursdays
     assert [timezone.localtime(s.starts_at).strftime("%a %H:%M") for s in slots] == ["Tue 14:00", "Thu 14:00"] * 2
-    assert "Booked 4 sessions of small for 4 classes." in response.content.decode()
+    first_meeting = slot_label(slots[0].starts_at, slots[0].ends_at)
+    assert f"Booked 4 sessions of small for 4 classes; first meeting: {first_meeting}." in response.content.decode()
     assert AuditEvent.objects.filter(action="reservation.create").count() == 1
 
 
@@ -96,7 +97,7 @@ def test_a_class_the_cluster_cannot_hold_is_refused_in_the_reader_s_language_and
         ({"weekdays": ["1"], "last_date": "2030-01-01"}, "A weekly class needs its first date."),
         ({"weekdays": ["1"], "first_date": "2030-01-10", "last_date": "2030-01-01"}, "The last date is before the first."),
         ({"dates": "2030-02-30"}, "2030-02-30 is not a date like 2026-03-03."),
-        ({"dates": "2020-01-07"}, "is in the past."),
+        ({"dates": "2020-01-07"}, "2020-01-07 is in the past: a single date must be today or later."),
         ({"dates": "2030-01-07", "count": 0}, "Ensure this value is greater than or equal to 1."),
         ({"dates": "2030-01-07", "count": 5}, "5 sessions is more than the 4 students enrolled"),
         ({"dates": "2030-01-07", "weekdays": ["9"]}, "Select a valid choice."),
