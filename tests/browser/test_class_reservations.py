@@ -8,10 +8,11 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
+from django.utils import timezone, translation
 from playwright.sync_api import expect
 
 from labs.models import CourseQuota, Enrollment, Reservation
+from labs.services.reservations import slot_label
 from tests.browser.test_instructor_console import DESKTOP, Checker, log_in, t
 from tests.factories import CARD_MIB, UserFactory, course_with_students
 
@@ -64,6 +65,8 @@ def test_an_instructor_books_a_weekly_class_and_is_refused_one_that_does_not_fit
     expect(refusal).to_be_visible()
     words = {"en": "needs 30 instances of 5 % / 4 GiB; the cluster can hold 16 beside", "zh-hans": "集群只能容纳 16 个"}
     expect(refusal).to_contain_text(words[language])
+    named = {"en": "In the way then: GUARD's guarantee holds 700 % / 448 GiB.", "zh-hans": "GUARD 的保障占用 700 % / 448 GiB"}
+    expect(refusal).to_contain_text(named[language])
     assert Reservation.objects.count() == 1
     check("reservation-refused")
 
@@ -74,3 +77,43 @@ def test_an_instructor_books_a_weekly_class_and_is_refused_one_that_does_not_fit
     page.get_by_role("button", name=t(language, "Cancel the reservation")).click()
     expect(page.get_by_text(t(language, "No class is booked."))).to_be_visible()
     assert Reservation.objects.get().cancelled_at is not None
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_a_teacher_books_a_term_already_under_way_and_it_starts_at_the_next_meeting(world, portal_server, browser_page, language):
+    course, instructor = world["course"], world["instructor"]
+    page = browser_page
+    page.set_viewport_size(DESKTOP)
+    check = Checker(page, language)
+    log_in(page, portal_server, instructor.username, language)
+    page.goto(f"{portal_server}/courses/{course.pk}/reservations/")
+    expect(page.get_by_test_id("required-note")).to_have_text(t(language, "Fields marked * are required."))
+    for name in ("Sessions", "Class starts at", "Length (minutes)"):
+        box = page.get_by_label(t(language, name))
+        expect(box).to_have_attribute("aria-required", "true")
+        expect(box).to_have_attribute("required", "")
+
+    # The term began on the Monday two weeks before this one and meets every day at 23:59 (a time
+    # still to come today, whenever the test runs): booked now, it starts with today's class.
+    today = timezone.localdate()
+    began = today - timedelta(days=14 + today.weekday())
+    page.select_option("#id_template", str(world["small"].pk))
+    page.fill("#id_count", "4")
+    page.fill("#id_start_time", "23:59")
+    page.fill("#id_minutes", "1")
+    for weekday in range(7):
+        page.check(f"#id_weekdays_{weekday}")
+    page.fill("#id_first_date", began.isoformat())
+    page.fill("#id_last_date", (today + timedelta(days=6)).isoformat())
+    page.get_by_role("button", name=t(language, "Book"), exact=True).click()
+    expect(page.locator(".flash").first).to_be_visible()
+
+    reservation = Reservation.objects.get()
+    slots = list(reservation.slots.order_by("starts_at"))
+    assert len(slots) == 7 and slots[0].starts_at > timezone.now()  # today's class and the six after it
+    assert reservation.first_date == timezone.localtime(slots[0].starts_at).date()
+    with translation.override(language):
+        first = slot_label(slots[0].starts_at, slots[0].ends_at)
+    expect(page.locator(".flash").first).to_contain_text({"en": "first meeting: ", "zh-hans": "第一次上课："}[language] + first)
+    expect(page.locator("[data-testid=slots] tbody tr")).to_have_count(7)
+    check("reservation-under-way-booked")
