@@ -162,21 +162,31 @@ def _amount_text(amount: Resources) -> str:
     return _("%(core)s %% / %(memory)s GiB") % {"core": amount.core_percent, "memory": f"{amount.memory_mib / 1024:g}"}
 
 
-def _in_the_way(check: SlotCheck) -> str:
-    """What holds the cluster at a slot, in words: each booking (course, time, sessions) and each
-    course guarantee with how much it holds, the largest ``NAMED_IN_REFUSAL`` of them."""
-    codes = dict(Course.objects.filter(pk__in={h.course_id for h in check.held}).values_list("pk", "code"))
-    named = []
-    for held in check.held[:NAMED_IN_REFUSAL]:
-        words = {"course": codes.get(held.course_id, "?"), "amount": _amount_text(held.amount)}
-        if held.booking is None:
-            named.append(_("%(course)s's guarantee holds %(amount)s") % words)
+def _in_the_way(check: SlotCheck, *, institution_id: int) -> str:
+    """What holds the cluster at a slot, in words, the largest ``NAMED_IN_REFUSAL`` first: each
+    booking (course, time, sessions) and each course guarantee of ``institution_id``, with how
+    much it holds. Other institutions' courses share the cluster but are not named to this one:
+    what they hold is one sum."""
+    codes = dict(
+        Course.objects.filter(pk__in={h.course_id for h in check.held}, institution_id=institution_id).values_list("pk", "code")
+    )
+    items: list[tuple[Resources, str]] = []
+    elsewhere = Resources()
+    for held in check.held:
+        words = {"course": codes.get(held.course_id), "amount": _amount_text(held.amount)}
+        if words["course"] is None:
+            elsewhere = elsewhere + held.amount
+        elif held.booking is None:
+            items.append((held.amount, _("%(course)s's guarantee holds %(amount)s") % words))
         else:
             start, end, template = held.booking.key
             words.update(when=slot_label(start, end), count=held.booking.demand.count, template=template)
-            named.append(_("%(course)s's booking %(when)s holds %(count)s × %(template)s, %(amount)s") % words)
-    more = len(check.held) - len(named)
-    if more:
+            items.append((held.amount, _("%(course)s's booking %(when)s holds %(count)s × %(template)s, %(amount)s") % words))
+    if elsewhere != Resources():
+        items.append((elsewhere, _("other institutions' courses hold %(amount)s") % {"amount": _amount_text(elsewhere)}))
+    items.sort(key=lambda item: (-item[0].core_percent, -item[0].memory_mib))
+    named = [text for _amount, text in items[:NAMED_IN_REFUSAL]]
+    if more := len(items) - len(named):
         named.append(ngettext("%(n)s more", "%(n)s more", more) % {"n": more})
     return pgettext("between the items of a list", "; ").join(named)
 
@@ -244,7 +254,10 @@ def _check(course: Course, template: LabTemplate, count: int, slots: Sequence[tu
                 "room": check.room,
             }
             if check.held:
-                refusal = _("%(refusal)s In the way then: %(held)s.") % {"refusal": refusal, "held": _in_the_way(check)}
+                refusal = _("%(refusal)s In the way then: %(held)s.") % {
+                    "refusal": refusal,
+                    "held": _in_the_way(check, institution_id=course.institution_id),
+                }
             if check.alone < count:
                 refusal = _("%(refusal)s With nothing else booked or guaranteed it holds %(alone)s.") % {
                     "refusal": refusal,
@@ -273,8 +286,9 @@ def reservation_book(
     or above the course's roster (alone, or with the course's other bookings at an overlapping
     time), a slot is in the past or ends before it starts, or the cluster cannot hold a slot's
     sessions beside the other bookings and the other courses' guarantees (the message names
-    the first such slot and how many fit). Bookings are checked one at a time (an advisory lock),
-    so two cannot each fit only in the other's absence. Audited as ``reservation.create``.
+    the first such slot, how many fit and what holds the cluster then: this institution's
+    bookings and guarantees by course, other institutions' as one sum). Bookings are checked
+    one at a time (an advisory lock), so two cannot each fit only in the other's absence. Audited as ``reservation.create``.
     """
     now = now or timezone.now()
     if any(timezone.is_naive(moment) for slot in slots for moment in slot):

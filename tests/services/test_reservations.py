@@ -368,3 +368,15 @@ def test_a_weekly_class_whose_first_date_is_past_is_booked_from_the_next_meeting
     assert [timezone.localtime(s).date() for s, _ in slots] == [now.date() + timedelta(days=d) for d in range(1, 8)]
     reservation = book(one_card, 1, *slots)
     assert reservation.slots.count() == 7
+
+
+def test_other_institutions_courses_are_not_named_only_what_they_hold(one_card):
+    from tests.factories import CourseFactory, CourseQuotaFactory, InstitutionFactory
+
+    elsewhere = CourseFactory(institution=InstitutionFactory(slug="uni-elsewhere"), code="SECRET")
+    CourseQuotaFactory(course=elsewhere, instance_count=2, core_percent=50, memory_mib=32 * GIB)
+    with pytest.raises(ReservationRefused) as refused:
+        book(one_card, 3, slot_in(60 * 24))
+    message = refused.value.messages[0]
+    assert "In the way then: other institutions' courses hold 50 % / 32 GiB." in message
+    assert "SECRET" not in message
