@@ -1,4 +1,5 @@
-"""What the labs app calls when a session ends (``settings.LAB_SESSION_ENDED_HOOKS``)."""
+"""What the labs app calls: when a session ends (``settings.LAB_SESSION_ENDED_HOOKS``), and to
+learn whether a course's members sign in through an LMS (``settings.ROSTER_COURSE_LMS``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.utils import timezone
 
 from labs import dispatch
 from lti.models import Score
+from lti.selectors import context_of_course
 from lti.services import SCORE_TASK
 
 
@@ -17,3 +19,10 @@ def session_ended(session_id) -> None:
     due = Score.objects.filter(session_id=session_id, state=Score.State.PENDING, next_attempt_at__isnull=True)
     if due.update(next_attempt_at=timezone.now()):
         transaction.on_commit(lambda: dispatch.send(SCORE_TASK, str(session_id)), robust=True)
+
+
+def course_lms(course) -> str:
+    """The name of the LMS registration ``course`` is linked to (an LTI context), or ``""``: its
+    members sign in through that LMS, so the roster import sends them no invitation."""
+    context = context_of_course(course=course)
+    return context.registration.name if context is not None else ""

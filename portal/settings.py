@@ -325,6 +325,9 @@ LTI_HTTP_TIMEOUT_SECONDS = env_setting("LTI_HTTP_TIMEOUT_SECONDS")
 CELERY_BEAT_SCHEDULE["lti-roster-sync"] = {"task": "lti.tasks.roster_sync_all", "schedule": LTI_ROSTER_SYNC_SECONDS}
 # Called when a session ends (labs.dispatch.session_ended): the LMS score of an LTI launch.
 LAB_SESSION_ENDED_HOOKS = ["lti.hooks.session_ended"]
+# The roster import asks it whether a course's members sign in through an LMS (its name, or "")
+# or get an invitation link to set a password (labs.services.roster.course_lms).
+ROSTER_COURSE_LMS = "lti.hooks.course_lms"
 # A score the LMS does not take is tried again after base, 2 x base, 4 x base, ... (at most the
 # maximum), LTI_SCORE_MAX_ATTEMPTS times in all; then it has failed.
 LTI_SCORE_MAX_ATTEMPTS = env_setting("LTI_SCORE_MAX_ATTEMPTS")

@@ -8,8 +8,11 @@ import of the same file changes nothing.
 The CSV has a header row naming its columns, in any order: ``username`` and/or ``email``
 (one is needed per row), optional ``role`` (``student``, ``assistant`` or ``instructor``; empty:
 student), optional ``first_name`` and ``last_name``. A user who does not exist yet is created
-when the row gives a username (with no password: they sign in through the university's login);
-a row with only an e-mail must match an existing account.
+when the row gives a username, with no password: in a course linked to an LMS they sign in through
+it (LTI); otherwise the instructor sends each an invitation link to set a password
+(``RosterPlan.sign_in`` says which, before anything is written). A row with only an e-mail must
+match an existing account. A row is checked whole: every problem it has is listed. The import
+adds and changes; it removes nobody (members the file does not list stay).
 
 A roster sees only the accounts of its course's institution (``Affiliation``): a row naming
 another institution's account, by username or e-mail, is answered exactly as a row naming no
@@ -26,12 +29,15 @@ import csv
 import io
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models.functions import Lower
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from labs.models import Affiliation, Course, Enrollment, Institution
@@ -55,6 +61,13 @@ class Action(StrEnum):
     ERROR = "error"
 
 
+class SignIn(StrEnum):
+    """How an account the import makes (it has no password) gets in."""
+
+    LMS = "lms"  # the course is linked to an LMS: its members sign in through it (LTI)
+    INVITATION = "invitation"  # the instructor sends an invitation link to set a password
+
+
 @dataclass
 class RowPlan:
     line: int
@@ -62,19 +75,51 @@ class RowPlan:
     email: str
     role: str
     action: Action
-    message: str = ""
+    change: str = ""  # a role change, "Student → Assistant"
+    problems: list[str] = field(default_factory=list)  # every reason the row is rejected
     user_id: int | None = None
     first_name: str = ""
     last_name: str = ""
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.problems) or self.change
+
+
+@dataclass(frozen=True)
+class RosterCounts:
+    """What a plan does, row by row: the preview shows it and the result reports it, from one plan."""
+
+    add: int  # existing accounts that join
+    create: int  # new accounts that join
+    update: int  # members whose role changes
+    unchanged: int
+    rejected: int
+
+    @property
+    def joining(self) -> int:
+        return self.add + self.create
 
 
 @dataclass
 class RosterPlan:
     rows: list[RowPlan] = field(default_factory=list)
     error: str = ""  # the whole file is refused (not CSV, no usable header, too large)
+    sign_in: SignIn = SignIn.INVITATION
+    lms: str = ""  # the name of the course's LMS, when ``sign_in`` is ``LMS``
 
     def count(self, action: Action) -> int:
         return sum(1 for r in self.rows if r.action == action)
+
+    @property
+    def counts(self) -> RosterCounts:
+        return RosterCounts(
+            add=self.count(Action.ADD),
+            create=self.count(Action.CREATE),
+            update=self.count(Action.ROLE),
+            unchanged=self.count(Action.UNCHANGED),
+            rejected=self.count(Action.ERROR),
+        )
 
     @property
     def writable(self) -> bool:
@@ -142,6 +187,52 @@ def _new_usernames(institution: Institution, wanted: list[str]) -> list[str]:
     return chosen
 
 
+def _row_problems(entry: RowPlan, seen: set[str]) -> list[str]:
+    """Every reason the fields of ``entry`` cannot be imported as they stand (``seen``: the
+    usernames and e-mails of the rows before, to which this row's is added)."""
+    User = get_user_model()
+    problems = []
+    username, email = entry.username, entry.email
+    if not username and not email:
+        problems.append(_("no username and no e-mail"))
+    if username:
+        try:
+            User.username_validator(username)
+        except ValidationError:
+            problems.append(_("%(username)s is not a valid username") % {"username": username})
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            problems.append(_("%(email)s is not an e-mail address") % {"email": email})
+    lengths = {"username": username, "email": email, "first_name": entry.first_name, "last_name": entry.last_name}
+    for name, value in lengths.items():
+        model_field = User._meta.get_field(name)
+        if len(value) > model_field.max_length:
+            problems.append(
+                _("%(field)s is longer than %(limit)s characters")
+                % {"field": model_field.verbose_name, "limit": model_field.max_length}
+            )
+    if entry.role not in ROLES:
+        problems.append(_("unknown role %(role)s: use student, assistant or instructor") % {"role": entry.role})
+    key = (username or email).lower()
+    if key and key in seen:
+        problems.append(_("listed twice in this file"))
+    seen.add(key)
+    return problems
+
+
+def course_lms(course: Course) -> str:
+    """The name of the LMS ``course`` is linked to (its members sign in through it), or ``""``:
+    ``settings.ROSTER_COURSE_LMS``, a dotted path to a function of the course (the LTI app's)."""
+    return _course_lms_hook()(course) or ""
+
+
+@lru_cache(maxsize=1)
+def _course_lms_hook():
+    return import_string(settings.ROSTER_COURSE_LMS)
+
+
 def roster_plan(*, course: Course, text: str) -> RosterPlan:
     """What importing ``text`` would do to the roster of ``course``; writes nothing."""
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
@@ -161,7 +252,6 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
     plan = RosterPlan()
     seen: set[str] = set()
     instructors_left = sum(1 for r in members.values() if r == Enrollment.Role.INSTRUCTOR)
-    User = get_user_model()
     try:
         raws = []
         for number, raw in enumerate(reader, start=2):
@@ -175,40 +265,21 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
         {row["username"] for _n, row in raws if row.get("username")},
         {row["email"].lower() for _n, row in raws if row.get("email") and not row.get("username")},
     )
+    lms = course_lms(course)
+    plan.sign_in, plan.lms = (SignIn.LMS, lms) if lms else (SignIn.INVITATION, "")
     for number, row in raws:
         if not any(row.values()):
             continue  # a blank line
-        username, email = row.get("username", ""), row.get("email", "")
-        role = (row.get("role") or Enrollment.Role.STUDENT).lower()
-        entry = RowPlan(number, username, email, role, Action.ERROR)
+        entry = RowPlan(number, row.get("username", ""), row.get("email", ""), "", Action.ERROR)
+        entry.role = (row.get("role") or Enrollment.Role.STUDENT).lower()
         entry.first_name, entry.last_name = row.get("first_name", ""), row.get("last_name", "")
         plan.rows.append(entry)
-        if not username and not email:
-            entry.message = _("no username and no e-mail")
+        entry.problems = _row_problems(entry, seen)
+        if entry.problems:
             continue
-        if email:
-            try:
-                validate_email(email)
-            except ValidationError:
-                entry.message = _("%(email)s is not an e-mail address") % {"email": email}
-                continue
-        if role not in ROLES:
-            entry.message = _("unknown role %(role)s: use student, assistant or instructor") % {"role": role}
-            continue
-        if username:
-            try:
-                User.username_validator(username)
-            except ValidationError:
-                entry.message = _("%(username)s is not a valid username") % {"username": username}
-                continue
-        key = (username or email).lower()
-        if key in seen:
-            entry.message = _("listed twice in this file")
-            continue
-        seen.add(key)
-        user, problem = accounts.find(username, email)
+        user, problem = accounts.find(entry.username, entry.email)
         if problem:
-            entry.message = problem
+            entry.problems.append(problem)
             continue
         if user is None:
             entry.action = Action.CREATE
@@ -218,17 +289,17 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
         current = members.get(user.pk)
         if current is None:
             entry.action = Action.ADD
-        elif current == role:
+        elif current == entry.role:
             entry.action = Action.UNCHANGED
         elif current == Enrollment.Role.INSTRUCTOR and instructors_left <= 1:
-            entry.message = _("a course keeps at least one instructor; make someone else instructor first")
+            entry.problems.append(_("a course keeps at least one instructor; make someone else instructor first"))
         else:
             if current == Enrollment.Role.INSTRUCTOR:
                 instructors_left -= 1
             entry.action = Action.ROLE
-            entry.message = _("%(old)s → %(new)s") % {
+            entry.change = _("%(old)s → %(new)s") % {
                 "old": Enrollment.Role(current).label,
-                "new": Enrollment.Role(role).label,
+                "new": Enrollment.Role(entry.role).label,
             }
     return plan
 
@@ -247,7 +318,7 @@ def roster_apply(*, course: Course, text: str, by=None) -> RosterPlan:
             for row, name in zip(creating, names, strict=True)
         ]
         for account in accounts:
-            account.set_unusable_password()  # they sign in through the university's login
+            account.set_unusable_password()  # their LMS signs them in, or their invitation link sets one
         for row, account in zip(creating, User.objects.bulk_create(accounts, batch_size=1000), strict=True):
             row.user_id = account.pk
         affiliation_ensure(
@@ -264,7 +335,7 @@ def roster_apply(*, course: Course, text: str, by=None) -> RosterPlan:
             if row.action == Action.ROLE:
                 _set_role(course, row.user_id, row.role)
         counts = {action.value: plan.count(action) for action in Action}
-        if any(counts[a] for a in (Action.ADD, Action.CREATE, Action.ROLE)):
+        if plan.writable:
             audit_record(
                 by=by, action="roster.import", target=f"course {course.code}", institution=course.institution, after=counts
             )
