@@ -1,15 +1,19 @@
 """The language switch and the login page: a signed-in user's language follows them to every device;
-after repeated failed logins the page says the account is locked out (django-axes)."""
+after repeated failed logins the page says the account is locked out (django-axes). The invitation
+page: an account made without a password (a roster import) sets its first password there."""
 
 from __future__ import annotations
 
 import contextlib
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.views import i18n
 
 from accounts.selectors import preferred_language
@@ -66,3 +70,38 @@ def locked_out(request: HttpRequest, *args) -> HttpResponse:
     response = render(request, "registration/login.html", context, status=429)
     response["Retry-After"] = str(minutes * 60)
     return response
+
+
+class InvitationView(auth_views.PasswordResetConfirmView):
+    """An invitation link, ``/accounts/invitation/<uidb64>/<token>/``: Django's password reset
+    confirmation (``default_token_generator``: an HMAC of the account's state under the
+    ``SECRET_KEY``, valid for ``PASSWORD_RESET_TIMEOUT``), for an account that has no password yet.
+
+    The link works once: setting the password (or a first login) changes what the token was made
+    of, and an account with a password is refused. As in Django, the token leaves the address at
+    the first request (kept in the session, the page redirects to ``.../set-password/``), so no
+    later request, referrer or log line carries it. A wrong, used or expired link gets a page
+    saying so (400), and nothing changes.
+    """
+
+    template_name = "registration/invitation.html"
+    success_url = reverse_lazy("login")
+
+    def get_user(self, uidb64: str):
+        user = super().get_user(uidb64)
+        return None if user is None or user.has_usable_password() else user
+
+    def form_valid(self, form) -> HttpResponse:
+        response = super().form_valid(form)
+        messages.success(self.request, _("Your password is set: log in with your username and your new password."))
+        return response
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["invitation_days"] = max(1, settings.PASSWORD_RESET_TIMEOUT // 86400)
+        return context
+
+    def render_to_response(self, context, **kwargs) -> HttpResponse:
+        if not self.validlink:
+            kwargs.setdefault("status", 400)
+        return super().render_to_response(context, **kwargs)

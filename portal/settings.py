@@ -125,6 +125,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # django-axes first: it refuses a locked-out login before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
+# An invitation link (an account a roster import made sets its password: accounts.views.InvitationView)
+# is Django's password reset token: it expires after this many seconds (7 days: a class a week away).
+PASSWORD_RESET_TIMEOUT = 7 * 24 * 3600
 LOGIN_REDIRECT_URL = "labs:home"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", accounts_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/invitation/<uidb64>/<token>/", accounts_views.InvitationView.as_view(), name="invitation"),
     # Django's set_language (the URL django.conf.urls.i18n gives it), keeping a signed-in user's choice.
     path("i18n/setlang/", accounts_views.set_language, name="set_language"),
     path("", include("lti.urls")),

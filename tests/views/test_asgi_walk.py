@@ -334,6 +334,9 @@ def walk_world(world) -> World:
             "content_type_id": ContentType.objects.get_for_model(course).pk,
             "id": world["students"][3].pk,
             "url": "no-such-page/",
+            # An invitation link that is no one's: the walk sees its refusal (tests/accounts/test_invitation.py the rest).
+            "uidb64": "MQ",
+            "token": "walk-token",
         },
         values={
             "course": str(course.pk),
