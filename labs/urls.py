@@ -23,6 +23,7 @@ urlpatterns = [
     path("courses/<int:course_id>/templates/preview/", instructor.template_preview, name="template-preview"),
     path("courses/<int:course_id>/roster/", instructor_students.course_roster, name="course-roster"),
     path("courses/<int:course_id>/roster/import/", instructor_students.roster_import, name="roster-import"),
+    path("courses/<int:course_id>/roster/import/done/", instructor_students.roster_import_done, name="roster-import-done"),
     path("courses/<int:course_id>/sessions/stop-all/", instructor.sessions_stop_all, name="sessions-stop-all"),
     path("courses/<int:course_id>/usage/", instructor_students.course_usage_view, name="course-usage"),
     path("courses/<int:course_id>/reservations/", instructor_students.course_reservations_view, name="course-reservations"),

@@ -7,6 +7,9 @@ assistants see.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -14,11 +17,13 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labs.forms import BudgetGrantForm, ReservationForm, RoleForm, RosterAddForm, RosterImportForm
 from labs.models import Enrollment
 from labs.selectors.console import CourseRole, course_usage, course_usage_csv, roster_of
+from labs.selectors.invitations import invitations_csv, roster_invitations
 from labs.selectors.reservations import course_reservations, reservation_of
 from labs.selectors.usage import student_budgets, usage_chart
 from labs.services import budgets, reservations, roster
@@ -87,26 +92,18 @@ def roster_import(request: HttpRequest, course) -> HttpResponse:
     if (guard := archived_guard(request, course)) is not None:
         return guard
     if request.POST.get("step") == "confirm":
-        text = request.POST.get("csv", "")
-        plan = roster.roster_apply(course=course, text=text, by=request.user)
+        plan = roster.roster_apply(course=course, text=request.POST.get("csv", ""), by=request.user)
         if plan.error:
             messages.error(request, plan.error)
-        else:
-            messages.success(
-                request,
-                _(
-                    "Imported: %(added)s added, %(created)s accounts created, %(changed)s roles changed, "
-                    "%(same)s unchanged, %(errors)s rows skipped."
-                )
-                % {
-                    "added": plan.count(roster.Action.ADD),
-                    "created": plan.count(roster.Action.CREATE),
-                    "changed": plan.count(roster.Action.ROLE),
-                    "same": plan.count(roster.Action.UNCHANGED),
-                    "errors": plan.count(roster.Action.ERROR),
-                },
-            )
-        return redirect("labs:course-roster", course.pk)
+            return redirect("labs:course-roster", course.pk)
+        # Ids and counts only: the invitation links are made afresh on the result page, never kept.
+        request.session[_import_key(course)] = {
+            "counts": asdict(plan.counts),
+            "created": [row.user_id for row in plan.rows if row.action == roster.Action.CREATE],
+            "sign_in": plan.sign_in.value,
+            "lms": plan.lms,
+        }
+        return redirect("labs:roster-import-done", course.pk)
     form = RosterImportForm(request.POST, request.FILES)
     if not form.is_valid():
         for error in form.errors.get("file", []):
@@ -117,7 +114,46 @@ def roster_import(request: HttpRequest, course) -> HttpResponse:
     return render(
         request,
         "labs/console/roster_preview.html",
-        course_context(request, course, plan=plan, csv_text=text, Action=roster.Action),
+        course_context(request, course, plan=plan, counts=plan.counts, csv_text=text, invitation_days=_invitation_days()),
+    )
+
+
+def _import_key(course) -> str:
+    return f"roster-import-{course.pk}"
+
+
+def _invitation_days() -> int:
+    return max(1, settings.PASSWORD_RESET_TIMEOUT // 86400)
+
+
+@course_view(manage=True)
+@require_GET
+@never_cache
+def roster_import_done(request: HttpRequest, course) -> HttpResponse:
+    """What the last import of this course by this instructor did, and the new accounts' way in:
+    their LMS, or an invitation link each (on the page with a copy button, and as a CSV file)."""
+    result = request.session.get(_import_key(course))
+    if result is None:
+        return redirect("labs:course-roster", course.pk)
+    counts = roster.RosterCounts(**result["counts"])
+    by_lms = result["sign_in"] == roster.SignIn.LMS
+    invitations = [] if by_lms else roster_invitations(course=course, user_ids=result["created"])
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(invitations_csv(invitations, request.build_absolute_uri), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="invitations-{course.code}.csv"'
+        return response
+    return render(
+        request,
+        "labs/console/roster_import_done.html",
+        course_context(
+            request,
+            course,
+            counts=counts,
+            by_lms=by_lms,
+            lms=result["lms"],
+            invitations=[(i, request.build_absolute_uri(i.path)) for i in invitations],
+            invitation_days=_invitation_days(),
+        ),
     )
 
 

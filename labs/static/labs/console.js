@@ -1,7 +1,7 @@
 // The instructor console's live parts: use against guarantee (refreshed when the course's
 // sessions change, heard over the same websocket as the session rows), the template form's
-// "how many fit" preview, and the usage chart (also drawn on the operator's usage page). No
-// inline script: everything starts from here.
+// "how many fit" preview, the usage chart (also drawn on the operator's usage page) and the
+// roster import's copy buttons. No inline script: everything starts from here.
 (function () {
   "use strict";
   const lang = document.documentElement.lang || "en";
@@ -124,4 +124,19 @@
     window.addEventListener("resize", () => chart.resize());
     chartBox.dataset.ready = "yes";
   }
+
+  // --- copy buttons (the roster import's invitation links) ----------------------------------------
+  document.querySelectorAll("button[data-copy]").forEach((button) => {
+    button.addEventListener("click", async () => {
+      const source = document.getElementById(button.dataset.copy);
+      try {
+        await navigator.clipboard.writeText(source.textContent.trim());
+      } catch (error) {
+        // No clipboard (a page not served over HTTPS): select the link so that Ctrl+C copies it.
+        window.getSelection().selectAllChildren(source);
+        return;
+      }
+      button.textContent = button.dataset.copied;
+    });
+  });
 })();
