@@ -141,6 +141,8 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     assert not Enrollment.objects.filter(course=course, role="student").exists()
     check("roster-preview")
     page.get_by_role("button", name=t(language, "Import these changes")).click()
+    expect(page.locator("[data-testid=import-result] [data-count=add] dd").first).to_have_text(str(len(world["students"])))
+    page.get_by_role("link", name=t(language, "Back to the roster")).click()
     expect(page.locator("tr[data-member]")).to_have_count(len(world["students"]) + 1)
     check("roster")
     # One more by e-mail, made an assistant, then the CSV's last student removed

@@ -139,3 +139,15 @@ def test_a_course_linked_to_an_lms_says_its_new_accounts_sign_in_there_and_gives
     assert "Moodle of Test University" in result.find(attrs={"data-testid": "sign-in"}).get_text()
     assert result.select("tr[data-invitation]") == []
     assert not get_user_model().objects.get(username="new-1").has_usable_password()
+
+
+def test_only_the_course_instructors_reach_the_result_page(world, instructor):
+    course = world["course"]
+    assistant = UserFactory(username="ta")
+    Enrollment.objects.create(user=assistant, course=course, role="assistant")
+    url = f"/courses/{course.pk}/roster/import/done/"
+    assert AsgiClient(user=assistant).get(url).status_code == 403
+    assert AsgiClient(user=world["students"][0]).get(url).status_code == 404
+    assert AsgiClient().get(url).headers["location"].startswith("/accounts/login/")
+    refused = AsgiClient(user=assistant).post(f"/courses/{course.pk}/roster/import/", {"step": "confirm", "csv": "username\nx\n"})
+    assert refused.status_code == 403 and not get_user_model().objects.filter(username="x").exists()
