@@ -85,3 +85,21 @@ def test_with_the_database_out_of_reach_a_page_is_the_portals_500(language, text
     response = AsgiClient(language=language).get("/reads-the-database/")
     assert_portal_page(response, 500, language, *texts)
     assert 'name="language"' not in response.text  # no menu: it needs the request
+
+
+@pytest.mark.parametrize(
+    ("language", "texts"),
+    [("en", ["Too many failed attempts to log in", "15 minutes"]), ("zh-hans", ["15 分钟内将拒绝登录"])],
+)
+def test_the_lockout_page_is_the_portals_login_page_in_the_readers_language(transactional_db, language, texts):
+    UserFactory(username="ada")
+    visitor = AsgiClient(language=language)
+    for _ in range(5):
+        visitor.post("/accounts/login/", {"username": "ada", "password": "wrong-password"})
+    response = visitor.post("/accounts/login/", {"username": "ada", "password": "wrong-password"})
+    assert response.status_code == 429
+    assert f'<html lang="{language}">' in response.text
+    assert STYLE_SHEET in response.text
+    assert 'id="lockout"' in response.text
+    for text in texts:
+        assert text in response.text, text
