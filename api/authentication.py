@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from oauth2_provider.contrib.rest_framework import OAuth2Authentication
 from rest_framework import authentication, exceptions
 
@@ -47,11 +48,11 @@ def _bearer(request) -> str | None:
     if not header or header[0].lower() != b"bearer":
         return None
     if len(header) != 2:
-        raise exceptions.AuthenticationFailed("The Authorization header is 'Bearer <token>', with no spaces in the token.")
+        raise exceptions.AuthenticationFailed(_("The Authorization header is 'Bearer <token>', with no spaces in the token."))
     try:
         return header[1].decode("ascii")
     except UnicodeDecodeError:
-        raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.") from None
+        raise exceptions.AuthenticationFailed(_("Unknown, revoked or expired token.")) from None
 
 
 class InstitutionTokenAuthentication(authentication.BaseAuthentication):
@@ -68,7 +69,7 @@ class InstitutionTokenAuthentication(authentication.BaseAuthentication):
         # The lookup is by digest already; compare again in constant time so the answer's timing
         # never depends on how much of a guess was right.
         if token is None or not hmac.compare_digest(token.secret_sha256, digest) or not token.is_usable():
-            raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.")
+            raise exceptions.AuthenticationFailed(_("Unknown, revoked or expired token."))
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
@@ -89,11 +90,11 @@ class InstitutionOAuth2Authentication(OAuth2Authentication):
             return None
         found = super().authenticate(request)
         if found is None:
-            raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.")
+            raise exceptions.AuthenticationFailed(_("Unknown, revoked or expired token."))
         _user, access_token = found
         client = OAuthClient.objects.select_related("institution").filter(application_id=access_token.application_id).first()
         if client is None:
-            raise exceptions.AuthenticationFailed("Unknown, revoked or expired token.")
+            raise exceptions.AuthenticationFailed(_("Unknown, revoked or expired token."))
         scopes = frozenset(access_token.scope.split()) & frozenset(client.scopes)
         return ApiClient(client.institution, scopes, client.actor_name, f"oauth:{client.pk}"), access_token
 

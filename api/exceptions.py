@@ -1,31 +1,36 @@
 """One body for every error: ``{"error": {"code": ..., "message": ..., "fields": {...}}}``.
 
-``code`` is stable and meant for programs; ``message`` is for people (English, or the language
-the request's Accept-Language asks for where the portal has it); ``fields`` maps a body or query
-field to its problems, only for invalid input.
+``code`` is stable and meant for programs; ``message`` is for people, in one language a
+response: English, or Chinese when the request's Accept-Language asks for it (the portal's
+messages and DRF's own are both translated, so none is left in the other language); ``fields``
+maps a body or query field to its problems, only for invalid input.
 """
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class PreconditionFailed(exceptions.APIException):
     status_code = status.HTTP_412_PRECONDITION_FAILED
-    default_detail = "The resource changed since you read it: GET it again and send its new ETag in If-Match."
+    default_detail = gettext_lazy("The resource changed since you read it: GET it again and send its new ETag in If-Match.")
     default_code = "precondition_failed"
 
 
 class PreconditionRequired(exceptions.APIException):
     status_code = status.HTTP_428_PRECONDITION_REQUIRED
-    default_detail = "Send the ETag of the resource you read in If-Match, so a change made meanwhile is not overwritten."
+    default_detail = gettext_lazy(
+        "Send the ETag of the resource you read in If-Match, so a change made meanwhile is not overwritten."
+    )
     default_code = "precondition_required"
 
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the resource's state."
+    default_detail = gettext_lazy("The request conflicts with the resource's state.")
     default_code = "conflict"
 
 
@@ -61,8 +66,9 @@ def exception_handler(exc, context):
         return None  # a 500: Django's handler logs it and answers
     if isinstance(exc, exceptions.ValidationError):
         fields = _fields(exc.detail)
-        name, messages = next(iter(fields.items()), ("", ["Invalid input."]))
-        response.data = error_body("invalid", f"Invalid input: {name}: {messages[0]}" if name else messages[0], fields)
+        name, messages = next(iter(fields.items()), ("", [_("Invalid input.")]))
+        message = _("Invalid input: %(field)s: %(problem)s") % {"field": name, "problem": messages[0]} if name else messages[0]
+        response.data = error_body("invalid", message, fields)
     else:
         code = getattr(exc, "default_code", "error")
         if isinstance(exc, exceptions.APIException):

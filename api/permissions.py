@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from rest_framework import exceptions, permissions
 
 from api.authentication import ApiClient
@@ -15,5 +16,5 @@ class HasScope(permissions.BasePermission):
         if required is None:
             return request.method == "OPTIONS"
         if required not in request.user.scopes:
-            raise exceptions.PermissionDenied(f"This token lacks the scope {required}.")
+            raise exceptions.PermissionDenied(_("This token lacks the scope %(scope)s.") % {"scope": required})
         return True

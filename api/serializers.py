@@ -271,5 +271,5 @@ class UsageQuerySerializer(serializers.Serializer):
 
     def validate(self, data):
         if data.get("since") and data.get("until") and data["until"] <= data["since"]:
-            raise serializers.ValidationError({"until": "until must be after since."})
+            raise serializers.ValidationError({"until": _("until must be after since.")})
         return data

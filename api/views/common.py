@@ -4,6 +4,7 @@ names, the If-Match check, and finding the token's institution and a course in i
 from __future__ import annotations
 
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import exceptions, status
@@ -84,7 +85,7 @@ def _institution(request):
 def _course_or_404(request, course_id, *, lock: bool = False) -> Course:
     course = selectors.course_of(institution=_institution(request), course_id=course_id, lock=lock)
     if course is None:
-        raise exceptions.NotFound("No such course.")
+        raise exceptions.NotFound(_("No such course."))
     return course
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -49,7 +50,7 @@ class CourseQuotaView(APIView):
         quota = selectors.quota_of(course=course)
         data = _quota_json(quota)
         if quota is None:
-            raise exceptions.NotFound("This course has no quota yet.")
+            raise exceptions.NotFound(_("This course has no quota yet."))
         return Response(data, headers={"ETag": selectors.etag_of(data)})
 
     @extend_schema(

@@ -13,6 +13,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext as _
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -54,7 +55,7 @@ class UTCDateTimeField(IsoDateTimeField):
         try:
             return parsed.astimezone(UTC) if parsed is not None and parsed.tzinfo is not None else parsed
         except OverflowError:
-            raise ValidationError("The time is out of range.", code="invalid") from None
+            raise ValidationError(_("The time is out of range."), code="invalid") from None
 
 
 class UTCDateTimeFilter(filters.IsoDateTimeFilter):
@@ -125,7 +126,7 @@ class SessionList(generics.ListAPIView):
                 {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH},
                 OpenApiParameter.HEADER,
                 description="A unique key per intended launch.",
-            )
+            ),
         ],
         request=LaunchSerializer,
         responses={
@@ -146,7 +147,7 @@ class SessionList(generics.ListAPIView):
         data = serializer.validated_data
         key = request.headers.get("Idempotency-Key", "").strip()
         if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
-            raise exceptions.ValidationError({"Idempotency-Key": ["At most 255 characters."]})
+            raise exceptions.ValidationError({"Idempotency-Key": [_("At most 255 characters.")]})
         institution = _institution(request)
         course = selectors.course_of(institution=institution, course_id=data["course"])
         template = selectors.template_of(institution=institution, ref=data["template"])
@@ -167,7 +168,7 @@ class SessionList(generics.ListAPIView):
         except LaunchRefused as exc:
             raise Refused(" ".join(exc.messages)) from None
         except services.IdempotencyConflict:
-            raise Conflict("This Idempotency-Key was used with another request.", code="idempotency_conflict") from None
+            raise Conflict(_("This Idempotency-Key was used with another request."), code="idempotency_conflict") from None
         # The service's own row, with its course, template and student: nothing is read after the
         # commit, so a launch that committed is answered as one even if the database went away since.
         data = SessionSerializer(session).data
@@ -179,7 +180,7 @@ class SessionList(generics.ListAPIView):
 def _session_or_404(request, session_id) -> LabSession:
     session = selectors.session_of(institution=_institution(request), session_id=session_id)
     if session is None:
-        raise exceptions.NotFound("No such session.")
+        raise exceptions.NotFound(_("No such session."))
     return session
 
 

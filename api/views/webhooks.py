@@ -4,6 +4,7 @@ rules in ``webhooks.forms.SubscriptionForm``, which the console uses too."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, serializers, status
 from rest_framework.response import Response
@@ -59,9 +60,7 @@ class WebhookPatchSerializer(WebhookSerializer):
     event_types = serializers.ListField(
         child=serializers.ChoiceField(choices=EVENT_TYPE_CHOICES), min_length=1, max_length=len(EVENT_TYPES), required=False
     )
-    courses = serializers.ListField(
-        child=StrictIntegerField(min_value=1, max_value=INT8_MAX), required=False, max_length=1000
-    )
+    courses = serializers.ListField(child=StrictIntegerField(min_value=1, max_value=INT8_MAX), required=False, max_length=1000)
     active = StrictBooleanField(required=False)
 
 
@@ -143,7 +142,7 @@ def _institution(request):
 def _subscription_or_404(request, webhook_id) -> Subscription:
     subscription = selectors.subscription_of(institution=_institution(request), subscription_id=webhook_id)
     if subscription is None:
-        raise exceptions.NotFound("No such webhook subscription.")
+        raise exceptions.NotFound(_("No such webhook subscription."))
     return subscription
 
 
@@ -319,7 +318,7 @@ class DeliveryRedeliver(APIView):
         try:
             again = services.delivery_redeliver(delivery=delivery, by=request.user)
         except services.RedeliverRefused:
-            raise Conflict("This delivery is still being tried; redeliver it once it is delivered or failed.") from None
+            raise Conflict(_("This delivery is still being tried; redeliver it once it is delivered or failed.")) from None
         again = selectors.deliveries_of(subscription=subscription).get(pk=again.pk)
         return Response(DeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)
 
@@ -335,5 +334,5 @@ def _delivery_or_404(subscription: Subscription, delivery_id) -> Delivery:
         else None
     )
     if delivery is None:
-        raise exceptions.NotFound("No such delivery of this subscription.")
+        raise exceptions.NotFound(_("No such delivery of this subscription."))
     return delivery
