@@ -15,9 +15,15 @@ from typing import Any
 
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.translation import gettext, gettext_noop, ngettext
+from django.utils.translation import gettext, gettext_noop, ngettext, pgettext
 
 from labs.domain.lifecycle import session_limit_minutes
+
+
+def label_separator() -> str:
+    """What goes between a label and its value: ": " in English, a full-width "：" in Chinese
+    (templates write ``{% translate ": " context "between a label and its value" %}``)."""
+    return pgettext("between a label and its value", ": ")
 
 
 def gib_text(memory_mib: int | None) -> str:

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from labs.domain.vllm import VENDOR_MODELS
 from labs.forms import TemplateForm, filter_text
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
-from labs.presentation import gib_text
+from labs.presentation import gib_text, label_separator
 from labs.selectors.console import cluster_facts
 from labs.selectors.operations import (
     audit_events,
@@ -324,7 +324,7 @@ def tenancy(request: HttpRequest) -> HttpResponse:
                 for name, errors in form.errors.items():
                     label = form.fields[name].label if name in form.fields else ""
                     for error in errors:
-                        messages.error(request, f"{label}: {error}" if label else error)
+                        messages.error(request, f"{label}{label_separator()}{error}" if label else error)
         elif action == "affiliate":
             user = get_user_model().objects.filter(username=request.POST.get("username", "").strip()).first()
             if user is None:
