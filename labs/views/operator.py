@@ -9,6 +9,7 @@ own sessions. Each action asks for confirmation and a reason, and lands in the a
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import wraps
 
 from django import forms
@@ -26,7 +27,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labs.domain.vllm import VENDOR_MODELS
-from labs.forms import TemplateForm, filter_text
+from labs.forms import GiBField, TemplateForm, filter_text
 from labs.models import Allocation, AllowedImage, AuditEvent, Card, Institution, InstitutionRole, Node, RepairEvent
 from labs.presentation import gib_text, label_separator
 from labs.selectors.console import cluster_facts
@@ -248,21 +249,22 @@ def session_stop(request: HttpRequest, session_id) -> HttpResponse:
 
 
 class AllotmentForm(forms.ModelForm):
+    """Memory typed in GiB, as in every other form, and kept in MiB (``GiBField`` converts)."""
+
+    allot_memory_mib = GiBField(label=gettext_lazy("Memory in total (GiB)"), required=False)
+
     class Meta:
         model = Institution
         fields = ["allot_instances", "allot_core_percent", "allot_memory_mib"]
         labels = {
             "allot_instances": gettext_lazy("Instances in total"),
             "allot_core_percent": gettext_lazy("AI Core in total (%)"),
-            "allot_memory_mib": gettext_lazy("Memory in total (MiB)"),
         }
-        help_texts = {"allot_memory_mib": gettext_lazy("Empty: no limit. A multiple of 128.")}
 
-    def clean_allot_memory_mib(self):
-        value = self.cleaned_data["allot_memory_mib"]
-        if value is not None and value % 128:
-            raise forms.ValidationError(_("Use a multiple of 128 MiB, e.g. %(value)s.") % {"value": value // 128 * 128})
-        return value
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.allot_memory_mib is not None:
+            self.initial["allot_memory_mib"] = Decimal(self.instance.allot_memory_mib) / 1024
 
 
 class AllowedImageForm(forms.ModelForm):

@@ -160,7 +160,7 @@ POSTS: dict[str, dict[str, str | list[str]]] = {
         "username": "{outsider}",
         "allot_instances": "64",
         "allot_core_percent": "800",
-        "allot_memory_mib": "524288",
+        "allot_memory_mib": "512",
         "t{institution}-name": "catalogue template",
         "t{institution}-core_percent": "10",
         "t{institution}-memory_mib": "8",

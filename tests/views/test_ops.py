@@ -174,6 +174,24 @@ def test_fragmentation_is_summarised(world, people):
     assert "n1 / NPU 0: holds its maximum of 16 instances" in page
 
 
+@pytest.mark.parametrize(("language", "label"), [("en", "Memory in total (GiB)"), ("zh-hans", "显存总量（GiB）")])
+def test_the_allotments_memory_is_typed_and_shown_in_gib_and_kept_in_mib(world, people, language, label):
+    """GiB in every form: the tenancy page's allotment too, not MiB; the model keeps MiB."""
+    institution = world["course"].institution
+    platform = client_for(people["platform"])
+    saved = platform.post(
+        "/ops/tenancy/",
+        {"action": "allotment", "institution": institution.pk, "allot_memory_mib": "1.5"},
+        HTTP_ACCEPT_LANGUAGE=language,
+        follow=True,
+    )
+    institution.refresh_from_db()
+    assert institution.allot_memory_mib == 1536
+    page = saved.content.decode()
+    assert label in page and "MiB" not in page
+    assert f'step="0.125" name="allot_memory_mib" id="allot-{institution.pk}-allot_memory_mib" value="1.5"' in page
+
+
 def test_operators_manage_tenancy_within_their_rights(world, people):
     institution = world["course"].institution
     platform, operator = client_for(people["platform"]), client_for(people["operator"])
@@ -202,14 +220,14 @@ def test_operators_manage_tenancy_within_their_rights(world, people):
     )
 
     platform.post(
-        "/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_instances": 200, "allot_memory_mib": 4096}
+        "/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_instances": 200, "allot_memory_mib": "4"}
     )
     institution.refresh_from_db()
     assert (institution.allot_instances, institution.allot_memory_mib) == (200, 4096)
     off_grid = platform.post(
-        "/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_memory_mib": 1000}, follow=True
+        "/ops/tenancy/", {"action": "allotment", "institution": institution.pk, "allot_memory_mib": "0.9"}, follow=True
     )
-    assert "multiple of 128" in off_grid.content.decode()
+    assert "steps of 0.125 GiB: use 0.875 GiB or 1 GiB" in off_grid.content.decode()
     institution.refresh_from_db()
     assert institution.allot_memory_mib == 4096
     platform.post(
