@@ -35,6 +35,18 @@ def gib_text(memory_mib: int | None) -> str:
     return gettext("%(amount)s GiB") % {"amount": formats.number_format(gib, places, use_l10n=True, force_grouping=True)}
 
 
+def cores_text(millicores: int | None) -> str:
+    """CPU in cores, as people count it: ``190000`` → "190 cores", ``2500`` → "2.5 cores",
+    ``1000`` → "1 core" (millicores, Kubernetes' unit, stay in the forms that ask for them)."""
+    if millicores is None or millicores == "":
+        return ""
+    cores = int(millicores) / 1000
+    places = 0 if cores == int(cores) else min(3, len(f"{cores:.3f}".rstrip("0").split(".")[1]))
+    amount = formats.number_format(cores, places, use_l10n=True, force_grouping=True)
+    # The plural follows the figure: "1 core", "0.5 cores", "2 cores".
+    return ngettext("%(amount)s core", "%(amount)s cores", 1 if cores == 1 else 2) % {"amount": amount}
+
+
 PHRASES = {
     "started": gettext_noop("started %(time)s"),
     "stops": gettext_noop("stops at %(time)s"),

@@ -1,10 +1,11 @@
-"""Sizes and shares in words people read: ``{% load units %}``, then ``{{ memory_mib|gib }}``."""
+"""Sizes and shares in words people read: ``{% load units %}``, then ``{{ memory_mib|gib }}``,
+``{{ cpu_millicores|cores }}``."""
 
 from __future__ import annotations
 
 from django import template
 
-from labs.presentation import gib_text
+from labs.presentation import cores_text, gib_text
 
 register = template.Library()
 
@@ -12,3 +13,8 @@ register = template.Library()
 @register.filter
 def gib(memory_mib: int | None) -> str:
     return gib_text(memory_mib)
+
+
+@register.filter
+def cores(millicores: int | None) -> str:
+    return cores_text(millicores)

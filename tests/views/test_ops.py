@@ -462,6 +462,23 @@ def test_operators_see_their_institution_s_class_reservations_on_the_usage_page(
     assert client_for(people["foreign_operator"]).get("/ops/usage/").context["classes"] == []
 
 
+@pytest.mark.parametrize(
+    ("language", "shown"),
+    [
+        ("en", "host for lab sessions: 2.5 cores, 0.5 GiB (after the reserve)"),
+        ("zh-hans", "可供实验会话使用的主机资源：2.5 核，0.5 GiB（已扣除预留）"),
+    ],
+)
+def test_the_cluster_page_shows_host_cpu_in_cores_and_memory_in_gib(world, people, settings, language, shown):
+    """Not "2500 millicores, 512 MiB": cores and GiB, as people count them."""
+    settings.LAB_NODE_RESERVE_CPU_MILLICORES = 1000
+    settings.LAB_NODE_RESERVE_MEMORY_MIB = 512
+    Node.objects.filter(pk=world["node"].pk).update(host_cpu_millicores=3500, host_memory_mib=1024)
+    page = client_for(people["operator"]).get("/ops/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+    assert shown in page
+    assert "millicores" not in page and "毫核" not in page
+
+
 def test_the_cluster_page_says_which_nodes_limit_host_resources_and_which_are_not_limited(world, people, settings):
     settings.LAB_NODE_RESERVE_CPU_MILLICORES = 2000
     settings.LAB_NODE_RESERVE_MEMORY_MIB = 12 * GIB
@@ -470,6 +487,6 @@ def test_the_cluster_page_says_which_nodes_limit_host_resources_and_which_are_no
 
     page = client_for(people["operator"]).get("/ops/").content.decode()
 
-    assert "host for lab sessions: 190000 millicores, 1036288 MiB (after the reserve)" in page
+    assert "host for lab sessions: 190 cores, 1,012 GiB (after the reserve)" in page
     after_old = page.split(f'data-node="{old.name}"', 1)[1]
     assert "host CPU and memory not reported (an older agent): not limited" in after_old.split("data-node-sessions", 1)[0]
