@@ -250,7 +250,7 @@ class TemplateForm(forms.Form):
     memory_mib = GiBField(label=gettext_lazy("NPU memory cap (GiB)"), min_value=Decimal("0.125"), initial=Decimal(8))
     # Shown only where the cluster runs best-effort instances (openFuyao vNPU in soft mode).
     share_policy = forms.ChoiceField(
-        label=gettext_lazy("compute share"),
+        label=gettext_lazy("Compute share"),
         choices=SHARE_POLICY_CHOICES,
         required=False,
         initial=SharePolicy.ELASTIC.value,
@@ -281,13 +281,13 @@ class TemplateForm(forms.Form):
     )
     cpu_limit_millicores = forms.IntegerField(label=gettext_lazy("CPU limit (millicores)"), required=False, min_value=1)
     host_memory_request_mib = forms.IntegerField(
-        label=gettext_lazy("host memory request (MiB)"),
+        label=gettext_lazy("Host memory request (MiB)"),
         required=False,
         min_value=1,
         help_text=gettext_lazy("The server's RAM kept for the lab. Empty: the default of the kind."),
     )
-    host_memory_limit_mib = forms.IntegerField(label=gettext_lazy("host memory limit (MiB)"), required=False, min_value=1)
-    ephemeral_storage_mib = forms.IntegerField(label=gettext_lazy("scratch disk (MiB)"), required=False, min_value=1)
+    host_memory_limit_mib = forms.IntegerField(label=gettext_lazy("Host memory limit (MiB)"), required=False, min_value=1)
+    ephemeral_storage_mib = forms.IntegerField(label=gettext_lazy("Scratch disk (MiB)"), required=False, min_value=1)
 
     HOST_FIELDS = (
         "cpu_request_millicores",

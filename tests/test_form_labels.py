@@ -1,0 +1,46 @@
+"""Every label of the portal's forms is in sentence case: "Compute share", not "compute share"
+beside "Cards" in the same form (Django capitalises a model field's verbose name for its form;
+a label written in a form is shown as written)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from django import forms
+from django.utils.translation import override
+
+FORM_MODULES = (
+    "labs.forms",
+    "labs.views.operator",
+    "labs.views.instructor",
+    "labs.views.instructor_students",
+    "labs.views.student",
+    "api.token_pages",
+    "webhooks.subscription_pages",
+    "accounts.views",
+    "lti.views",
+)
+# The quota page's host caps take their labels from labs/domain/quota_spec.py, which another
+# change is rewriting; they follow the rule when it lands.
+NOT_YET = {("QuotaFields", "host_cpu_cap_millicores"), ("QuotaFields", "host_memory_cap_mib")}
+
+
+def form_labels():
+    for name in FORM_MODULES:
+        module = importlib.import_module(name)
+        for _, form in inspect.getmembers(module, inspect.isclass):
+            if issubclass(form, forms.BaseForm) and form.__module__ == name:
+                for field_name, field in form.base_fields.items():
+                    if field.label:
+                        yield form, field_name, str(field.label)
+
+
+def test_every_form_label_starts_with_a_capital(db):
+    with override("en"):
+        lower = [
+            f"  {form.__module__}.{form.__name__}.{field}: {label!r}"
+            for form, field, label in form_labels()
+            if label[0].islower() and not any((base.__name__, field) in NOT_YET for base in form.__mro__)
+        ]
+    assert not lower, "labels in sentence case:\n" + "\n".join(lower)
