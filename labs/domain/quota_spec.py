@@ -200,7 +200,7 @@ QUOTA_SPEC: tuple[QuotaField, ...] = (
     _int(
         "host_cpu_cap_millicores",
         Unit.MILLICORES,
-        gettext_noop("host CPU cap (millicores, all sessions)"),
+        gettext_noop("Host CPU cap (millicores, all sessions)"),
         0,
         INT4_MAX,
         optional=True,
@@ -209,7 +209,7 @@ QUOTA_SPEC: tuple[QuotaField, ...] = (
     _int(
         "host_memory_cap_mib",
         Unit.MIB,
-        gettext_noop("host memory cap (MiB, all sessions)"),
+        gettext_noop("Host memory cap (MiB, all sessions)"),
         0,
         INT8_MAX,
         optional=True,
