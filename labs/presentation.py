@@ -217,3 +217,38 @@ def budget_text(budget) -> str:
 def extend_label(minutes: int) -> str:
     """The session card's extend button, in the active language."""
     return ngettext("Add %(minutes)s minute", "Add %(minutes)s minutes", minutes) % {"minutes": minutes}
+
+
+def nodes_text(*, total: int, drained: int, unready: int, unanswering: int) -> str:
+    """The cluster's nodes in one line: how many are drained, not ready for their device profile
+    and not answering (each node counted once, in that order), or that every node takes labs."""
+    if not (drained or unready or unanswering):
+        return ngettext("%(total)s node, taking labs.", "%(total)s nodes, all taking labs.", total) % {"total": total}
+    return ngettext(
+        "%(drained)s of %(total)s node drained, %(unready)s not ready, %(unanswering)s not answering: "
+        "they take no new labs.",
+        "%(drained)s of %(total)s nodes drained, %(unready)s not ready, %(unanswering)s not answering: "
+        "they take no new labs.",
+        total,
+    ) % {"drained": drained, "total": total, "unready": unready, "unanswering": unanswering}
+
+
+def cards_text(*, total: int, full: int, not_taking: int) -> str:
+    """The cluster's cards in one line: how many are full and how many take no new session
+    (unhealthy, marked unhealthy, or on a node that takes none)."""
+    return ngettext(
+        "%(total)s card: %(full)s full, %(not_taking)s not taking sessions.",
+        "%(total)s cards: %(full)s full, %(not_taking)s not taking sessions.",
+        total,
+    ) % {"total": total, "full": full, "not_taking": not_taking}
+
+
+def nothing_stranded_text(*, every_node_takes_labs: bool) -> str:
+    """What the cluster page says when no card's free capacity is stranded: all of it, or only on
+    the nodes that take labs (a drained or unready node's cards are not counted as stranded)."""
+    if every_node_takes_labs:
+        return gettext("Nothing is stranded: every card with free capacity can still take an instance.")
+    return gettext(
+        "Nothing is stranded on the nodes that take labs; the cards of drained, unready or unanswering nodes "
+        "take no new labs."
+    )

@@ -19,6 +19,7 @@ from labs.domain.states import TERMINAL
 from labs.domain.units import CARD_INSTANCE_CAP, NODE_INSTANCE_CAP, Scenario
 from labs.models import Allocation, AuditEvent, Card, InstanceSample, Institution, InstitutionRole, LabSession, Node, RepairEvent
 from labs.models.cluster import node_allocatable
+from labs.presentation import cards_text, nodes_text, nothing_stranded_text
 from labs.selectors.capacity import capacity_snapshot, placement_config
 from labs.selectors.ledger import held_by_card
 
@@ -189,8 +190,62 @@ def cluster_state() -> list[NodeView]:
     return list(nodes.values())
 
 
+@dataclass(frozen=True)
+class ClusterSummary:
+    """The cluster page's counts: each node counted once, as drained, else not ready for its device
+    profile, else not answering (its agent unreachable); a card takes no new session when it is
+    unhealthy, marked so, or on such a node."""
+
+    nodes: int
+    drained: int
+    unready: int
+    unanswering: int
+    cards: int
+    cards_full: int
+    cards_not_taking: int
+
+    @property
+    def every_node_takes_labs(self) -> bool:
+        return not (self.drained or self.unready or self.unanswering)
+
+    def to_json(self) -> dict:
+        """The counts and their words in the active language, as the page shows them."""
+        return {
+            "nodes": self.nodes,
+            "drained": self.drained,
+            "unready": self.unready,
+            "unanswering": self.unanswering,
+            "cards": self.cards,
+            "cards_full": self.cards_full,
+            "cards_not_taking": self.cards_not_taking,
+            "nodes_text": nodes_text(
+                total=self.nodes, drained=self.drained, unready=self.unready, unanswering=self.unanswering
+            ),
+            "cards_text": cards_text(total=self.cards, full=self.cards_full, not_taking=self.cards_not_taking),
+            "nothing_stranded": nothing_stranded_text(every_node_takes_labs=self.every_node_takes_labs),
+        }
+
+
+def cluster_summary(nodes: list[NodeView]) -> ClusterSummary:
+    """The counts of :func:`cluster_state`'s ``nodes``."""
+    drained = [n for n in nodes if n.drained]
+    unready = [n for n in nodes if not n.drained and n.unready_reason]
+    unanswering = [n for n in nodes if not n.drained and not n.unready_reason and not n.available]
+    idle = {n.pk for n in (*drained, *unready, *unanswering)}
+    return ClusterSummary(
+        len(nodes),
+        len(drained),
+        len(unready),
+        len(unanswering),
+        sum(len(n.cards) for n in nodes),
+        sum(1 for n in nodes for c in n.cards if c.full),
+        sum(1 for n in nodes for c in n.cards if n.pk in idle or not c.usable),
+    )
+
+
 def cluster_state_json(nodes: list[NodeView]) -> dict:
     return {
+        "summary": cluster_summary(nodes).to_json(),
         "nodes": [
             {
                 "name": n.name,

@@ -36,6 +36,7 @@ from labs.selectors.operations import (
     card_instances,
     cluster_state,
     cluster_state_json,
+    cluster_summary,
     fragmentation,
     institutions_for,
     operator_scope,
@@ -94,10 +95,7 @@ def cluster(request: HttpRequest) -> HttpResponse:
             "nodes": nodes,
             "fragmentation": report,
             "scope": request.operator_scope,
-            "cards_total": sum(len(n.cards) for n in nodes),
-            "cards_full": sum(1 for n in nodes for c in n.cards if c.full),
-            "cards_unusable": sum(1 for n in nodes for c in n.cards if not c.usable),
-            "state": cluster_state_json(nodes),
+            "summary": cluster_summary(nodes).to_json(),
         },
     )
 

@@ -9,6 +9,13 @@
   let timer = null;
 
   function draw(state) {
+    // The counts above the heatmap: drained, unready and unanswering nodes, in the reader's language.
+    if (state.summary) {
+      ["nodes", "cards", "nothing_stranded"].forEach((key) => {
+        const el = document.querySelector('[data-summary="' + key + '"]');
+        if (el) el.textContent = state.summary[key === "nothing_stranded" ? key : key + "_text"];
+      });
+    }
     state.nodes.forEach((node) => {
       const nodeEl = box.querySelector('[data-node="' + CSS.escape(node.name) + '"]');
       if (!nodeEl) return;
