@@ -185,6 +185,9 @@ MESSAGES: dict[str, str] = {
     # the cluster: nodes and cards, now
     "capacity.no_cards": gettext_noop("capacity: the cluster has no NPU cards"),
     "capacity.no_healthy_card": gettext_noop("capacity: no healthy NPU card is available"),
+    # Every node that could take the lab is drained by an operator (labs.services.operations,
+    # labs.services.evacuation): nothing is wrong with the request or the cards.
+    "capacity.maintenance": gettext_noop("the NPU servers are closed for maintenance"),
     "capacity.no_single_card": gettext_noop(
         "capacity: no single card has both %(core_percent)s %% core and %(memory_mib)s MiB free"
     ),

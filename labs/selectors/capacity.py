@@ -127,6 +127,7 @@ def capacity_snapshot() -> list[NodeCapacity]:
             {str(key): str(value) for key, value in (labels or {}).items()},
             granule,
             *node_allocatable(cpu, host_mib),
+            drained,
         )
         for pk, name, available, drained, unready, labels, granule, cpu, host_mib in nodes
     ]

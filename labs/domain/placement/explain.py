@@ -67,6 +67,8 @@ class ExplainMixin:
             and memory % self.nodes[0].granule == 0
         ):
             return self._explain_from_summaries(core, memory, inference)
+        if self._closed_for_maintenance(request, memory):
+            return Reason.of("capacity.maintenance")
         nodes = [n for n in self.nodes if n.available]
         if request.node_selector:
             nodes = [n for n in nodes if _matches(n, request.node_selector)]
@@ -138,6 +140,19 @@ class ExplainMixin:
             node, card = mib_at
             return Reason.of("card.memory", need_mib=memory, best_free_mib=most_mib, node=node.name, card=card.index)
         return Reason.of("capacity.no_single_card", core_percent=core, memory_mib=memory)
+
+    def _closed_for_maintenance(self, request: LaunchRequest, memory: int) -> bool:
+        """Whether every node that could take ``request`` (its labels, its memory step, a healthy
+        card, the pinned one) is drained for maintenance: what the student is told then, rather
+        than the cards' numbers, is that the servers are closed."""
+        could = [
+            n
+            for n in self.nodes
+            if (not request.node_selector or _matches(n, request.node_selector))
+            and memory % n.granule == 0
+            and any(c.healthy and (not request.die_id or c.die_id == request.die_id) for c in n.cards)
+        ]
+        return bool(could) and all(n.maintenance for n in could)
 
     def _explain_from_summaries(self, core: int, memory: int, inference: bool) -> Reason:
         """The common case of ``_explain`` from sorted node summaries instead of a scan.

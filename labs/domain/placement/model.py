@@ -171,6 +171,9 @@ class NodeCapacity:
     # not reported, not limited.
     cpu_millicores: int | None = None
     host_memory_mib: int | None = None
+    # Drained by an operator (for maintenance, or being emptied for it): it takes no new
+    # placement, so it is not ``available``; a miss says the servers are closed for maintenance.
+    maintenance: bool = False
 
     def __post_init__(self) -> None:
         check_str("NodeCapacity", "name", self.name, empty=False)
@@ -189,6 +192,9 @@ class NodeCapacity:
                 raise ValueError(f"NodeCapacity {self.name}: card index {card.index} appears twice")
             indices.add(card.index)
         check_bool("NodeCapacity", "available", self.available)
+        check_bool("NodeCapacity", "maintenance", self.maintenance)
+        if self.maintenance and self.available:
+            raise ValueError(f"NodeCapacity {self.name}: a node under maintenance is not available")
         if not isinstance(self.labels, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
         ):

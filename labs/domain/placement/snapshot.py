@@ -102,6 +102,7 @@ class SnapshotMixin:
                 n.granule,
                 n.cpu_total,
                 n.host_mib_total,
+                n.maintenance,
             )
             for n in self.nodes
         ]

@@ -74,6 +74,7 @@ class _Node:
         "name",
         "order",
         "available",
+        "maintenance",
         "labels",
         "granule",
         "cards",
@@ -94,6 +95,7 @@ class _Node:
         self.name = node.name
         self.order = order
         self.available = node.available
+        self.maintenance = node.maintenance
         self.labels = dict(node.labels)
         self.granule = node.memory_granule_mib
         self.cards = [_Card(c, self) for c in sorted(node.cards, key=lambda c: c.index)]
