@@ -47,6 +47,18 @@ def cores_text(millicores: int | None) -> str:
     return ngettext("%(amount)s core", "%(amount)s cores", 1 if cores == 1 else 2) % {"amount": amount}
 
 
+def usage_text(amount: float) -> str:
+    """An amount of NPU time (AI-Core-% x hours, GiB x hours) for a usage table: two decimals, so
+    a row of a few minutes reads "0.05", not "0.0", and the rows add up to the chart's total; an
+    amount under 0.005 reads "< 0.01" rather than "0.00", which would say nothing was used."""
+    if amount <= 0:
+        return formats.number_format(0, 0, use_l10n=True)
+    if amount < 0.005:
+        return "< " + formats.number_format(0.01, 2, use_l10n=True)
+    # number_format cuts the decimals off; rounded first, the rows agree with the chart's (rounded) days.
+    return formats.number_format(round(amount, 2), 2, use_l10n=True, force_grouping=True)
+
+
 PHRASES = {
     "started": gettext_noop("started %(time)s"),
     "stops": gettext_noop("stops at %(time)s"),

@@ -300,6 +300,19 @@ class CourseUsage:
     core_hours_by_day: list[float]
     gib_hours_by_day: list[float]
 
+    @property
+    def total(self) -> StudentUsage:
+        """Every student's sessions and NPU time together: the term's NPU time is the chart's total."""
+        total = StudentUsage("", "")
+        for u in self.students:
+            total.sessions_week += u.sessions_week
+            total.sessions_term += u.sessions_term
+            total.core_hours_week += u.core_hours_week
+            total.core_hours_term += u.core_hours_term
+            total.gib_hours_week += u.gib_hours_week
+            total.gib_hours_term += u.gib_hours_term
+        return total
+
 
 def term_start(course: Course) -> datetime:
     """Midnight of the course's first day, or of its first session if that came earlier (a course

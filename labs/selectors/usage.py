@@ -204,6 +204,17 @@ class UsageReport:
     core_hours_by_day: list[float]
     gib_hours_by_day: list[float]
 
+    @property
+    def total(self) -> CourseUsageRow:
+        """Every course's sessions and NPU time together (the chart's total); its students are not
+        summed, since one student may use several courses."""
+        total = CourseUsageRow("", 0, "", "")
+        for row in self.courses:
+            total.sessions += row.sessions
+            total.totals.core_percent_seconds += row.totals.core_percent_seconds
+            total.totals.memory_mib_seconds += row.totals.memory_mib_seconds
+        return total
+
 
 def usage_report(*, institutions: Iterable[int] | None, days: int, now: datetime | None = None) -> UsageReport:
     """NPU time per course over the last ``days`` days (to ``now``), and per day for a chart.

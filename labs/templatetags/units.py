@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import template
 
-from labs.presentation import cores_text, gib_text
+from labs.presentation import cores_text, gib_text, usage_text
 
 register = template.Library()
 
@@ -18,3 +18,9 @@ def gib(memory_mib: int | None) -> str:
 @register.filter
 def cores(millicores: int | None) -> str:
     return cores_text(millicores)
+
+
+@register.filter
+def usage(amount: float) -> str:
+    """NPU time in a usage table: ``0.04`` → "0.04", ``0.001`` → "< 0.01" (``usage_text``)."""
+    return usage_text(amount)

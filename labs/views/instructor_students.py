@@ -28,6 +28,7 @@ from labs.selectors.reservations import course_reservations, reservation_of
 from labs.selectors.usage import student_budgets, usage_chart
 from labs.services import budgets, reservations, roster
 from labs.views.instructor import archived_guard, course_context, course_view, may_change
+from labs.views.tables import Column, sorted_table
 
 # --- roster ---------------------------------------------------------------------------------------
 
@@ -183,11 +184,29 @@ def course_usage_view(request: HttpRequest, course) -> HttpResponse:
         budget_of = {name: found.get((course.pk, i)) for name, i in ids.items()}
     for u in usage.students:
         u.budget = budget_of.get(u.username)
+    table = sorted_table(request, usage.students, _usage_columns(budgeted), default="student")
     return render(
         request,
         "labs/console/usage.html",
-        course_context(request, course, usage=usage, chart=chart, budgeted=budgeted, grant_form=BudgetGrantForm()),
+        course_context(
+            request, course, usage=usage, table=table, chart=chart, budgeted=budgeted, grant_form=BudgetGrantForm()
+        ),
     )
+
+
+def _usage_columns(budgeted: bool) -> list[Column]:
+    columns = [
+        Column("student", _("Student"), lambda u: u.username.casefold()),
+        Column("sessions_week", _("Sessions"), lambda u: u.sessions_week),
+        Column("core_week", _("AI-Core-% × h"), lambda u: u.core_hours_week),
+        Column("gib_week", _("GiB × h"), lambda u: u.gib_hours_week),
+        Column("sessions_term", _("Sessions"), lambda u: u.sessions_term),
+        Column("core_term", _("AI-Core-% × h"), lambda u: u.core_hours_term),
+        Column("gib_term", _("GiB × h"), lambda u: u.gib_hours_term),
+    ]
+    if budgeted:
+        columns.append(Column("budget", _("Budget used this week"), lambda u: u.budget.fraction if u.budget else -1.0))
+    return columns
 
 
 def _budget_grant(request: HttpRequest, course) -> HttpResponse:

@@ -47,6 +47,7 @@ from labs.selectors.reservations import upcoming_slots
 from labs.selectors.usage import usage_chart, usage_report, usage_report_csv
 from labs.services import catalog, evacuation, operations, selftest
 from labs.services.affiliations import affiliation_link
+from labs.views.tables import Column, sorted_table
 
 PAGE_SIZE = 50
 
@@ -411,11 +412,23 @@ def usage_view(request: HttpRequest) -> HttpResponse:
         return response
     chart = usage_chart(report.days, report.core_hours_by_day, report.gib_hours_by_day)
     classes = upcoming_slots(institutions=None if scope.platform else scope.institutions)
+    table = sorted_table(request, report.courses, _usage_columns(), default="institution", keep=["days"])
     return render(
         request,
         "labs/ops/usage.html",
-        {"report": report, "chart": chart, "days": days, "windows": USAGE_WINDOWS, "classes": classes},
+        {"report": report, "table": table, "chart": chart, "days": days, "windows": USAGE_WINDOWS, "classes": classes},
     )
+
+
+def _usage_columns() -> list[Column]:
+    return [
+        Column("institution", _("Institution"), lambda r: r.institution.casefold()),
+        Column("course", _("Course"), lambda r: (r.code.casefold(), r.term.casefold())),
+        Column("students", _("Students"), lambda r: r.students),
+        Column("sessions", _("Sessions"), lambda r: r.sessions),
+        Column("core", _("AI-Core-% × h"), lambda r: r.totals.core_percent_seconds),
+        Column("gib", _("GiB × h"), lambda r: r.totals.memory_mib_seconds),
+    ]
 
 
 @operator_view()
