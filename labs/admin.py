@@ -18,7 +18,7 @@ from labs.models import (
     Node,
     RepairEvent,
 )
-from labs.selectors.console import cluster_facts, institution_allotment
+from labs.selectors.console import cluster_facts, guarantees_held, institution_allotment
 from labs.services.affiliations import affiliation_ensure
 from labs.services.courses import quota_context
 
@@ -72,6 +72,8 @@ class CourseQuotaAdminForm(forms.ModelForm):
             self.instance.check_context = quota_context(
                 facts=cluster_facts(),
                 allotment=institution_allotment(institution=course.institution, excluding=course if saved else None),
+                held=guarantees_held(institution=course.institution, excluding=course, name_all=True),
+                overcommit=course.institution.allow_overcommit,
                 scenarios=set(course.templates.values_list("scenario", flat=True)) if saved else set(),
                 cohort=data.get("cohort") or "",
                 institution_id=course.institution_id,

@@ -38,7 +38,7 @@ from labs.drivers import get_driver
 from labs.models import AllowedImage, Course, Enrollment, LabTemplate
 from labs.models.catalog import SHARE_POLICY_CHOICES
 from labs.presentation import gib_text
-from labs.selectors.console import Allotment, ClusterFacts
+from labs.selectors.console import Allotment, ClusterFacts, GuaranteesHeld
 from labs.services.courses import quota_context
 
 
@@ -170,10 +170,20 @@ class QuotaForm(QuotaFields):
     LEND = tuple(f.name for f in fields_of("lend"))
 
     def __init__(
-        self, *args, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], institution_id: int, **kwargs
+        self,
+        *args,
+        facts: ClusterFacts,
+        allotment: Allotment,
+        held: GuaranteesHeld,
+        overcommit: bool,
+        scenarios: set[str],
+        institution_id: int,
+        **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.institution_id = institution_id
+        self.held = held
+        self.overcommit = overcommit
         self.facts = facts
         self.allotment = allotment
         self.scenarios = scenarios
@@ -202,6 +212,8 @@ class QuotaForm(QuotaFields):
         context = quota_context(
             facts=self.facts,
             allotment=self.allotment,
+            held=self.held,
+            overcommit=self.overcommit,
             scenarios=self.scenarios,
             cohort=data.get("cohort") or "",
             institution_id=self.institution_id,

@@ -6,7 +6,8 @@ Each field has a unit, a range and, for memory, a grid: NPU memory is reserved i
 (``MEMORY_GRANULE_MIB``), and in 1 GiB units on a cluster whose nodes allocate in that step (the
 ``memory_step_mib`` of ``QuotaContext``). The cross-field rules: a course lends at most what it
 is guaranteed; borrowing and lending happen only inside a cohort; a cohort belongs to one
-institution; the guarantee fits the cluster's healthy cards and the institution's allotment.
+institution; the guarantee fits the cluster's healthy cards, beside what the other courses
+already guarantee (unless the institution allows overcommit), and the institution's allotment.
 What depends on the database or the cluster arrives as plain data in ``QuotaContext``.
 
 Messages are codes with parameters (as in ``labs.domain.reasons``), marked with
@@ -260,18 +261,38 @@ class AllotmentRoom:
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """What another live course guarantees, per resource: ``course`` is its code, or empty for the
+    courses of other institutions together (an instructor does not see them by name)."""
+
+    course: str
+    amounts: Mapping[Resource, int]
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaContext:
     """What a quota is checked against besides its own values. Left out: not checked.
 
     ``memory_step_mib``: the step every node allocates memory in (the coarsest wins). ``caps``:
-    the cluster's. ``allotment``: the institution's. ``cohort_taken``: another institution has
-    a course in the cohort named in the values.
+    the cluster's. ``held``: what the other live courses (of every institution) guarantee; with
+    ``caps``, the guarantee must fit beside them, unless ``overcommit`` (the institution's
+    operator allows it: the value is then a priority, not a guarantee). ``allotment``: the
+    institution's. ``cohort_taken``: another institution has a course in the cohort named in the
+    values.
     """
 
     memory_step_mib: int = MEMORY_GRANULE_MIB
     caps: ClusterCaps | None = None
+    held: tuple[Holder, ...] | None = None
+    overcommit: bool = False
     allotment: AllotmentRoom | None = None
     cohort_taken: bool = False
+
+
+def cluster_left(caps: ClusterCaps, held: tuple[Holder, ...]) -> dict[Resource, int]:
+    """What the cluster's healthy cards hold beyond what ``held`` guarantees, per resource (never
+    below 0): the largest guarantee that can still be kept."""
+    return {r: max(0, cap_of(caps, r) - sum(h.amounts.get(r, 0) for h in held)) for r in Resource}
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -295,6 +316,18 @@ MESSAGES: dict[str, str] = {
         "The cluster's %(cards)s healthy cards have %(limit)s %% of AI Core in all (%(per)s %% per card)."
     ),
     "cluster.memory_mib": gettext_noop("The cluster's %(cards)s healthy cards have %(limit)s of memory in all."),
+    "held.instances": gettext_noop(
+        "The cluster holds at most %(limit)s %(kind)s instances; other courses guarantee %(held)s of them "
+        "(%(holders)s), so at most %(left)s can be guaranteed to this course."
+    ),
+    "held.core_percent": gettext_noop(
+        "The cluster's cards have %(limit)s of AI Core; other courses guarantee %(held)s of it "
+        "(%(holders)s), so at most %(left)s can be guaranteed to this course."
+    ),
+    "held.memory_mib": gettext_noop(
+        "The cluster's cards have %(limit)s of memory; other courses guarantee %(held)s of it "
+        "(%(holders)s), so at most %(left)s can be guaranteed to this course."
+    ),
     "allotment": gettext_noop(
         "Your institution may guarantee %(limit)s in total; its other courses hold %(others)s, "
         "so at most %(left)s is left for this course."
@@ -307,6 +340,9 @@ MESSAGES: dict[str, str] = {
 WORDS: dict[str, str] = {
     Scenario.INFERENCE.value: gettext_noop("inference"),
     Scenario.DEVELOPMENT.value: gettext_noop("development"),
+    "holder": gettext_noop("%(course)s: %(amount)s"),
+    "holders_separator": gettext_noop("; "),
+    "other_institutions": gettext_noop("courses of other institutions"),
 }
 
 
@@ -321,6 +357,20 @@ class Word(NamedTuple):
     """A word in a message, translated with it (``WORDS``)."""
 
     key: str
+
+
+class Holders(NamedTuple):
+    """The courses that hold a resource, in a message: each course's code (``""``: the courses of
+    other institutions together) and its amount, the largest first."""
+
+    entries: tuple[tuple[str, Amount], ...]
+
+    def render(self, gettext: Callable[[str], str], show: Callable[[Amount], str]) -> str:
+        named = (
+            gettext(WORDS["holder"]) % {"course": course or gettext(WORDS["other_institutions"]), "amount": show(amount)}
+            for course, amount in self.entries
+        )
+        return gettext(WORDS["holders_separator"]).join(named)
 
 
 def english_amount(amount: Amount) -> str:
@@ -339,19 +389,26 @@ class QuotaError:
 
     field: str
     code: str
-    params: Mapping[str, int | str | Amount | Word] = dataclasses.field(default_factory=dict)
+    params: Mapping[str, int | str | Amount | Word | Holders] = dataclasses.field(default_factory=dict)
 
     def render(self, gettext: Callable[[str], str] = gettext_noop, show: Callable[[Amount], str] = english_amount) -> str:
         """The message in the language ``gettext`` translates to, amounts shown by ``show``."""
-        params = {
-            name: show(value) if isinstance(value, Amount) else gettext(WORDS[value.key]) if isinstance(value, Word) else value
-            for name, value in self.params.items()
-        }
+        params = {name: _param_text(value, gettext, show) for name, value in self.params.items()}
         message = gettext(MESSAGES[self.code])
         return message % params if params else message
 
     def __str__(self) -> str:
         return self.render()
+
+
+def _param_text(value: object, gettext: Callable[[str], str], show: Callable[[Amount], str]) -> object:
+    if isinstance(value, Amount):
+        return show(value)
+    if isinstance(value, Word):
+        return gettext(WORDS[value.key])
+    if isinstance(value, Holders):
+        return value.render(gettext, show)
+    return value
 
 
 def _field_errors(spec: QuotaField, value: object, memory_step_mib: int) -> Iterator[QuotaError]:
@@ -407,7 +464,23 @@ def _cluster_error(spec: QuotaField, caps: ClusterCaps) -> QuotaError:
     return QuotaError(spec.name, f"cluster.{resource}", {"cards": caps.cards, **params})
 
 
-def _cap_of(caps: ClusterCaps, resource: Resource) -> int:
+def _held_error(spec: QuotaField, caps: ClusterCaps, held: tuple[Holder, ...], left: int) -> QuotaError:
+    """``spec``'s value does not fit beside the other courses' guarantees: the error names them."""
+    resource, unit = spec.resource, spec.unit
+    holders = sorted(((h.course, h.amounts.get(resource, 0)) for h in held), key=lambda e: (-e[1], e[0]))  # type: ignore[arg-type]
+    entries = tuple((course, Amount(amount, unit)) for course, amount in holders if amount > 0)
+    params: dict = {
+        "limit": Amount(cap_of(caps, resource), unit),  # type: ignore[arg-type]
+        "held": Amount(sum(a.value for _, a in entries), unit),
+        "left": Amount(left, unit),
+        "holders": Holders(entries),
+    }
+    if resource is Resource.INSTANCES:
+        params["kind"] = Word(caps.scenario.value)
+    return QuotaError(spec.name, f"held.{resource}", params)
+
+
+def cap_of(caps: ClusterCaps, resource: Resource) -> int:
     return {Resource.INSTANCES: caps.instances, Resource.CORE_PERCENT: caps.core_percent}.get(resource, caps.memory_mib)
 
 
@@ -443,8 +516,14 @@ def quota_errors(values: Mapping[str, object], context: QuotaContext | None = No
     if context.caps is not None:
         for spec in guarantee:
             value = given(spec.name)
-            if isinstance(value, int) and value > _cap_of(context.caps, spec.resource):  # type: ignore[arg-type]
+            if isinstance(value, int) and value > cap_of(context.caps, spec.resource):  # type: ignore[arg-type]
                 add(_cluster_error(spec, context.caps))
+    if context.caps is not None and context.held is not None and not context.overcommit:
+        left = cluster_left(context.caps, context.held)
+        for spec in guarantee:
+            value = given(spec.name)
+            if isinstance(value, int) and value > left[spec.resource]:  # type: ignore[index]
+                add(_held_error(spec, context.caps, context.held, left[spec.resource]))  # type: ignore[index]
     room = context.allotment
     if room is not None:
         for spec in guarantee:

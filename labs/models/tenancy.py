@@ -14,7 +14,9 @@ class Institution(models.Model):
     """The tenant: a university. Every course, template and session belongs to one.
 
     The allotment is what its operator lets the institution guarantee in total: the sum of
-    its courses' guarantees cannot pass it. Empty: no limit on that resource.
+    its courses' guarantees cannot pass it. Empty: no limit on that resource. Whatever the
+    allotment, a guarantee must fit the cluster beside the other courses' guarantees, unless the
+    operator allows overcommit.
     """
 
     name = models.CharField(_("name"), max_length=200)
@@ -22,6 +24,14 @@ class Institution(models.Model):
     allot_core_percent = models.PositiveIntegerField(_("may guarantee AI Core in total (%)"), null=True, blank=True)
     allot_memory_mib = models.PositiveBigIntegerField(_("may guarantee NPU memory in total (MiB)"), null=True, blank=True)
     allot_instances = models.PositiveIntegerField(_("may guarantee instances in total"), null=True, blank=True)
+    allow_overcommit = models.BooleanField(
+        _("allow overcommit"),
+        default=False,
+        help_text=_(
+            "Its courses may be guaranteed more than the cluster holds beside the other courses' guarantees: "
+            "such a value is a priority, not a guarantee."
+        ),
+    )
 
     class Meta:
         ordering = ["name"]

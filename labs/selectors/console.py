@@ -276,6 +276,51 @@ def institution_allotment(*, institution: Institution, excluding: Course | None 
     return Allotment(limit, others, left)
 
 
+@dataclass(frozen=True)
+class GuaranteesHeld:
+    """What the live (not archived) courses other than the one being set guarantee: those of its
+    institution by code (``own``, largest instance count first), those of other institutions
+    together (``elsewhere``, over ``elsewhere_courses`` courses), whose names are not the
+    institution's to see."""
+
+    own: tuple[tuple[str, QuotaUse], ...]
+    elsewhere: QuotaUse
+    elsewhere_courses: int
+
+    @property
+    def own_total(self) -> QuotaUse:
+        return QuotaUse(*(sum(getattr(u, f) for _, u in self.own) for f in ("core_percent", "memory_mib", "instances")))
+
+    @property
+    def total(self) -> QuotaUse:
+        own = self.own_total
+        return QuotaUse(
+            own.core_percent + self.elsewhere.core_percent,
+            own.memory_mib + self.elsewhere.memory_mib,
+            own.instances + self.elsewhere.instances,
+        )
+
+
+def guarantees_held(*, institution: Institution, excluding: Course | None = None, name_all: bool = False) -> GuaranteesHeld:
+    """The guarantees beside which a course of ``institution`` (``excluding`` it) is set;
+    ``name_all`` (a platform operator's view): every course by its code."""
+    quotas = CourseQuota.objects.filter(course__archived_at__isnull=True).exclude(
+        instance_count=0, core_percent=0, memory_mib=0
+    )
+    if excluding is not None and excluding.pk is not None:
+        quotas = quotas.exclude(course=excluding)
+    own: list[tuple[str, QuotaUse]] = []
+    elsewhere, courses = QuotaUse(0, 0, 0), 0
+    rows = quotas.values_list("course__code", "course__institution_id", "core_percent", "memory_mib", "instance_count")
+    for code, institution_id, core, memory, instances in rows.order_by("-instance_count", "course__code"):
+        if name_all or institution_id == institution.pk:
+            own.append((code, QuotaUse(core, memory, instances)))
+        else:
+            elsewhere = QuotaUse(elsewhere.core_percent + core, elsewhere.memory_mib + memory, elsewhere.instances + instances)
+            courses += 1
+    return GuaranteesHeld(tuple(own), elsewhere, courses)
+
+
 # --- usage -------------------------------------------------------------------------------------
 
 

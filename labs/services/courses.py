@@ -1,7 +1,7 @@
 """Courses as instructors run them: create, edit, archive at term end, set the quota.
 
 A quota is checked here, by the rules of ``labs.domain.quota_spec``, against the cluster's
-healthy cards and the institution's allotment, whoever sends it (the console's form shows the
+healthy cards beside the other courses' guarantees and the institution's allotment, whoever sends it (the console's form shows the
 same rules' errors first); each function writes in one transaction. Lowering a guarantee below
 what is in use stops nothing: it applies to the next admissions.
 """
@@ -15,13 +15,32 @@ from django.db import transaction
 from django.utils import timezone
 
 from labs.dispatch import controller_wake
-from labs.domain.quota_spec import QUOTA_FIELDS, AllotmentRoom, ClusterCaps, QuotaContext, QuotaError, Resource, quota_errors
+from labs.domain.quota_spec import (
+    QUOTA_FIELDS,
+    AllotmentRoom,
+    ClusterCaps,
+    Holder,
+    QuotaContext,
+    QuotaError,
+    Resource,
+    cap_of,
+    cluster_left,
+    fields_of,
+    quota_errors,
+)
 from labs.domain.reasons import Reason
 from labs.domain.states import TERMINAL
 from labs.domain.units import Scenario
 from labs.models import Affiliation, Course, CourseQuota, Enrollment, Institution, LabSession
 from labs.models.tenancy import cohort_of_another_institution
-from labs.selectors.console import Allotment, ClusterFacts, cluster_facts, institution_allotment
+from labs.selectors.console import (
+    Allotment,
+    ClusterFacts,
+    GuaranteesHeld,
+    cluster_facts,
+    guarantees_held,
+    institution_allotment,
+)
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
@@ -81,18 +100,20 @@ def course_unarchive(*, course: Course, by) -> None:
 
 
 def quota_context(
-    *, facts: ClusterFacts, allotment: Allotment, scenarios: set[str], cohort: str, institution_id: int
+    *,
+    facts: ClusterFacts,
+    allotment: Allotment,
+    held: GuaranteesHeld,
+    overcommit: bool,
+    scenarios: set[str],
+    cohort: str,
+    institution_id: int,
 ) -> QuotaContext:
     """What a quota of a course of ``institution_id`` whose templates run ``scenarios`` is checked
-    against: the cluster ``facts``, the institution's ``allotment``, whether ``cohort`` is taken."""
-    scenario = Scenario.INFERENCE if Scenario.INFERENCE.value in scenarios else Scenario.DEVELOPMENT
-    caps = ClusterCaps(
-        cards=facts.cards,
-        instances=facts.instance_cap(scenario),
-        core_percent=facts.core_total_percent,
-        memory_mib=facts.memory_total_mib,
-        scenario=scenario,
-    )
+    against: the cluster ``facts`` beside what the other courses guarantee (``held``; not checked
+    when the institution allows ``overcommit``), the institution's ``allotment``, whether
+    ``cohort`` is taken."""
+    caps = _caps(facts, scenarios)
     room = None
     if allotment.limit is not None:
         room = AllotmentRoom(
@@ -101,7 +122,61 @@ def quota_context(
             left={r: allotment.left_of(r.value) for r in Resource},
         )
     taken = bool(cohort) and cohort_of_another_institution(cohort, institution_id)
-    return QuotaContext(memory_step_mib=facts.memory_step_mib, caps=caps, allotment=room, cohort_taken=taken)
+    return QuotaContext(
+        memory_step_mib=facts.memory_step_mib,
+        caps=caps,
+        held=_holders(held),
+        overcommit=overcommit,
+        allotment=room,
+        cohort_taken=taken,
+    )
+
+
+@dataclass(frozen=True)
+class GuaranteeRoom:
+    """What the cluster holds for a course's guarantee (``caps``, per resource) and how much of it
+    the other courses already guarantee (``held``) and leave (``left``)."""
+
+    caps: dict[Resource, int]
+    held: dict[Resource, int]
+    left: dict[Resource, int]
+
+    def past(self, quota) -> bool:
+        """Whether ``quota``'s guarantee is more than what is left: a priority, not a guarantee."""
+        return any(getattr(quota, spec.name) > self.left[spec.resource] for spec in fields_of("guarantee"))  # type: ignore[index]
+
+
+def guarantee_room(*, facts: ClusterFacts, held: GuaranteesHeld, scenarios: set[str]) -> GuaranteeRoom:
+    """The cluster's room for a guarantee of a course whose templates run ``scenarios``, beside
+    the ``held`` guarantees of the other courses (``labs.domain.quota_spec.cluster_left``)."""
+    caps, holders = _caps(facts, scenarios), _holders(held)
+    return GuaranteeRoom(
+        caps={r: cap_of(caps, r) for r in Resource},
+        held={r: sum(h.amounts[r] for h in holders) for r in Resource},
+        left=cluster_left(caps, holders),
+    )
+
+
+def _caps(facts: ClusterFacts, scenarios: set[str]) -> ClusterCaps:
+    scenario = Scenario.INFERENCE if Scenario.INFERENCE.value in scenarios else Scenario.DEVELOPMENT
+    return ClusterCaps(
+        cards=facts.cards,
+        instances=facts.instance_cap(scenario),
+        core_percent=facts.core_total_percent,
+        memory_mib=facts.memory_total_mib,
+        scenario=scenario,
+    )
+
+
+def _holders(held: GuaranteesHeld) -> tuple[Holder, ...]:
+    holders = tuple(Holder(code, _amounts(use)) for code, use in held.own)
+    if held.elsewhere_courses:
+        holders += (Holder("", _amounts(held.elsewhere)),)
+    return holders
+
+
+def _amounts(use) -> dict[Resource, int]:
+    return {r: getattr(use, r.value) for r in Resource}
 
 
 class QuotaRefused(ValidationError):
@@ -130,8 +205,9 @@ def quota_set(*, course: Course, values: dict, in_use, by=None) -> QuotaChange:
     """Set the course's quota to ``values`` (every field of ``QUOTA_FIELDS``).
 
     Raises ``QuotaRefused`` and changes nothing when ``values`` break a rule of
-    ``labs.domain.quota_spec`` (checked against the cluster's healthy cards, the institution's
-    allotment less its other courses' guarantees, and the other institutions' cohorts).
+    ``labs.domain.quota_spec`` (checked against the cluster's healthy cards less what the other
+    courses guarantee, unless the institution allows overcommit; the institution's allotment
+    less its other courses' guarantees; and the other institutions' cohorts).
     Nothing running is stopped when a guarantee drops below ``in_use``: the new value applies to
     the next admissions; ``below_use`` names the resources where that is so. Queued sessions are
     looked at again at once (a raised guarantee may admit them).
@@ -142,6 +218,8 @@ def quota_set(*, course: Course, values: dict, in_use, by=None) -> QuotaChange:
     context = quota_context(
         facts=cluster_facts(),
         allotment=institution_allotment(institution=course.institution, excluding=course),
+        held=guarantees_held(institution=course.institution, excluding=course),
+        overcommit=course.institution.allow_overcommit,
         scenarios=set(course.templates.values_list("scenario", flat=True)),
         cohort=values["cohort"],
         institution_id=course.institution_id,

@@ -48,7 +48,8 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
     Jupyter templates small (5 %, 3.75 GiB) and medium (10 %, 7.5 GiB); one node of 8 x 910B 64 GiB."""
     User = get_user_model()
     # No allotment: AI101 guarantees the whole server to its 128 students, so a second course
-    # made in the console would have nothing left; an operator sets one per institution.
+    # made in the console is refused any guarantee, the refusal naming AI101, unless the
+    # operator allows overcommit on the tenancy page; an operator sets an allotment per institution.
     institution, _ = Institution.objects.get_or_create(slug="demo-university", defaults={"name": "Demo University"})
     for kind, reference, image, label in DEMO_ALLOW_LIST:
         AllowedImage.objects.get_or_create(

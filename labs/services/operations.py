@@ -18,7 +18,7 @@ from labs.services.evacuation import evacuation_cancel
 from labs.services.events import cluster_changed_publish, events_batch
 from labs.services.sessions import session_stop
 
-ALLOTMENT_FIELDS = ("allot_instances", "allot_core_percent", "allot_memory_mib")
+ALLOTMENT_FIELDS = ("allot_instances", "allot_core_percent", "allot_memory_mib", "allow_overcommit")
 
 
 def node_drain(*, node: Node, by, reason: str) -> bool:
@@ -97,7 +97,8 @@ def session_stop_by_operator(*, session: LabSession, by, reason: str) -> bool:
 
 
 def institution_set_allotment(*, institution: Institution, by, values: dict) -> None:
-    """What ``institution`` may guarantee in total (``None``: no limit), from validated ``values``."""
+    """What ``institution`` may guarantee in total (``None``: no limit) and whether its courses may
+    be guaranteed past what the cluster holds beside the others (overcommit), from validated ``values``."""
     with transaction.atomic():
         before = {f: getattr(institution, f) for f in ALLOTMENT_FIELDS}
         for f in ALLOTMENT_FIELDS:

@@ -35,6 +35,7 @@ from labs.selectors.console import (
     cluster_facts,
     course_for_console,
     courses_taught,
+    guarantees_held,
     institution_allotment,
     institutions_for_new_courses,
 )
@@ -189,19 +190,32 @@ def course_quota(request: HttpRequest, course) -> HttpResponse:
     quota = getattr(course, "quota", None)
     facts = cluster_facts()
     allotment = institution_allotment(institution=course.institution, excluding=course)
+    held = guarantees_held(institution=course.institution, excluding=course)
+    overcommit = course.institution.allow_overcommit
     scenarios = set(course.templates.values_list("scenario", flat=True))
     form = QuotaForm(
         request.POST or None,
         initial=QuotaForm.initial_from(quota),
         facts=facts,
         allotment=allotment,
+        held=held,
+        overcommit=overcommit,
         scenarios=scenarios,
         institution_id=course.institution_id,
     )
+    room = courses.guarantee_room(facts=facts, held=held, scenarios=scenarios)
     use = course_quota_use(course=course)
     if request.method == "POST" and form.is_valid():
         change = courses.quota_set(course=course, values=form.cleaned_data, in_use=use, by=request.user)
         messages.success(request, _("Quota saved."))
+        if room.past(change.quota):
+            messages.warning(
+                request,
+                _(
+                    "The guarantee is more than the cluster holds beside the other courses' guarantees: "
+                    "it is a priority, not a guarantee."
+                ),
+            )
         if change.below_use:
             messages.warning(
                 request,
@@ -212,7 +226,20 @@ def course_quota(request: HttpRequest, course) -> HttpResponse:
             )
         return redirect("labs:course-detail", course.pk)
     return render(
-        request, "labs/console/quota.html", course_context(request, course, form=form, facts=facts, allotment=allotment, use=use)
+        request,
+        "labs/console/quota.html",
+        course_context(
+            request,
+            course,
+            form=form,
+            facts=facts,
+            allotment=allotment,
+            use=use,
+            held=held,
+            room=room,
+            overcommit=overcommit,
+            priority=quota is not None and room.past(quota),
+        ),
     )
 
 

@@ -254,7 +254,7 @@ class AllotmentForm(forms.ModelForm):
 
     class Meta:
         model = Institution
-        fields = ["allot_instances", "allot_core_percent", "allot_memory_mib"]
+        fields = ["allot_instances", "allot_core_percent", "allot_memory_mib", "allow_overcommit"]
         labels = {
             "allot_instances": gettext_lazy("Instances in total"),
             "allot_core_percent": gettext_lazy("AI Core in total (%)"),

@@ -93,8 +93,10 @@ def test_a_cohort_of_another_institution_is_refused_and_one_of_its_own_is_not(ap
     """Courses of one cohort lend each other idle quota: naming another institution's cohort would borrow its guarantee."""
     from tests.factories import CourseFactory, CourseQuotaFactory, InstitutionFactory
 
-    CourseQuotaFactory(course=CourseFactory(institution=InstitutionFactory(slug="elsewhere")), cohort="ai-dept")
-    CourseQuotaFactory(course=CourseFactory(institution=world["course"].institution), cohort="our-dept")
+    # Cohorts only: guarantees of the whole cluster would refuse the quota for another reason.
+    nothing = {"instance_count": 0, "core_percent": 0, "memory_mib": 0}
+    CourseQuotaFactory(course=CourseFactory(institution=InstitutionFactory(slug="elsewhere")), cohort="ai-dept", **nothing)
+    CourseQuotaFactory(course=CourseFactory(institution=world["course"].institution), cohort="our-dept", **nothing)
     url = f"/api/v1/courses/{world['course'].pk}/quota/"
 
     etag = api.call("GET", url)["ETag"]

@@ -235,6 +235,7 @@ def test_a_16_card_node_still_holds_at_most_128_development_and_64_inference_ins
 def test_the_institution_allotment_caps_the_sum_of_guarantees_and_the_page_shows_what_is_left(world):
     course = world["course"]
     other, *_ = course_with_students(0, code="OTHER1")  # same institution, 128 instances / 800 % / 512 GiB
+    node_with_cards("n2")  # the cluster has room beside OTHER1's guarantee: the allotment is what refuses
     Institution.objects.filter(pk=course.institution_id).update(allot_instances=160, allot_core_percent=1000)
 
     page = logged_in(world["instructor"]).get(url(course, "quota/")).content.decode()

@@ -303,7 +303,9 @@ def test_tenancy_repeats_change_nothing_and_removals_are_audited(world, people, 
 
 
 def test_repairs_and_audit_are_filtered_and_scoped_to_the_institution(world, people, running):
-    other_course, (other_small, _), (other_student,), _ = course_with_students(1, code="OTHER2")
+    # A guarantee that leaves room for the one set below: the cluster is one node.
+    small_quota = {"instance_count": 8, "core_percent": 80, "memory_mib": 32 * 1024}
+    other_course, (other_small, _), (other_student,), _ = course_with_students(1, code="OTHER2", quota=small_quota)
     other_course.institution = Institution.objects.get(slug="elsewhere")
     other_course.save()
     theirs = session_launch(student=other_student, course=other_course, template=other_small)
