@@ -304,9 +304,7 @@ class GuaranteesHeld:
 def guarantees_held(*, institution: Institution, excluding: Course | None = None, name_all: bool = False) -> GuaranteesHeld:
     """The guarantees beside which a course of ``institution`` (``excluding`` it) is set;
     ``name_all`` (a platform operator's view): every course by its code."""
-    quotas = CourseQuota.objects.filter(course__archived_at__isnull=True).exclude(
-        instance_count=0, core_percent=0, memory_mib=0
-    )
+    quotas = CourseQuota.objects.filter(course__archived_at__isnull=True).exclude(instance_count=0, core_percent=0, memory_mib=0)
     if excluding is not None and excluding.pk is not None:
         quotas = quotas.exclude(course=excluding)
     own: list[tuple[str, QuotaUse]] = []

@@ -105,3 +105,25 @@ def test_a_cohort_of_another_institution_is_refused_and_one_of_its_own_is_not(ap
     assert "Another institution has a cohort of this name" in str(refused.json()["error"]["fields"]["cohort"])
     assert CourseQuota.objects.get(course=world["course"]).cohort != "ai-dept"
     assert api.call("PUT", url, {**QUOTA, "cohort": "our-dept"}, headers={"If-Match": etag}).status_code == 200
+
+
+def test_a_guarantee_another_course_holds_is_a_400_on_the_field_naming_the_course(api, world):
+    """The world's course guarantees the whole node; the token's institution is the same."""
+    from tests.factories import CourseFactory, CourseQuotaFactory
+
+    world["course"].code = "AI101"
+    world["course"].save(update_fields=["code"])
+    course = CourseFactory(institution=world["course"].institution, code="AI102")
+    before = CourseQuotaFactory(course=course, instance_count=0, core_percent=0, memory_mib=0)
+    url = f"/api/v1/courses/{course.pk}/quota/"
+    etag = api.call("GET", url)["ETag"]
+
+    refused = api.call("PUT", url, QUOTA, headers={"If-Match": etag})
+
+    assert refused.status_code == 400
+    fields = refused.json()["error"]["fields"]
+    assert fields["instance_count"] == [
+        "The cluster holds at most 128 development instances; other courses guarantee 128 of them "
+        "(AI101: 128), so at most 0 can be guaranteed to this course."
+    ]
+    assert CourseQuota.objects.get(course=course).instance_count == before.instance_count == 0

@@ -12,6 +12,7 @@ from labs.domain.quota_spec import (
     QUOTA_SPEC,
     AllotmentRoom,
     ClusterCaps,
+    Holder,
     QuotaContext,
     Resource,
     quota_errors,
@@ -144,3 +145,35 @@ def test_a_wrong_type_or_an_empty_required_value_is_refused_and_an_unknown_field
 def test_the_limits_are_the_named_constants():
     assert FIELD["sessions_per_student"].maximum == MAX_SESSIONS_PER_STUDENT == 16
     assert FIELD["memory_mib"].top == 2**63 - 128 and FIELD["instance_count"].maximum == 2**31 - 1
+
+
+def test_a_guarantee_must_fit_beside_the_other_courses_and_the_refusal_names_them():
+    caps = ClusterCaps(cards=8, instances=128, core_percent=800, memory_mib=512 * GIB)
+    held = (
+        Holder("AI101", {Resource.INSTANCES: 96, Resource.CORE_PERCENT: 600, Resource.MEMORY_MIB: 256 * GIB}),
+        Holder("", {Resource.INSTANCES: 32, Resource.CORE_PERCENT: 100, Resource.MEMORY_MIB: 0}),
+    )
+    context = QuotaContext(caps=caps, held=held)
+
+    errors = quota_errors({**VALID, "instance_count": 1, "core_percent": 101, "memory_mib": 256 * GIB}, context)
+
+    assert [(e.field, e.code) for e in errors] == [("instance_count", "held.instances"), ("core_percent", "held.core_percent")]
+    assert str(errors[0]) == (
+        "The cluster holds at most 128 development instances; other courses guarantee 128 of them "
+        "(AI101: 96; courses of other institutions: 32), so at most 0 can be guaranteed to this course."
+    )
+    assert str(errors[1]) == (
+        "The cluster's cards have 800 % of AI Core; other courses guarantee 700 % of it "
+        "(AI101: 600 %; courses of other institutions: 100 %), so at most 100 % can be guaranteed to this course."
+    )
+    exactly_what_is_left = {**VALID, "instance_count": 0, "core_percent": 100, "memory_mib": 256 * GIB}
+    assert quota_errors(exactly_what_is_left, context) == []
+
+
+def test_with_overcommit_a_guarantee_past_the_other_courses_is_taken_but_never_past_the_cluster():
+    caps = ClusterCaps(cards=8, instances=128, core_percent=800, memory_mib=512 * GIB)
+    held = (Holder("AI101", {Resource.INSTANCES: 128, Resource.CORE_PERCENT: 800, Resource.MEMORY_MIB: 512 * GIB}),)
+    context = QuotaContext(caps=caps, held=held, overcommit=True)
+
+    assert quota_errors({**VALID, "instance_count": 32, "core_percent": 320}, context) == []
+    assert [e.code for e in quota_errors({**VALID, "instance_count": 129}, context)] == ["cluster.instances"]

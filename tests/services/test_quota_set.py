@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from labs.models import AuditEvent, CourseQuota, Node
+from labs.models import AuditEvent, CourseQuota, Institution, Node
 from labs.selectors.courses import course_quota_use
 from labs.services.courses import QUOTA_FIELDS, QuotaRefused, quota_set
+from tests.factories import CourseFactory, CourseQuotaFactory, InstitutionFactory
 
 GIB = 1024
 
@@ -52,3 +53,33 @@ def test_the_values_must_name_every_field_and_no_other(world):
     course = world["course"]
     with pytest.raises(ValueError, match="missing \\['cohort'\\]"):
         quota_set(course=course, values={k: v for k, v in values_of(course).items() if k != "cohort"}, in_use=None)
+
+
+def test_a_guarantee_the_other_courses_already_hold_is_refused_naming_them_unless_overcommit_is_allowed(world):
+    """The world's course guarantees the whole 8-card node; a second course of the institution asks for 32 instances."""
+    ai101 = world["course"]
+    ai101.code = "AI101"
+    ai101.save(update_fields=["code"])
+    CourseQuota.objects.filter(course=ai101).update(instance_count=96)
+    elsewhere = CourseFactory(institution=InstitutionFactory(slug="elsewhere"), code="SECRET9")
+    CourseQuotaFactory(course=elsewhere, instance_count=16, core_percent=0, memory_mib=0)
+    course = CourseFactory(institution=ai101.institution, code="AI102")
+    values = {**values_of(ai101), "instance_count": 32, "core_percent": 320, "memory_mib": 128 * GIB}
+
+    with pytest.raises(QuotaRefused) as refused:
+        quota_set(course=course, values=values, in_use=course_quota_use(course=course))
+
+    messages = refused.value.message_dict
+    assert set(messages) == {"instance_count", "core_percent", "memory_mib"}
+    assert messages["instance_count"] == [
+        "The cluster holds at most 128 development instances; other courses guarantee 112 of them "
+        "(AI101: 96; courses of other institutions: 16), so at most 16 can be guaranteed to this course."
+    ]
+    assert "(AI101: 800 %)" in messages["core_percent"][0] and "SECRET9" not in str(messages)
+    assert not CourseQuota.objects.filter(course=course).exists()
+    assert not AuditEvent.objects.filter(action="quota.set").exists()
+
+    Institution.objects.filter(pk=ai101.institution_id).update(allow_overcommit=True)
+    course.institution.refresh_from_db()
+    change = quota_set(course=course, values=values, in_use=course_quota_use(course=course))
+    assert change.created and change.quota.instance_count == 32

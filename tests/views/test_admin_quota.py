@@ -51,3 +51,35 @@ def test_the_admin_refuses_a_guarantee_the_cluster_cannot_hold_and_changes_nothi
     assert CourseQuota.objects.get(pk=quota.pk).instance_count == quota.instance_count
     assert admin_client.post(url, {**data, "instance_count": "100"}).status_code == 302
     assert CourseQuota.objects.get(pk=quota.pk).instance_count == 100
+
+
+def test_the_admin_refuses_a_guarantee_other_courses_hold_and_names_them(admin_client, world):
+    from tests.factories import CourseFactory, InstitutionFactory
+
+    other = CourseFactory(institution=InstitutionFactory(slug="elsewhere"), code="OTHER7")
+    url = f"/admin/labs/course/{other.pk}/change/"
+    page = admin_client.get(url)
+    form = page.context["adminform"].form
+    data = {name: "" if form[name].value() is None else str(form[name].value()) for name in form.fields if name != "templates"}
+    inline = {
+        "quota-TOTAL_FORMS": "1",
+        "quota-INITIAL_FORMS": "0",
+        "quota-MIN_NUM_FORMS": "0",
+        "quota-MAX_NUM_FORMS": "1",
+        "quota-0-course": str(other.pk),
+        "quota-0-instance_count": "8",
+        "quota-0-core_percent": "0",
+        "quota-0-memory_mib": "0",
+        "quota-0-sessions_per_student": "1",
+        "quota-0-max_session_minutes": "60",
+        "quota-0-extensions_allowed": "0",
+        "quota-0-extension_minutes": "30",
+    }
+
+    refused = admin_client.post(url, {**data, **inline})
+
+    assert refused.status_code == 200
+    errors = refused.context["inline_admin_formsets"][0].formset.forms[0].errors
+    # The platform's admin sees every course by its code, other institutions' too.
+    assert f"({world['course'].code}: 128)" in errors["instance_count"][0]
+    assert not CourseQuota.objects.filter(course=other).exists()
