@@ -74,6 +74,8 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     world, portal_server, start_worker, browser_page, tmp_path, language
 ):
     institution = world["course"].institution
+    # The world's course guarantees half the node, not all of it: AI301's guarantee must fit beside it.
+    CourseQuota.objects.filter(course=world["course"]).update(instance_count=64, core_percent=400, memory_mib=256 * 1024)
     teacher = UserFactory(username="prof", first_name="Grace", last_name="Hopper")
     InstitutionRole.objects.create(user=teacher, institution=institution, role="instructor")
     AllowedImage.objects.create(

@@ -82,3 +82,31 @@ def test_with_overcommit_allowed_the_value_is_saved_and_the_page_calls_it_a_prio
         "This course's guarantee is more than the cluster holds beside the other courses' guarantees: it is a priority, "
         "not a guarantee. Your institution's operator allows that (overcommit).",
     )
+
+
+def test_the_platform_operator_allows_overcommit_on_the_tenancy_page_and_the_institutions_operator_sees_it(world):
+    from django.contrib.auth.models import Permission
+
+    from tests.factories import UserFactory
+
+    institution = world["course"].institution
+    platform = UserFactory(username="platform")
+    platform.user_permissions.add(Permission.objects.get(codename="operate_platform"))
+    operator = UserFactory(username="op")
+    InstitutionRole.objects.create(user=operator, institution=institution, role="operator")
+    allotment = {"action": "allotment", "institution": str(institution.pk), "allot_instances": "200"}
+
+    assert AsgiClient(user=operator).post("/ops/tenancy/", {**allotment, "allow_overcommit": "on"}).status_code == 403
+    institution.refresh_from_db()
+    assert not institution.allow_overcommit
+
+    client = AsgiClient(user=platform)
+    assert client.post("/ops/tenancy/", {**allotment, "allow_overcommit": "on"}).status_code == 302
+    institution.refresh_from_db()
+    assert institution.allow_overcommit and institution.allot_instances == 200
+    page = AsgiClient(user=operator).get("/ops/tenancy/").text
+    assert text_of(page, "overcommit") == "Overcommit allowed: guarantees past what the cluster holds are priorities."
+
+    assert client.post("/ops/tenancy/", allotment).status_code == 302  # the box left unticked: off again
+    institution.refresh_from_db()
+    assert not institution.allow_overcommit
