@@ -97,7 +97,8 @@ def quota_serializer_field(spec: QuotaField) -> serializers.Field:
 class QuotaSerializer(serializers.Serializer):
     """A course's quota, field by field as ``labs.domain.quota_spec`` says; memory in MiB (a multiple of
     the nodes' step, 128 MiB or 1 GiB); empty borrow/lend limits: none. The guarantee is checked
-    against the cluster's healthy cards and the institution's allotment by ``quota_set``.
+    against the cluster's healthy cards beside the other courses' guarantees (a 400 names them)
+    and the institution's allotment by ``quota_set``.
 
     A PUT replaces the whole quota: a field left out takes its default (no extensions, no budget).
     """
