@@ -44,6 +44,7 @@ from labs.selectors.console import (
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.events import events_batch
+from labs.services.locks import GUARANTEE_LOCK_KEY, wait_for_xact_lock
 from labs.services.sessions import session_stop
 
 
@@ -215,19 +216,22 @@ def quota_set(*, course: Course, values: dict, in_use, by=None) -> QuotaChange:
     if set(values) != set(QUOTA_FIELDS):
         unknown, missing = sorted(set(values) - set(QUOTA_FIELDS)), sorted(set(QUOTA_FIELDS) - set(values))
         raise ValueError(f"quota fields: unknown {unknown}, missing {missing}")
-    context = quota_context(
-        facts=cluster_facts(),
-        allotment=institution_allotment(institution=course.institution, excluding=course),
-        held=guarantees_held(institution=course.institution, excluding=course),
-        overcommit=course.institution.allow_overcommit,
-        scenarios=set(course.templates.values_list("scenario", flat=True)),
-        cohort=values["cohort"],
-        institution_id=course.institution_id,
-    )
-    errors = quota_errors(values, context)
-    if errors:
-        raise QuotaRefused(errors)
     with transaction.atomic():
+        # Checked and written under one lock: two changes at once cannot each fit beside the
+        # other's old guarantee and together pass the cluster.
+        wait_for_xact_lock(GUARANTEE_LOCK_KEY)
+        context = quota_context(
+            facts=cluster_facts(),
+            allotment=institution_allotment(institution=course.institution, excluding=course),
+            held=guarantees_held(institution=course.institution, excluding=course),
+            overcommit=course.institution.allow_overcommit,
+            scenarios=set(course.templates.values_list("scenario", flat=True)),
+            cohort=values["cohort"],
+            institution_id=course.institution_id,
+        )
+        errors = quota_errors(values, context)
+        if errors:
+            raise QuotaRefused(errors)
         old = CourseQuota.objects.filter(course=course).values(*QUOTA_FIELDS).first() or {}
         quota, created = CourseQuota.objects.update_or_create(course=course, defaults=values)
         changed = {k: v for k, v in values.items() if old.get(k) != v}

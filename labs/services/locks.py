@@ -16,6 +16,19 @@ CONTROLLER_LOCK_KEY = 0x4E50_552D_4354_524C
 # The quick check of unavailable nodes ("NPU-RCHK"): one at a time, so a hung agent, which makes
 # each check wait its whole timeout, never holds more than one worker.
 RECHECK_LOCK_KEY = 0x4E50_552D_5243_484B
+# Quota changes ("NPU-GRNT"): a guarantee is checked against the sum of the others, so two changes
+# checked at once could each fit alone and together overcommit the cluster.
+GUARANTEE_LOCK_KEY = 0x4E50_552D_4752_4E54
+
+
+def wait_for_xact_lock(key: int) -> None:
+    """Wait for the transaction-level advisory lock ``key``; it is held until the transaction ends.
+
+    PostgreSQL only; SQLite (the embedded demo) serialises its writers itself.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
 
 @contextlib.contextmanager

@@ -83,3 +83,36 @@ def test_a_guarantee_the_other_courses_already_hold_is_refused_naming_them_unles
     course.institution.refresh_from_db()
     change = quota_set(course=course, values=values, in_use=course_quota_use(course=course))
     assert change.created and change.quota.instance_count == 32
+
+
+@pytest.mark.django_db(transaction=True)
+def test_guarantees_set_at_the_same_moment_never_add_up_past_the_cluster(world):
+    """Eight courses ask for 32 of the node's 128 instances at once: four get them, four are refused."""
+    import threading
+
+    from django.db import connection
+
+    CourseQuota.objects.filter(course=world["course"]).update(instance_count=0, core_percent=0, memory_mib=0)
+    courses = [CourseFactory(institution=world["course"].institution, code=f"RACE{i}") for i in range(8)]
+    values = {**values_of(world["course"]), "instance_count": 32}
+    barrier = threading.Barrier(len(courses))
+    outcomes: list[str] = []
+
+    def ask(course) -> None:
+        try:
+            barrier.wait()
+            quota_set(course=course, values=values, in_use=course_quota_use(course=course))
+            outcomes.append("saved")
+        except QuotaRefused:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(course,)) for course in courses]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["refused"] * 4 + ["saved"] * 4
+    assert sum(CourseQuota.objects.values_list("instance_count", flat=True)) == 128
