@@ -142,6 +142,10 @@ class TemplateSerializer(serializers.Serializer):
     course = serializers.IntegerField(source="course_id", allow_null=True, help_text="A course's own template; null: catalogue.")
 
 
+class TemplateOfferSerializer(serializers.Serializer):
+    template = StrictCharField(max_length=100, help_text="The template's slug or id, from the institution's catalogue.")
+
+
 # --- roster --------------------------------------------------------------------------------------
 
 

@@ -20,10 +20,38 @@ from api.models import ApiToken, IdempotencyKey
 from api.scopes import unknown_scopes
 from api.tokens import token_digest, token_new, token_prefix
 from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
+from labs.services import catalog
 from labs.services.audit import audit_record
 from labs.services.operations import session_stop_by_operator
 from labs.services.roster import Action, RosterError, roster_apply
 from labs.services.sessions import session_launch
+
+# --- a course's templates ------------------------------------------------------------------------
+
+
+class OfferRefused(Exception):
+    """The template cannot be offered in (or withdrawn from) the course: the message says why."""
+
+
+def course_template_offer(*, course: Course, template: LabTemplate, by) -> bool:
+    """Offer ``template`` in ``course`` as the console's "Offer it" does; True if it was not offered before."""
+    if course.archived:
+        raise OfferRefused("This course is archived; unarchive it to change it.")
+    if course.templates.filter(pk=template.pk).exists():
+        return False
+    if template.course_id is not None:
+        raise OfferRefused("Only the institution's catalogue templates can be offered; this one is a course's own.")
+    if catalog.template_attach(course=course, template_id=template.pk, by=by) is None:
+        raise OfferRefused("This template cannot be offered in this course.")
+    return True
+
+
+def course_template_withdraw(*, course: Course, template: LabTemplate, by) -> None:
+    """Stop offering ``template`` in ``course`` (as the console's "Stop offering"); running sessions go on."""
+    if course.archived:
+        raise OfferRefused("This course is archived; unarchive it to change it.")
+    catalog.template_detach(course=course, template_id=template.pk, by=by)
+
 
 # --- tokens --------------------------------------------------------------------------------------
 

@@ -22,6 +22,11 @@ urlpatterns = [
     path("courses/<str:course_id>/", courses.CourseDetail.as_view(), name="course"),
     path("courses/<str:course_id>/quota/", quota.CourseQuotaView.as_view(), name="course-quota"),
     path("courses/<str:course_id>/templates/", templates.CourseTemplates.as_view(), name="course-templates"),
+    path(
+        "courses/<str:course_id>/templates/<str:template>/",
+        templates.CourseTemplate.as_view(),
+        name="course-template",
+    ),
     path("courses/<str:course_id>/roster/", roster.CourseRoster.as_view(), name="course-roster"),
     path("courses/<str:course_id>/usage/", usage.CourseUsage.as_view(), name="course-usage"),
     path("templates/", templates.Catalogue.as_view(), name="templates"),

@@ -2,27 +2,40 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, generics, status
+from rest_framework.response import Response
 
-from api import selectors
+from api import selectors, services
+from api.exceptions import Conflict
 from api.serializers import (
+    TemplateOfferSerializer,
     TemplateSerializer,
 )
 from api.views.common import (
     AUTH_ERRORS,
     BAD_PAGE,
     COURSE_ID,
+    INVALID,
     NOT_FOUND,
     PAST_THE_END,
+    PRECONDITIONS,
     _course_or_404,
     _institution,
+    error_response,
 )
 from labs.models import LabTemplate
 
+OFFER_REFUSED = {
+    409: error_response("The course is archived, or the template is another course's own (`conflict`); nothing was changed.")
+}
+TEMPLATE_REF = OpenApiParameter(
+    "template", str, OpenApiParameter.PATH, description="The template's slug or id, as `slug` and `id` in a listing."
+)
+
 
 class CourseTemplates(generics.ListAPIView):
-    required_scopes = {"GET": "templates:read"}
+    required_scopes = {"GET": "templates:read", "POST": "courses:write"}
     serializer_class = TemplateSerializer
     queryset = LabTemplate.objects.none()
 
@@ -38,6 +51,64 @@ class CourseTemplates(generics.ListAPIView):
     )
     def get(self, request, *args, **kwargs):
         return self.list(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Offer a catalogue template in a course",
+        description=(
+            'What the console\'s "Offer it" does: students of the course can launch the template. `template` is a '
+            "template of the token's institution, by slug or id. Idempotent: 201 when it is offered now, 200 when it "
+            "was offered already."
+        ),
+        parameters=[COURSE_ID],
+        request=TemplateOfferSerializer,
+        responses={
+            200: TemplateSerializer,
+            201: TemplateSerializer,
+            **INVALID,
+            **AUTH_ERRORS,
+            **NOT_FOUND,
+            **OFFER_REFUSED,
+            415: PRECONDITIONS[415],
+        },
+    )
+    def post(self, request, course_id):
+        serializer = TemplateOfferSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        course = _course_or_404(request, course_id)
+        template = selectors.template_of(institution=course.institution, ref=serializer.validated_data["template"])
+        if template is None:
+            raise exceptions.ValidationError({"template": ["No such template in your institution."]})
+        try:
+            added = services.course_template_offer(course=course, template=template, by=request.user)
+        except services.OfferRefused as exc:
+            raise Conflict(str(exc)) from None
+        return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED if added else status.HTTP_200_OK)
+
+
+class CourseTemplate(generics.GenericAPIView):
+    required_scopes = {"DELETE": "courses:write"}
+    serializer_class = TemplateSerializer
+    queryset = LabTemplate.objects.none()
+
+    @extend_schema(
+        summary="Stop offering a template in a course",
+        description=(
+            'What the console\'s "Stop offering" does; sessions already running it go on. Idempotent: 204 also when '
+            "the course did not offer it."
+        ),
+        parameters=[COURSE_ID, TEMPLATE_REF],
+        responses={204: None, **AUTH_ERRORS, **NOT_FOUND, **OFFER_REFUSED},
+    )
+    def delete(self, request, course_id, template):
+        course = _course_or_404(request, course_id)
+        found = selectors.template_of(institution=course.institution, ref=template)
+        if found is None:
+            raise exceptions.NotFound("No such template.")
+        try:
+            services.course_template_withdraw(course=course, template=found, by=request.user)
+        except services.OfferRefused as exc:
+            raise Conflict(str(exc)) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class Catalogue(generics.ListAPIView):

@@ -31,6 +31,8 @@ ENDPOINTS = [
     ("GET", "courses/{course}/quota/", "courses:read", None, 200, 404),
     ("PUT", "courses/{course}/quota/", "courses:write", QUOTA, 200, 404),
     ("GET", "courses/{course}/templates/", "templates:read", None, 200, 404),
+    ("POST", "courses/{course}/templates/", "courses:write", "{offer}", 200, 404),
+    ("DELETE", "courses/{course}/templates/{template}/", "courses:write", None, 204, 404),
     ("GET", "templates/", "templates:read", None, 200, 200),
     ("GET", "courses/{course}/roster/", "roster:read", None, 200, 404),
     ("PUT", "courses/{course}/roster/", "roster:write", "{roster}", 200, 404),
@@ -70,6 +72,8 @@ def objects(world, elsewhere):
         "session": running.pk,
         "roster": {"members": [{"username": world["instructor"].username, "role": "instructor"}]},
         "launch": {"course": course.pk, "template": world["small"].slug, "student": world["students"][0].username},
+        "offer": {"template": world["small"].slug},
+        "template": world["medium"].slug,
     }
 
 

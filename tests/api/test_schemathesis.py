@@ -78,6 +78,8 @@ RULES_BEYOND_THE_SCHEMA = {
     "PUT /api/v1/courses/{course_id}/quota/": {*QuotaSerializer().fields, "non_field_errors"},
     # The course, the template and the student must exist in the token's institution, the student enrolled.
     "POST /api/v1/sessions/": {"course", "template", "student"},
+    # The template must be one of the token's institution.
+    "POST /api/v1/courses/{course_id}/templates/": {"template"},
     # An https URL whose host resolves to public addresses; courses of the institution.
     "POST /api/v1/webhooks/": {"url", "courses"},
     "PATCH /api/v1/webhooks/{webhook_id}/": {"url", "courses"},
