@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from api.models import ApiToken, IdempotencyKey
 from api.scopes import unknown_scopes
@@ -22,6 +24,7 @@ from api.tokens import token_digest, token_new, token_prefix
 from labs.models import Course, Enrollment, Institution, LabSession, LabTemplate
 from labs.services import catalog
 from labs.services.audit import audit_record
+from labs.services.member_details import DetailsChange, details_apply, details_change, details_describe
 from labs.services.operations import session_stop_by_operator
 from labs.services.roster import Action, RosterError, roster_apply
 from labs.services.sessions import session_launch
@@ -122,7 +125,7 @@ class RosterRow:
     username: str
     email: str
     role: str
-    result: str  # added, updated (role changed), unchanged, removed, rejected
+    result: str  # added, updated (role, name or e-mail changed), unchanged, removed, rejected
     reason: str = ""
     index: int | None = None  # the row's place in the request body; None for a removed member
 
@@ -153,6 +156,38 @@ def _as_csv(members: list[dict]) -> str:
     return out.getvalue()
 
 
+def _details_of(institution: Institution, members: list[dict]) -> dict[int, tuple]:
+    """Per row of ``members`` naming an account of ``institution`` by username: the account and
+    what the row changes in its name and e-mail (``labs.services.member_details``)."""
+    names = {m["username"] for m in members if m.get("username")}
+    suffix = f"@{institution.slug}"
+    accounts = {
+        u.get_username(): u
+        for u in get_user_model()
+        .objects.filter(affiliations__institution=institution)
+        .filter(Q(username__in=names) | Q(username__in=[n + suffix for n in names]))
+    }
+    found: dict[int, tuple] = {}
+    taken: set[str] = set()  # e-mails given to an account by an earlier row of this body
+    for index, member in enumerate(members):
+        user = accounts.get(member.get("username") or "") or accounts.get((member.get("username") or "") + suffix)
+        if user is None:
+            continue
+        change = details_change(
+            user=user,
+            institution=institution,
+            email=member.get("email") or "",
+            first_name=member.get("first_name") or "",
+            last_name=member.get("last_name") or "",
+        )
+        if (email := change.changes.get("email", "").lower()) and email in taken:
+            del change.changes["email"]
+            change.refused = _("%(email)s is the e-mail of another account") % {"email": member["email"]}
+        taken.add(email)
+        found[index] = (user, change)
+    return found
+
+
 def roster_sync(*, course: Course, members: list[dict], by) -> RosterSync:
     """Make the roster of ``course`` equal to ``members`` (dicts with ``ROSTER_COLUMNS``), in one transaction.
 
@@ -164,7 +199,13 @@ def roster_sync(*, course: Course, members: list[dict], by) -> RosterSync:
     with transaction.atomic():
         # One sync of a course at a time: two LMS calls racing would each remove the other's adds.
         Course.objects.select_for_update().filter(pk=course.pk).first()
-        plan = roster_apply(course=course, text=_as_csv(members), by=by)
+        details = _details_of(course.institution, members)
+        # The account's own e-mail for the plan: the LMS's new one is checked and saved below.
+        planned = [
+            {**m, "email": details[i][0].email} if i in details and not details[i][1].refused else m
+            for i, m in enumerate(members)
+        ]
+        plan = roster_apply(course=course, text=_as_csv(planned), by=by)
         if plan.error:
             raise RosterError(plan.error)
         result = RosterSync()
@@ -172,7 +213,16 @@ def roster_sync(*, course: Course, members: list[dict], by) -> RosterSync:
         rejected_names: set[str] = set()
         rejected_emails: set[str] = set()
         for row in plan.rows:
-            result.rows.append(RosterRow(row.username, row.email, row.role, _RESULT_OF[row.action], row.message, row.line - 2))
+            index = row.line - 2
+            action, reason = _RESULT_OF[row.action], row.message
+            user, change = details.get(index, (None, DetailsChange()))
+            if change.refused and row.action == Action.ERROR and row.user_id is None:
+                reason = change.refused  # the plan's "has another e-mail address", said precisely
+            elif change.changes and row.action != Action.ERROR:
+                reason = "; ".join(filter(None, [reason, details_describe(user, change.changes)]))
+                details_apply(user=user, changes=change.changes, institution=course.institution, by=by)
+                action = "updated" if action == "unchanged" else action
+            result.rows.append(RosterRow(row.username, members[index].get("email") or row.email, row.role, action, reason, index))
             if row.action == Action.ERROR:
                 if row.username:
                     rejected_names.add(row.username)

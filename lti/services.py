@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -26,6 +26,7 @@ from labs.models import Affiliation, Course, Enrollment, Institution, LabSession
 from labs.services import catalog, roster
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
+from labs.services.member_details import DetailsChange, details_apply, details_change, details_describe
 from lti.models import (
     ISSUER_TAKEN,
     Context,
@@ -143,7 +144,8 @@ def _username(issuer: str, subject: str) -> str:
 
 
 def _user_for(*, registration: Registration, subject: str, given: str, family: str, email: str):
-    """The account of (issuer, subject), created the first time; name and e-mail follow the LMS."""
+    """The account of (issuer, subject), created the first time; name and e-mail follow the LMS
+    (``labs.services.member_details``). Returns it and what changed in it (nothing when created)."""
     User = get_user_model()
     identity = Identity.objects.select_related("user", "registration").filter(issuer=registration.issuer, subject=subject).first()
     fields = {"first_name": given[:150], "last_name": family[:150], "email": email[:254]}
@@ -164,19 +166,18 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
                     user.save()
                 Identity.objects.create(registration=registration, issuer=registration.issuer, subject=subject, user=user)
                 affiliation_ensure(user_ids=[user.pk], institution=registration.institution_id, source=Affiliation.Source.LTI)
-            return user, True
+            return user, DetailsChange()
         except IntegrityError:
             identity = Identity.objects.select_related("user", "registration").get(issuer=registration.issuer, subject=subject)
             if identity.registration.institution_id != registration.institution_id:
                 raise _another_institutions_account(registration) from None
     user = identity.user
     affiliation_ensure(user_ids=[user.pk], institution=registration.institution_id, source=Affiliation.Source.LTI)
-    changed = [name for name, value in fields.items() if value and getattr(user, name) != value]
-    for name in changed:
-        setattr(user, name, fields[name])
-    if changed:
-        user.save(update_fields=changed)
-    return user, False
+    # Name and e-mail follow the LMS, but not onto an e-mail another account of the institution has.
+    change = details_change(user=user, institution=registration.institution, email=email, first_name=given, last_name=family)
+    change.description = details_describe(user, change.changes)
+    details_apply(user=user, changes=change.changes, institution=registration.institution)
+    return user, change
 
 
 def _another_institutions_account(registration: Registration) -> LtiRefused:
@@ -246,7 +247,7 @@ def launch_provision(*, registration: Registration, claims: dict) -> LaunchResul
     if not subject:
         raise LtiRefused(_("The LMS did not identify you (no subject); anonymous launches are not supported."))
     with transaction.atomic():
-        user, _created = _user_for(
+        user, _change = _user_for(
             registration=registration,
             subject=subject,
             given=claims.get("given_name") or "",
@@ -351,9 +352,11 @@ def deep_link_choose(*, course: Course, template_id: int, by) -> LabTemplate | N
 @dataclass
 class SyncReport:
     added: int = 0
-    changed: int = 0
+    changed: int = 0  # a role, a name or an e-mail
     removed: int = 0
     skipped: int = 0
+    updated: list[str] = field(default_factory=list)  # "name: what changed", per member whose details changed
+    refused: list[str] = field(default_factory=list)  # "name: why", per member whose new e-mail was refused
 
 
 def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport:
@@ -372,7 +375,7 @@ def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport
             report.skipped += 1
             continue
         with transaction.atomic():
-            user, _ = _user_for(
+            user, change = _user_for(
                 registration=registration,
                 subject=subject,
                 given=member.get("given_name") or "",
@@ -380,6 +383,8 @@ def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport
                 email=member.get("email") or "",
             )
         listed.add(user.pk)
+        if change.refused:
+            report.refused.append(f"{user.get_full_name() or user.get_username()}: {change.refused}")
         current = Enrollment.objects.filter(course=course, user=user).values_list("role", flat=True).first()
         try:
             if current is None:
@@ -388,6 +393,10 @@ def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport
             elif current != role:
                 roster.roster_set_role(course=course, user_id=user.pk, role=role, by=by)
                 report.changed += 1
+            if current is not None and change.changes:
+                report.updated.append(f"{user.get_full_name() or user.get_username()}: {change.description}")
+                if current == role:  # else the role change counted the member already
+                    report.changed += 1
         except roster.RosterError as exc:
             logger.info("LTI roster sync of course %s: %s", course.pk, exc)
             report.skipped += 1

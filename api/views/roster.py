@@ -38,8 +38,10 @@ class CourseRoster(APIView):
         summary="Make the roster equal to the body",
         description=(
             "Idempotent: members not listed are removed (but never the course's last instructor), listed ones are added "
-            "(accounts are made for unknown usernames) or get their role. Each row comes back as added, updated, "
-            "unchanged, removed or rejected with a reason; a rejected row changes nothing and keeps the member it names. "
+            "(accounts are made for unknown usernames) or get their role; a member's name and e-mail follow the body (an "
+            "e-mail another account of the institution has is refused). Each row comes back as added, updated (with what "
+            "changed), unchanged, removed or rejected with a reason; a rejected row changes nothing and keeps the member "
+            "it names. "
             "One transaction; at most 5,000 rows."
         ),
         parameters=[COURSE_ID],
