@@ -1,9 +1,10 @@
 from csp.decorators import csp_update
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
-from oauth2_provider.views import TokenView
+from oauth2_provider.views import RevokeTokenView, TokenView
 
 from api.views import courses, quota, roster, sessions, templates, usage, webhooks
+from api.views.oauth import ClientIntrospectTokenView
 
 app_name = "api"
 
@@ -17,6 +18,9 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # OAuth 2.0 client credentials (api.oauth): a form POST, not part of the REST schema.
     path("oauth/token/", TokenView.as_view(), name="oauth-token"),
+    # RFC 7662 and RFC 7009 for those tokens, each client for its own tokens only (api.views.oauth).
+    path("oauth/introspect/", ClientIntrospectTokenView.as_view(), name="oauth-introspect"),
+    path("oauth/revoke/", RevokeTokenView.as_view(), name="oauth-revoke"),
     path("docs/", docs, name="docs"),
     path("courses/", courses.CourseList.as_view(), name="courses"),
     path("courses/<str:course_id>/", courses.CourseDetail.as_view(), name="course"),
