@@ -198,7 +198,10 @@ class SessionSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     course = serializers.IntegerField(source="course_id")
     course_code = serializers.CharField(source="course.code")
-    template = serializers.CharField(source="template.slug")
+    template = serializers.CharField(
+        source="template.slug", help_text="The template's `slug`, as a template listing gives it and a launch takes it."
+    )
+    template_name = serializers.CharField(source="template.name", help_text="The template's name, as the portal's pages show it.")
     student = serializers.CharField(source="student.username")
     state = serializers.ChoiceField(choices=[s.value for s in LabSession.State])
     reason_code = serializers.CharField()

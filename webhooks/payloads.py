@@ -31,6 +31,7 @@ def session_data(kind: str, session: LabSession) -> dict:
         "course": _course(session.course),
         "student": session.student.get_username(),
         "template": session.template.slug,
+        "template_name": session.template.name,  # as the portal's pages name it
         "launched_at": _time(session.created_at),
         "running_at": _time(session.running_at),
     }
@@ -51,6 +52,7 @@ def usage_data(record: UsageRecord, session: LabSession) -> dict:
         "course": _course(session.course),
         "student": session.student.get_username(),
         "template": session.template.slug,
+        "template_name": session.template.name,  # as the portal's pages name it
         "started_at": _time(record.started_at),
         "ended_at": _time(record.ended_at),
         "core_percent": record.core_percent,
