@@ -24,3 +24,5 @@ urlpatterns = [
     path("ops/webhooks/<int:subscription_id>/", subscription_pages.webhook_detail, name="ops-webhook"),
     path("", include("labs.urls")),
 ]
+
+handler404 = "portal.errors.page_not_found"

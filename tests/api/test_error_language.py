@@ -22,6 +22,7 @@ def errors(api: TokenClient, scopeless: TokenClient, course) -> list:
         ("PATCH", url, {"title": "R"}, {}, api),  # 428
         ("PATCH", url, {"title": "R"}, {"If-Match": '"stale"'}, api),  # 412
         ("GET", "/api/v1/courses/99999/", None, {}, api),  # 404
+        ("GET", "/api/v1/no-such-resource/", None, {}, api),  # 404: no URL matches
         ("GET", "/api/v1/courses/", None, {}, scopeless),  # 403: a scope missing
         ("GET", "/api/v1/courses/", None, {"Authorization": "Bearer nope"}, api),  # 401
     ]
@@ -55,3 +56,14 @@ def test_errors_are_all_chinese_when_the_request_asks_for_chinese(api, scopeless
         # Not a word of the English sentence beside the Chinese, only names (fields, headers, scopes).
         words = set(re.findall(r"[A-Za-z_-]{3,}", message)) - {"code", "page_size", "If-Match", "ETag", "GET", "courses", "read"}
         assert not words, (status, message, words)
+
+
+def test_an_address_no_url_matches_is_the_apis_error_under_api_and_the_portals_page_elsewhere(api, client):
+    response = api.call("GET", "/api/v1/no-such-resource/", None)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+    page = client.get("/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+    # The slash is still appended before anything is called not found.
+    assert client.get("/api/v1/courses").status_code == 301
