@@ -7,6 +7,7 @@ from functools import cache, lru_cache
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
 
 from labs.models import Allocation, Course, CourseQuota, Enrollment, InstitutionRole, LabTemplate
 from labs.selectors.rows import Conversion, column, conversion, converted, marks, table
@@ -118,6 +119,46 @@ def course_quota_use(*, course: Course) -> QuotaUse:
         core=Sum("core_percent"), memory=Sum("memory_mib"), instances=Count("id")
     )
     return QuotaUse(totals["core"] or 0, totals["memory"] or 0, totals["instances"])
+
+
+@dataclass(frozen=True)
+class CourseReadiness:
+    """What a course lacks before its students can launch, in the order an instructor sets it up.
+
+    ``quota``, ``templates`` and ``open`` are the course's own conditions ``session_launch``
+    refuses a launch on (no quota, the template not offered, archived); ``students`` is the one
+    it refuses a visitor on (not enrolled). ``in_dates`` is advice only: a launch before the
+    first day or after the last is accepted (a course is tried out before its term).
+    """
+
+    quota: bool
+    templates: bool
+    students: bool
+    open: bool
+    in_dates: bool
+
+    STEPS = ("quota", "templates", "students", "open")
+
+    @property
+    def missing(self) -> list[str]:
+        """The unmet steps, in setup order: what the checklist shows."""
+        return [step for step in self.STEPS if not getattr(self, step)]
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing
+
+
+def course_readiness(*, course: Course) -> CourseReadiness:
+    """Whether ``course`` can take a launch, step by step (see ``CourseReadiness``). Three queries."""
+    today = timezone.localdate()
+    return CourseReadiness(
+        quota=CourseQuota.objects.filter(course=course).exists(),
+        templates=course.templates.exists(),
+        students=course.enrollments.filter(role=Enrollment.Role.STUDENT).exists(),
+        open=course.archived_at is None,
+        in_dates=(course.starts_on is None or course.starts_on <= today) and (course.ends_on is None or today <= course.ends_on),
+    )
 
 
 def staff_courses(*, user) -> QuerySet[Course]:
