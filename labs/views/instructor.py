@@ -16,8 +16,10 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_http_methods
 
 from labs.domain.reasons import Reason
@@ -39,7 +41,7 @@ from labs.selectors.console import (
     institution_allotment,
     institutions_for_new_courses,
 )
-from labs.selectors.courses import course_quota_use
+from labs.selectors.courses import course_quota_use, course_readiness
 from labs.selectors.sessions import session_event_payloads
 from labs.services import catalog, courses
 from labs.services.sessions import session_stop
@@ -85,6 +87,41 @@ def may_change(request: HttpRequest, course) -> HttpResponse | None:
     if request.course_role != CourseRole.INSTRUCTOR:
         raise PermissionDenied(_("Only the course's instructors may change this."))
     return archived_guard(request, course)
+
+
+# --- guided setup: course, quota, templates, roster ------------------------------------------------
+
+# Each step ``course_readiness`` checks: the page that does it, the "Next:" words after the step
+# before, and the checklist's line while it is not done.
+SETUP_STEPS = {
+    "quota": (
+        "labs:course-quota",
+        gettext_lazy("Next: set the quota"),
+        gettext_lazy("Set the quota: without one, no launch is accepted."),
+    ),
+    "templates": ("labs:course-templates", gettext_lazy("Next: offer templates"), gettext_lazy("Offer at least one template.")),
+    "students": ("labs:course-roster", gettext_lazy("Next: enrol students"), gettext_lazy("Enrol at least one student.")),
+    "open": (
+        "labs:course-archive",
+        gettext_lazy("Next: unarchive the course"),
+        gettext_lazy("Unarchive the course: an archived course takes no launch."),
+    ),
+}
+
+
+def setup_checklist(course, readiness) -> list[tuple[str, str, str]]:
+    """The steps ``readiness`` says the course lacks, as (step, checklist line, URL of its page)."""
+    return [(step, str(SETUP_STEPS[step][2]), reverse(SETUP_STEPS[step][0], args=[course.pk])) for step in readiness.missing]
+
+
+def saved_next(request: HttpRequest, course, done: str) -> None:
+    """A success message: ``done``, then the next step the course lacks, linked, or that it is ready."""
+    missing = course_readiness(course=course).missing
+    if not missing:
+        url, words = reverse("labs:course-detail", args=[course.pk]), _("Ready: students can launch")
+    else:
+        url, words = reverse(SETUP_STEPS[missing[0]][0], args=[course.pk]), str(SETUP_STEPS[missing[0]][1])
+    messages.success(request, format_html('{} <a href="{}" data-testid="next-step">{}</a>', done, url, words))
 
 
 # --- home and courses ----------------------------------------------------------------------------
@@ -207,7 +244,7 @@ def course_quota(request: HttpRequest, course) -> HttpResponse:
     use = course_quota_use(course=course)
     if request.method == "POST" and form.is_valid():
         change = courses.quota_set(course=course, values=form.cleaned_data, in_use=use, by=request.user)
-        messages.success(request, _("Quota saved."))
+        saved_next(request, course, _("Quota saved."))
         if room.past(change.quota):
             messages.warning(
                 request,
@@ -259,7 +296,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
             form = TemplateForm(request.POST, institution=course.institution, facts=facts)
             if form.is_valid():
                 template = catalog.template_create(course=course, by=request.user, **form.template_fields())
-                messages.success(request, _("Created %(template)s; students can launch it now.") % {"template": template.name})
+                saved_next(request, course, _("Created %(template)s.") % {"template": template.name})
                 return redirect("labs:course-templates", course.pk)
         elif action in ("attach", "detach"):
             try:
@@ -271,7 +308,7 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
             if template is None:
                 messages.error(request, _("That template is not available here."))
             elif action == "attach":
-                messages.success(request, _("%(template)s is offered in the course now.") % {"template": template.name})
+                saved_next(request, course, _("%(template)s is offered in the course now.") % {"template": template.name})
             else:
                 messages.success(
                     request,
@@ -363,6 +400,7 @@ def course_detail(request: HttpRequest, course) -> HttpResponse:
     for session, payload in zip(sessions, session_event_payloads(sessions, for_owner=False), strict=True):
         session.card = payload  # the row's timed lines (queue place, started, time left) come from it
     counts = course.enrollments.values_list("role", flat=True)
+    readiness = course_readiness(course=course)
     return render(
         request,
         "labs/console/course.html",
@@ -377,5 +415,7 @@ def course_detail(request: HttpRequest, course) -> HttpResponse:
             templates=course.templates.order_by("name"),
             students=sum(1 for r in counts if r == Enrollment.Role.STUDENT),
             staff=sum(1 for r in counts if r != Enrollment.Role.STUDENT),
+            checklist=setup_checklist(course, readiness),
+            readiness=readiness,
         ),
     )

@@ -27,7 +27,7 @@ from labs.selectors.invitations import invitations_csv, roster_invitations
 from labs.selectors.reservations import course_reservations, reservation_of
 from labs.selectors.usage import student_budgets, usage_chart
 from labs.services import budgets, reservations, roster
-from labs.views.instructor import archived_guard, course_context, course_view, may_change
+from labs.views.instructor import archived_guard, course_context, course_view, may_change, saved_next
 from labs.views.tables import Column, sorted_table
 
 # --- roster ---------------------------------------------------------------------------------------
@@ -46,8 +46,9 @@ def course_roster(request: HttpRequest, course) -> HttpResponse:
                 add_form = RosterAddForm(request.POST)
                 if add_form.is_valid():
                     enrollment = roster.roster_add(course=course, by=request.user, **add_form.cleaned_data)
-                    messages.success(
+                    saved_next(
                         request,
+                        course,
                         _("Added %(name)s as %(role)s.")
                         % {"name": enrollment.user.get_username(), "role": enrollment.get_role_display()},
                     )

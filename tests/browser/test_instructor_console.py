@@ -118,7 +118,7 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     assert (quota.instance_count, quota.core_percent, quota.memory_mib) == (40, 400, 160 * 1024)
 
     # Templates: one from the catalogue, one of the course's own with the live preview
-    page.get_by_role("link", name=t(language, "Templates")).click()
+    page.get_by_role("link", name=t(language, "Templates"), exact=True).click()
     page.select_option("#attach-template", str(world["small"].pk))
     page.get_by_role("button", name=t(language, "Offer it")).click()
     page.fill("#id_name", "Notebook 10 %")
@@ -132,7 +132,7 @@ def test_an_instructor_sets_up_a_course_from_nothing_and_runs_a_class(
     assert set(course.templates.values_list("pk", flat=True)) == {world["small"].pk, mine.pk}
 
     # Roster by CSV: preview, nothing written, then confirm
-    page.get_by_role("link", name=t(language, "Roster")).click()
+    page.get_by_role("link", name=t(language, "Roster"), exact=True).click()
     csv_path = tmp_path / "roster.csv"
     rows = "\n".join(f"{s.username},student" for s in world["students"])
     csv_path.write_text(f"username,role\n{rows}\nnobody here,student\n")
