@@ -203,3 +203,31 @@ def test_an_idle_warning_counts_down_and_keep_running_cancels_it(world, portal_s
     expect(mine.locator("[data-field=reason]")).to_have_text("")
     assert page.evaluate("window.__notReloaded") is True
     assert LabSession.objects.get(pk=running.pk).cull_at is None
+
+
+@pytest.mark.parametrize(("language", "running"), [("en", "running"), ("zh-hans", "运行中")])
+def test_a_card_that_comes_up_live_keeps_no_empty_reason_line(world, portal_server, browser_page, language, running):
+    """The reason a lab waits is a line of its card; once it runs there is none, and no blank line either."""
+    course = world["course"]
+    course.quota.instance_count = 1
+    course.quota.save(update_fields=["instance_count"])
+    ada, bob = world["students"][:2]
+    first = session_launch(student=ada, course=course, template=world["small"])
+    allocation_pass()
+    waiting = session_launch(student=bob, course=course, template=world["small"])
+    allocation_pass()  # bob waits on the course quota
+
+    page = open_page(browser_page.context.browser, portal_server, bob.username, language)
+    reason = card(page, waiting).locator("[data-field=reason]")
+    expect(reason).to_be_visible()
+    expect(reason).not_to_have_text("")
+
+    def comes_up() -> None:
+        assert session_stop(session_id=first.pk, reason=Reason.of("session.stopped_by", who="ada"))  # admitted: ends at once
+        allocation_pass()
+        assert session_transition(waiting.pk, to=SessionState.STARTING)
+        assert session_transition(waiting.pk, to=SessionState.RUNNING, access_url="http://lab/")
+
+    off_the_browser_loop(comes_up)
+    expect(card(page, waiting).locator("[data-field=state_label]")).to_have_text(running, timeout=15_000)
+    expect(reason).to_be_hidden()

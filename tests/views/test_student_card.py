@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from bs4 import BeautifulSoup
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -78,3 +79,16 @@ def test_the_demo_says_shares_are_not_enforced(world):
 @override_settings(LAB_SHARES_ENFORCED=True)
 def test_a_portal_on_npus_does_not_say_so(world):
     assert NOTICE not in page(world["students"][0])
+
+
+def reason_lines(html: str) -> list:
+    return BeautifulSoup(html, "html.parser").select("#sessions article.session [data-field=reason]")
+
+
+def test_a_running_card_has_no_empty_reason_line_and_a_waiting_card_says_why(world):
+    queued_behind_a_running_session(world)
+    running = reason_lines(page(world["students"][0]))
+    waiting = reason_lines(page(world["students"][1]))
+    assert len(running) == 1 and len(waiting) == 1
+    assert running[0].get_text() == "" and running[0].has_attr("hidden")
+    assert waiting[0].get_text().strip() and not waiting[0].has_attr("hidden")

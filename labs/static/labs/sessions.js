@@ -117,7 +117,9 @@
     el.dataset.state = session.state;
     el.querySelectorAll("[data-field]").forEach((field) => {
       const value = session[field.dataset.field];
-      if (value !== undefined && value !== null) field.textContent = value;
+      if (value === undefined || value === null) return;
+      field.textContent = value;
+      if ("optional" in field.dataset) field.hidden = !value; // no empty line where there is nothing to say
     });
     setLines(el, session);
     showTimes(el);
