@@ -31,7 +31,9 @@ CARD_MEMORY_MIB = 64 * 1024
 SMALL_MEMORY_MIB = 3840
 MEDIUM_MEMORY_MIB = 7680
 DEMO_NODE = "npu-node-1"
-DEMO_AGENT_PORT = 9410
+# The simulated node agent listens this far above the portal's port (8000: 9410, the agent's
+# port on a real node), so a second demo on another PORTAL_PORT has an agent of its own.
+DEMO_AGENT_PORT_OFFSET = 1410
 # The institution's allow-list: what a course's own templates may run (kind, image or model,
 # the image serving a vLLM model, label). vLLM runs in the image the CCE FlexNPU guide requires.
 VLLM_ASCEND_IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0"
@@ -42,10 +44,25 @@ DEMO_ALLOW_LIST = [
 ]
 
 
+def demo_agent_port(portal_port: int) -> int:
+    """The port of the demo's node agent for a portal on ``portal_port``; ``ValueError`` when that
+    is past the last port."""
+    agent_port = portal_port + DEMO_AGENT_PORT_OFFSET
+    if not (0 < portal_port and agent_port <= 65535):
+        raise ValueError(
+            f"The demo's node agent listens on PORTAL_PORT + {DEMO_AGENT_PORT_OFFSET}: choose a PORTAL_PORT"
+            f" from 1 to {65535 - DEMO_AGENT_PORT_OFFSET}."
+        )
+    return agent_port
+
+
 @transaction.atomic
-def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWORD) -> dict[str, object]:
+def demo_data_load(
+    *, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWORD, agent_port: int = demo_agent_port(8000)
+) -> dict[str, object]:
     """One institution; course "AI Practice" with ``students`` students and one instructor;
-    Jupyter templates small (5 %, 3.75 GiB) and medium (10 %, 7.5 GiB); one node of 8 x 910B 64 GiB."""
+    Jupyter templates small (5 %, 3.75 GiB) and medium (10 %, 7.5 GiB); one node of 8 x 910B 64 GiB
+    whose agent answers on 127.0.0.1:``agent_port`` (``demo_agent_port``)."""
     User = get_user_model()
     # No allotment: AI101 guarantees the whole server to its 128 students, so a second course
     # made in the console is refused any guarantee, the refusal naming AI101, unless the
@@ -97,7 +114,7 @@ def demo_data_load(*, students: int = DEMO_STUDENTS, password: str = DEMO_PASSWO
         name=DEMO_NODE,
         defaults={
             "labels": {"accelerator": "ascend-910b"},
-            "agent_url": f"http://127.0.0.1:{DEMO_AGENT_PORT}",
+            "agent_url": f"http://127.0.0.1:{agent_port}",
             # An 8-card Atlas 800T A2's host (4 x Kunpeng 920: 192 cores, 1 TiB); the simulated
             # agent reports the same at each inventory sync.
             "host_cpu_millicores": 192_000,

@@ -26,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandError
 from labs.domain.reasons import Reason
 from labs.drivers import get_driver
 from labs.services.controller import sessions_shutdown
-from labs.services.demo import DEMO_AGENT_PORT, DEMO_NODE, DEMO_PASSWORD, DEMO_STUDENTS, demo_data_load
+from labs.services.demo import DEMO_NODE, DEMO_PASSWORD, DEMO_STUDENTS, demo_agent_port, demo_data_load
 from labs.supervisor import NotListening, Service, StopSignals, Supervisor, accepts_connections, wait_until_listening
 
 WEB_READY_TIMEOUT_SECONDS = 60.0
@@ -52,11 +52,16 @@ class Command(BaseCommand):
             self._shutdown()
 
     def _run(self, host: str, port: int, var_dir: Path) -> None:
-        if accepts_connections(host, port):
-            raise CommandError(
-                f"Something already answers on {host}:{port} (another demo?): stop it, or choose another port,"
-                " e.g. PORTAL_PORT=8001 make demo."
-            )
+        try:
+            self.agent_port = demo_agent_port(port)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        for where, what in ((host, port), ("127.0.0.1", self.agent_port)):
+            if accepts_connections(where, what):
+                raise CommandError(
+                    f"Something already answers on {where}:{what} (another demo?): stop it, or choose another port,"
+                    " e.g. PORTAL_PORT=8001 make demo."
+                )
         self.stdout.write(redis_ensure(settings.REDIS_URL, self.supervisor, data_dir=var_dir))
         logs = _shown_path(self.supervisor.log_dir)
         self.stdout.write(f"Preparing the database and starting the services (logs in {logs}/) ...")
@@ -72,7 +77,8 @@ class Command(BaseCommand):
             if self.signals.requested:
                 return
             raise CommandError(f"The web server is not answering: {exc}.") from None
-        self.stdout.write(demo_summary(host=host, port=port, log_dir=self.supervisor.log_dir, metrics_token_file=token_file))
+        summary = demo_summary(host=host, port=port, log_dir=self.supervisor.log_dir, metrics_token_file=token_file)
+        self.stdout.write(summary)
         while not self.signals.requested:
             exited = self.supervisor.first_exited()
             if exited is not None:
@@ -81,7 +87,7 @@ class Command(BaseCommand):
 
     def _prepare_database(self) -> None:
         call_command("migrate", interactive=False, verbosity=0)
-        demo_data_load()
+        demo_data_load(agent_port=self.agent_port)
         call_command("collectstatic", interactive=False, verbosity=0)
 
     def _start_services(self, host: str, port: int, var_dir: Path, *, metrics_token_file: Path | None) -> None:
@@ -89,7 +95,7 @@ class Command(BaseCommand):
         celery = [python, "-m", "celery", "-A", "portal"]
         # One simulated node agent for the demo node: the portal registers each session's
         # instance with it and the reconciler diffs it against the ledger.
-        agent = [python, "-m", "nodeagent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(DEMO_AGENT_PORT)]
+        agent = [python, "-m", "nodeagent", "--driver", "simulated", "--node", DEMO_NODE, "--port", str(self.agent_port)]
         self.supervisor.start("agent", agent)
         web_env = {**os.environ, "METRICS_TOKEN_FILE": str(metrics_token_file)} if metrics_token_file else None
         daphne = [python, "-m", "daphne", "-b", host, "-p", str(port), "portal.asgi:application"]
@@ -215,7 +221,7 @@ def demo_summary(*, host: str, port: int, log_dir: Path, metrics_token_file: Pat
     return (
         f"\nNPU Lab Portal is running at {url}\n\n{table}\n\n"
         f"Logs of web, worker, beat, agent (and redis, if the demo started it): {_shown_path(log_dir)}/<name>.log\n"
-        f"Node agent (simulated) on port {DEMO_AGENT_PORT}; reconciler events: {python} manage.py repairs\n"
+        f"Node agent (simulated) on port {demo_agent_port(port)}; reconciler events: {python} manage.py repairs\n"
         f'Metrics (Prometheus): curl -H "Authorization: Bearer {token}" {url}metrics\n'
         f"Stop: Ctrl-C, or kill -INT {os.getpid()} (this process) or the make that runs it.\n"
     )
