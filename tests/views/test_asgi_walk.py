@@ -15,6 +15,8 @@ GETs (with the institution's token as the operator); its JSON writes are Schemat
 Each visitor walks a world of its own (a running session, a reservation, API tokens, a webhook,
 an LMS registration, one of every object the admin lists), so one visitor's valid POSTs (an
 archived course, a revoked token) do not change what the next one sees.
+
+Every portal page an answer shows has an element for each id its ``aria-describedby`` names.
 """
 
 from __future__ import annotations
@@ -429,6 +431,15 @@ def valid_body(form_fields: list[tuple[str, str]], key: str, values: dict[str, s
     return body
 
 
+def dangling_descriptions(html: str) -> list[str]:
+    """The ids an ``aria-describedby`` names that no element of the page has (a screen reader
+    then reads no help at all; axe does not check it)."""
+    soup = BeautifulSoup(html, "html.parser")
+    ids = {element["id"] for element in soup.find_all(id=True)}
+    named = (name for element in soup.find_all(attrs={"aria-describedby": True}) for name in element["aria-describedby"].split())
+    return sorted({name for name in named if name not in ids})
+
+
 # --- the walk -------------------------------------------------------------------------------------------
 
 
@@ -468,6 +479,10 @@ class Walk:
             lang = re.search(r"<html[^>]*\blang=\"([^\"]+)\"", response.text)
             if lang and lang.group(1).lower() != self.language:
                 self.failures.append(f"{where}: the page is in {lang.group(1)}")
+            # The admin's templates are Django's own (its tabular inlines and password field name
+            # help they show elsewhere); the portal's pages are checked.
+            if not path.startswith("/admin/") and (dangling := dangling_descriptions(response.text)):
+                self.failures.append(f"{where}: aria-describedby names no element: {dangling}")
         return response
 
     async def follow(self, response: httpx.Response) -> None:
