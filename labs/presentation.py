@@ -11,6 +11,7 @@ duration from the phrases ``{% session_card_words %}`` puts into the page.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.utils import formats, timezone
@@ -73,10 +74,25 @@ PHRASES = {
 PIECES = ("queue", "started", "left", "stops")
 
 
+# The space between a figure and its unit ("3.75 GiB", "5 %"), which a narrow card must not break at.
+FIGURE_UNIT_SPACE = re.compile(r"(?<=\d) (?=GiB|%)")
+
+
+def units_kept_together(text: str) -> str:
+    """``text`` with a no-break space between each figure and its unit, so a line never ends
+    between them (in both languages: the translations write the same units)."""
+    return FIGURE_UNIT_SPACE.sub("\u00a0", text)
+
+
 def share_text(core_percent: int, memory_mib: int, cards: int = 1) -> str:
     """An NPU share in words: "5 % of one NPU's AI Core guaranteed, 4 GiB memory"; on whole cards
     (``cards`` > 1, ``memory_mib`` each card's): "2 whole cards, 128 GiB memory in all"; a share
-    with no floor (core 0: a best-effort instance) says it is best effort."""
+    with no floor (core 0: a best-effort instance) says it is best effort. A figure and its unit
+    are joined by a no-break space (``units_kept_together``)."""
+    return units_kept_together(_share_words(core_percent, memory_mib, cards))
+
+
+def _share_words(core_percent: int, memory_mib: int, cards: int) -> str:
     if cards > 1:
         return gettext("%(cards)s whole cards, %(memory)s memory in all") % {
             "cards": cards,
@@ -94,6 +110,10 @@ def share_text(core_percent: int, memory_mib: int, cards: int = 1) -> str:
 
 def selftest_text(visible_mib: int | None, over_cap: bool) -> str:
     """The lab's isolation self-test in words; empty before the lab has reported one."""
+    return units_kept_together(_selftest_words(visible_mib, over_cap))
+
+
+def _selftest_words(visible_mib: int | None, over_cap: bool) -> str:
     if visible_mib is None:
         return ""
     if over_cap:

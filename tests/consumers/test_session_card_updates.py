@@ -53,11 +53,11 @@ async def test_a_chinese_reader_gets_the_state_reason_and_share_in_chinese_and_a
     (zh,) = await next_payloads(chinese)
     assert zh["state_label"] == "排队中"
     assert zh["reason"] == "课程配额：已使用 1 / 1 个实例"
-    assert zh["share_text"] == "保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB"
+    assert zh["share_text"] == "保证单张 NPU 5\u00a0% 的 AI Core 算力，显存 4\u00a0GiB"
     assert (zh["queue_position"], zh["queue_length"], zh["course"]) == (1, 1, "AI101")
     (en,) = await next_payloads(english)
     assert (en["state_label"], en["reason"]) == ("queued", "course quota: 1 of 1 instances in use")
-    assert en["share_text"] == "5 % of one NPU's AI Core guaranteed, 4 GiB memory"
+    assert en["share_text"] == "5\u00a0% of one NPU's AI Core guaranteed, 4\u00a0GiB memory"
     await chinese.disconnect()
     await english.disconnect()
 

@@ -147,10 +147,10 @@ def test_no_wait_is_estimated_when_cards_not_the_course_quota_hold_the_session(w
 def test_the_share_is_in_words_in_the_active_language(world):
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
     with translation.override("en"):
-        assert payloads([session])[str(session.pk)]["share_text"] == "5 % of one NPU's AI Core guaranteed, 4 GiB memory"
+        assert payloads([session])[str(session.pk)]["share_text"] == "5\u00a0% of one NPU's AI Core guaranteed, 4\u00a0GiB memory"
     with translation.override("zh-hans"):
         payload = payloads([session])[str(session.pk)]
-    assert payload["share_text"] == "保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB"
+    assert payload["share_text"] == "保证单张 NPU 5\u00a0% 的 AI Core 算力，显存 4\u00a0GiB"
     assert payload["state_label"] == "排队中"
 
 

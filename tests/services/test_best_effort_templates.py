@@ -97,5 +97,5 @@ def test_a_best_effort_session_is_placed_only_on_the_vnpu_pool(db, kubernetes_dr
 
 
 def test_students_read_a_best_effort_share_as_best_effort():
-    assert share_text(0, 4096) == "best effort: no AI Core guaranteed (it uses what the card has idle), 4 GiB memory"
-    assert share_text(5, 4096) == "5 % of one NPU's AI Core guaranteed, 4 GiB memory"
+    assert share_text(0, 4096) == "best effort: no AI Core guaranteed (it uses what the card has idle), 4\u00a0GiB memory"
+    assert share_text(5, 4096) == "5\u00a0% of one NPU's AI Core guaranteed, 4\u00a0GiB memory"

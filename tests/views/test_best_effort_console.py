@@ -47,7 +47,7 @@ def test_an_instructor_makes_a_best_effort_template_where_the_cluster_runs_them(
     made = LabTemplate.objects.get(name="explore")
     assert (made.share_policy, made.core_percent, made.memory_mib) == ("best-effort", 0, 4096)
     page = client.get(f"/courses/{course.pk}/templates/").content.decode()
-    assert "best effort: no AI Core guaranteed (it uses what the card has idle), 4 GiB memory" in page
+    assert "best effort: no AI Core guaranteed (it uses what the card has idle), 4\u00a0GiB memory" in page
 
 
 def test_a_best_effort_template_with_a_floor_is_refused_and_nothing_is_made(world, soft_vnpu):

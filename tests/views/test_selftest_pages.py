@@ -26,8 +26,8 @@ def get(client, url, language="en"):
 @pytest.mark.parametrize(
     ("language", "within", "over"),
     [
-        ("en", "sees 8 GiB of NPU memory, within its share", "sees 24 GiB of NPU memory, more than its share"),
-        ("zh-hans", "可见 8 GiB NPU 内存，未超出份额", "可见 24 GiB NPU 内存，超出了份额"),
+        ("en", "sees 8\u00a0GiB of NPU memory, within its share", "sees 24\u00a0GiB of NPU memory, more than its share"),
+        ("zh-hans", "可见 8\u00a0GiB NPU 内存，未超出份额", "可见 24\u00a0GiB NPU 内存，超出了份额"),
     ],
 )
 def test_the_student_sees_the_self_test_on_the_session_card(world, running, language, within, over):

@@ -44,7 +44,7 @@ def test_a_queued_card_says_its_place_and_wait_and_a_running_card_its_time_left_
     code = world["course"].code
     waiting = page(world["students"][1])
     assert f"#1 in {code}&#x27;s queue, about 1 h 59 min" in waiting
-    assert "5 % of one NPU&#x27;s AI Core guaranteed, 4 GiB memory" in waiting
+    assert "5\u00a0% of one NPU&#x27;s AI Core guaranteed, 4\u00a0GiB memory" in waiting
     assert ">queued<" in waiting
     running = page(world["students"][0])
     assert "1 h 59 min left" in running
@@ -57,7 +57,7 @@ def test_the_card_is_in_chinese_for_a_chinese_reader(world):
     code = world["course"].code
     waiting = page(world["students"][1], "zh-hans")
     assert f"{code} 队列第 1 位，约需等待 1 小时 59 分钟" in waiting
-    assert "保证单张 NPU 5 % 的 AI Core 算力，显存 4 GiB" in waiting
+    assert "保证单张 NPU 5\u00a0% 的 AI Core 算力，显存 4\u00a0GiB" in waiting
     assert ">排队中<" in waiting
     running = page(world["students"][0], "zh-hans")
     assert "剩余 1 小时 59 分钟" in running

@@ -35,7 +35,7 @@ def test_an_instructor_makes_a_two_card_template_and_the_course_lists_it_as_such
     assert response.status_code == 302
     made = LabTemplate.objects.get(name="pair")
     assert (made.card_count, made.core_percent, made.memory_mib) == (2, 100, 65536)
-    assert "2 whole cards, 128 GiB memory in all" in client.get(f"/courses/{course.pk}/templates/").content.decode()
+    assert "2 whole cards, 128\u00a0GiB memory in all" in client.get(f"/courses/{course.pk}/templates/").content.decode()
 
 
 def test_a_two_card_template_with_part_of_the_core_is_refused_and_nothing_is_made(world):
@@ -85,5 +85,5 @@ def test_the_students_card_says_two_whole_cards(world):
 
     english = logged_in(world["students"][0]).get("/").content.decode()
 
-    assert "2 whole cards, 128 GiB memory in all" in english
+    assert "2 whole cards, 128\u00a0GiB memory in all" in english
     assert "2 whole NPUs from NPU 0" in english
