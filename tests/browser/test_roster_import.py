@@ -79,3 +79,20 @@ def test_an_instructor_previews_an_import_sends_an_invitation_and_the_student_ge
     expect(student.locator("form[action='/accounts/logout/']")).to_have_count(1)
     student.goto(link)  # used: refused with a page that says so
     expect(student.get_by_test_id("invitation-refused")).to_be_visible()
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_csv_example_fits_a_390_px_phone(world, portal_server, browser_page, language):
+    """The example is read, not scrolled: at 390 px neither the page nor the example scrolls sideways."""
+    page = browser_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    log_in(page, portal_server, world["instructor"].username, language)
+
+    page.goto(f"{portal_server}/courses/{world['course'].pk}/roster/")
+    example = page.locator("pre.example")
+    expect(example).to_contain_text("s2026001,li.wei@example.edu,student,Wei,Li")
+
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+    assert example.evaluate("e => e.scrollWidth <= e.clientWidth"), "the example scrolls sideways"
+    box = example.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
