@@ -339,6 +339,7 @@ def walk_world(world) -> World:
             # An invitation link that is no one's: the walk sees its refusal (tests/accounts/test_invitation.py the rest).
             "uidb64": "MQ",
             "token": "walk-token",
+            "template": world["small"].slug,
         },
         values={
             "course": str(course.pk),
