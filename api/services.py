@@ -39,20 +39,20 @@ class OfferRefused(Exception):
 def course_template_offer(*, course: Course, template: LabTemplate, by) -> bool:
     """Offer ``template`` in ``course`` as the console's "Offer it" does; True if it was not offered before."""
     if course.archived:
-        raise OfferRefused("This course is archived; unarchive it to change it.")
+        raise OfferRefused(_("This course is archived; unarchive it to change it."))
     if course.templates.filter(pk=template.pk).exists():
         return False
     if template.course_id is not None:
-        raise OfferRefused("Only the institution's catalogue templates can be offered; this one is a course's own.")
+        raise OfferRefused(_("Only the institution's catalogue templates can be offered; this one is a course's own."))
     if catalog.template_attach(course=course, template_id=template.pk, by=by) is None:
-        raise OfferRefused("This template cannot be offered in this course.")
+        raise OfferRefused(_("This template cannot be offered in this course."))
     return True
 
 
 def course_template_withdraw(*, course: Course, template: LabTemplate, by) -> None:
     """Stop offering ``template`` in ``course`` (as the console's "Stop offering"); running sessions go on."""
     if course.archived:
-        raise OfferRefused("This course is archived; unarchive it to change it.")
+        raise OfferRefused(_("This course is archived; unarchive it to change it."))
     catalog.template_detach(course=course, template_id=template.pk, by=by)
 
 

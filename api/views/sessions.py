@@ -154,11 +154,11 @@ class SessionList(generics.ListAPIView):
         student = selectors.member_of(course=course, username=data["student"]) if course is not None else None
         problems = {}
         if course is None:
-            problems["course"] = ["No such course."]
+            problems["course"] = [_("No such course.")]
         if template is None:
-            problems["template"] = ["No such template."]
+            problems["template"] = [_("No such template.")]
         if course is not None and student is None:
-            problems["student"] = ["No such student in this course."]
+            problems["student"] = [_("No such student in this course.")]
         if problems:
             raise exceptions.ValidationError(problems)
         try:

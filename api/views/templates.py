@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, generics, status
 from rest_framework.response import Response
@@ -17,6 +19,7 @@ from api.views.common import (
     BAD_PAGE,
     COURSE_ID,
     INVALID,
+    LOCATION,
     NOT_FOUND,
     PAST_THE_END,
     PRECONDITIONS,
@@ -59,7 +62,7 @@ class CourseTemplates(generics.ListAPIView):
             "template of the token's institution, by slug or id. Idempotent: 201 when it is offered now, 200 when it "
             "was offered already."
         ),
-        parameters=[COURSE_ID],
+        parameters=[COURSE_ID, LOCATION],
         request=TemplateOfferSerializer,
         responses={
             200: TemplateSerializer,
@@ -77,18 +80,36 @@ class CourseTemplates(generics.ListAPIView):
         course = _course_or_404(request, course_id)
         template = selectors.template_of(institution=course.institution, ref=serializer.validated_data["template"])
         if template is None:
-            raise exceptions.ValidationError({"template": ["No such template in your institution."]})
+            raise exceptions.ValidationError({"template": [_("No such template in your institution.")]})
         try:
             added = services.course_template_offer(course=course, template=template, by=request.user)
         except services.OfferRefused as exc:
             raise Conflict(str(exc)) from None
-        return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED if added else status.HTTP_200_OK)
+        data = TemplateSerializer(template).data
+        if not added:
+            return Response(data, status=status.HTTP_200_OK)
+        # Where the offer now is: GET there reads it, DELETE withdraws it.
+        location = request.build_absolute_uri(reverse("api:course-template", args=[course.pk, template.slug]))
+        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": location})
 
 
 class CourseTemplate(generics.GenericAPIView):
-    required_scopes = {"DELETE": "courses:write"}
+    required_scopes = {"GET": "templates:read", "DELETE": "courses:write"}
     serializer_class = TemplateSerializer
     queryset = LabTemplate.objects.none()
+
+    @extend_schema(
+        summary="A template the course offers",
+        description="404 when the course does not offer it (or it is not a template of the token's institution).",
+        parameters=[COURSE_ID, TEMPLATE_REF],
+        responses={200: TemplateSerializer, **AUTH_ERRORS, **NOT_FOUND},
+    )
+    def get(self, request, course_id, template):
+        course = _course_or_404(request, course_id)
+        found = selectors.template_of(institution=course.institution, ref=template)
+        if found is None or not selectors.templates_of_course(course=course).filter(pk=found.pk).exists():
+            raise exceptions.NotFound(_("The course does not offer this template."))
+        return Response(TemplateSerializer(found).data)
 
     @extend_schema(
         summary="Stop offering a template in a course",
@@ -103,7 +124,7 @@ class CourseTemplate(generics.GenericAPIView):
         course = _course_or_404(request, course_id)
         found = selectors.template_of(institution=course.institution, ref=template)
         if found is None:
-            raise exceptions.NotFound("No such template.")
+            raise exceptions.NotFound(_("No such template."))
         try:
             services.course_template_withdraw(course=course, template=found, by=request.user)
         except services.OfferRefused as exc:

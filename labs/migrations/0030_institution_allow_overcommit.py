@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='institution',
             name='allow_overcommit',
-            field=models.BooleanField(default=False, help_text="Its courses may be guaranteed more than the cluster holds beside the other courses' guarantees: such a value is a priority, not a guarantee.", verbose_name='allow overcommit'),
+            field=models.BooleanField(db_default=False, default=False, help_text="Its courses may be guaranteed more than the cluster holds beside the other courses' guarantees: such a value is a priority, not a guarantee.", verbose_name='allow overcommit'),
         ),
     ]

@@ -27,6 +27,9 @@ class Institution(models.Model):
     allow_overcommit = models.BooleanField(
         _("allow overcommit"),
         default=False,
+        # In the table's definition too: a row written by an older release's code (or a migration's
+        # historical model from before this field) is then off, not refused.
+        db_default=False,
         help_text=_(
             "Its courses may be guaranteed more than the cluster holds beside the other courses' guarantees: "
             "such a value is a priority, not a guarantee."

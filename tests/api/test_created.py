@@ -21,6 +21,20 @@ def test_a_201_carries_the_location_of_what_was_made(api, world):
         assert again.status_code == 200 and again.json()["id"] == made.json()["id"]
 
 
+def test_an_offer_made_says_where_it_is_and_reads_back_there(api, world):
+    course, template = world["course"], world["medium"]
+    course.templates.remove(template)
+
+    made = api.call("POST", f"/api/v1/courses/{course.pk}/templates/", {"template": template.slug})
+
+    assert made.status_code == 201, made.content
+    assert made["Location"] == f"http://testserver/api/v1/courses/{course.pk}/templates/{template.slug}/"
+    again = api.call("GET", made["Location"])
+    assert again.status_code == 200 and again.json()["id"] == template.pk
+    assert api.call("DELETE", made["Location"]).status_code == 204
+    assert api.call("GET", made["Location"]).status_code == 404
+
+
 def test_the_schema_declares_location_on_every_201(db):
     paths = Client().get("/api/v1/schema/?format=json").json()["paths"]
     created = {
@@ -29,7 +43,12 @@ def test_the_schema_declares_location_on_every_201(db):
         for method, operation in item.items()
         if "201" in operation["responses"]
     }
-    assert set(created) == {("post", "/api/v1/courses/"), ("post", "/api/v1/sessions/"), ("post", "/api/v1/webhooks/")}
+    assert set(created) == {
+        ("post", "/api/v1/courses/"),
+        ("post", "/api/v1/courses/{course_id}/templates/"),
+        ("post", "/api/v1/sessions/"),
+        ("post", "/api/v1/webhooks/"),
+    }
     for response in created.values():
         assert response["headers"]["Location"]["required"] is True
         assert response["headers"]["Location"]["schema"] == {"type": "string", "format": "uri"}

@@ -14,6 +14,7 @@ from labs import dispatch
 from labs.domain.reasons import Reason
 from labs.models import LabSession
 from labs.services.sessions import session_launch, session_stop
+from portal.celery import app as portal_celery
 from tests.conftest import free_port, wait_for
 from tests.factories import course_with_students, node_with_cards
 
@@ -57,8 +58,9 @@ def away_until_a_retry_just_failed(worker, seconds: float = 4.0) -> None:
 
 def run_the_controller(broker_url: str) -> None:
     """Send the controller a run on ``broker_url`` (this process's Celery app keeps the broker
-    it was first used with, which an earlier test may have set)."""
-    with Celery(broker=broker_url) as client:
+    it was first used with, which an earlier test may have set). Not made the current app: the
+    portal's dispatch sends through the current app, and later tests in this process use it."""
+    with Celery(broker=broker_url, set_as_current=False) as client:
         client.send_task(dispatch.CONTROLLER_TASK)
 
 
@@ -69,9 +71,16 @@ def broker(tmp_path, settings):
     url = f"redis://127.0.0.1:{port}/0"
     settings.CELERY_BROKER_URL = url
     dispatch._redis.cache_clear()
+    # The portal's Celery app read its broker once and pools connections to it: point it at this
+    # Redis for the test, and back at the suite's after, so later tests' sends reach their workers.
+    suite_broker = portal_celery.conf.broker_url
+    portal_celery.conf.broker_url = url
+    portal_celery.close()
     server = {"process": start_redis(port, tmp_path), "port": port, "url": url}
     yield server
     stop_redis(server["process"])
+    portal_celery.conf.broker_url = suite_broker
+    portal_celery.close()
     dispatch._redis.cache_clear()
 
 
