@@ -69,17 +69,20 @@ def broker(tmp_path, settings):
     """A Redis of this test's own as the broker of the workers it starts and of this process's wakes."""
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
+    suite_url = settings.CELERY_BROKER_URL
     settings.CELERY_BROKER_URL = url
     dispatch._redis.cache_clear()
     # The portal's Celery app read its broker once and pools connections to it: point it at this
     # Redis for the test, and back at the suite's after, so later tests' sends reach their workers.
-    suite_broker = portal_celery.conf.broker_url
     portal_celery.conf.broker_url = url
     portal_celery.close()
     server = {"process": start_redis(port, tmp_path), "port": port, "url": url}
     yield server
     stop_redis(server["process"])
-    portal_celery.conf.broker_url = suite_broker
+    # Back on the suite's broker before the cached client goes, so nothing run before the settings
+    # fixture's own undo caches a client of this test's stopped Redis.
+    settings.CELERY_BROKER_URL = suite_url
+    portal_celery.conf.broker_url = suite_url
     portal_celery.close()
     dispatch._redis.cache_clear()
 
