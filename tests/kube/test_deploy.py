@@ -54,13 +54,29 @@ def test_the_portals_workloads_pass_the_namespaces_pod_security_and_run(deployed
 
     # Generous: on a busy 2-core machine the deployment controller, the scheduler and the node
     # simulator share it with the test run (a CI run once needed more than 30 s).
-    wait_for("every Deployment of npu-lab-portal available", lambda: not unavailable() or None, timeout=90)
+    try:
+        wait_for("every Deployment of npu-lab-portal available", lambda: not unavailable() or None, timeout=90)
+    except pytest.fail.Exception:
+        pytest.fail(f"Deployments not available: {unavailable()}\n{_rollout_state(deployed)}")
     agents = apps.read_namespaced_daemon_set("node-agent", "npu-lab-agent")
     wait_for(
         "the node agent on every NPU node",
         lambda: apps.read_namespaced_daemon_set("node-agent", "npu-lab-agent").status.number_ready == len(deployed.nodes),
     )
     assert agents.status.desired_number_scheduled == len(deployed.nodes)
+
+
+def _rollout_state(cluster: DevCluster) -> str:
+    """What the API server says of the portal's Deployments, ReplicaSets and pods (for a failure's message)."""
+    lines = []
+    for kind in ("deployments", "replicasets", "pods"):
+        listed = cluster.kubectl("get", kind, "-n", PORTAL_NAMESPACE, "-o", "wide", check=False)
+        lines.append(listed.stdout + listed.stderr)
+    described = cluster.kubectl("describe", "deployments", "-n", PORTAL_NAMESPACE, check=False)
+    events = cluster.kubectl("get", "events", "-n", PORTAL_NAMESPACE, "--sort-by=.lastTimestamp", check=False)
+    ended = [f"{c.name} ended ({c.process.returncode}):\n{c.tail()}" for c in cluster.components if c.process.poll() is not None]
+    controllers = next(c for c in cluster.components if c.name == "kube-controller-manager")
+    return "\n".join([*lines, described.stdout, events.stdout[-6000:], *ended, controllers.tail(40)])
 
 
 @pytest.fixture
