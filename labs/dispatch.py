@@ -135,3 +135,32 @@ def controller_done(seen: int | None) -> None:
     now = controller_generation()
     if seen is not None and now is not None and now != seen:
         _wake_now()
+
+
+# -- the processes holding create leases ---------------------------------------------------------
+# A process with driver calls out says so every second (``holder_beat``), under a key that ends
+# ``HOLDER_TTL_SECONDS`` later: a lease whose holder's key is gone belongs to a process that died.
+HOLDER_KEY = "npu-lab:controller:holder:"
+HOLDER_TTL_SECONDS = 3
+
+
+def holder_beat(holder: str) -> bool:
+    """Say that ``holder`` (a process) is alive for the next ``HOLDER_TTL_SECONDS``; ``False`` when Redis does not answer."""
+    try:
+        _redis().set(HOLDER_KEY + holder, 1, ex=HOLDER_TTL_SECONDS)
+    except redis.RedisError:
+        return False
+    return True
+
+
+def holders_alive(holders: set[str]) -> set[str] | None:
+    """The ``holders`` that said they were alive within ``HOLDER_TTL_SECONDS``; ``None`` when Redis does
+    not answer (then nobody may be taken for dead)."""
+    if not holders:
+        return set()
+    names = sorted(holders)
+    try:
+        values = _redis().mget([HOLDER_KEY + name for name in names])
+    except redis.RedisError:
+        return None
+    return {name for name, value in zip(names, values, strict=True) if value is not None}

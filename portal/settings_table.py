@@ -149,7 +149,7 @@ SECTIONS: dict[str, tuple[Setting, ...]] = {
           "How long a controller run waits for the driver's answers; later ones are picked up from the next observation.",
           minimum=0.1),
         S("LAB_CREATE_LEASE_SECONDS", "int", 15,
-          "A create under way is not asked for again before this (a slow cluster, a dead worker).", minimum=2),
+          "A create under way is not asked again before this (a slow cluster); a dead worker's leases end in 3 s.", minimum=2),
         S("LAB_ALLOCATION_BATCH", "int", 512,
           "Queued sessions one allocation pass admits at most; the controller's next pass admits the rest.", minimum=1),
         S("RECONCILE_SECONDS", "float", 30.0, "Beat period of the node reconciler.", minimum=1.0),

@@ -64,6 +64,9 @@ class LabSession(models.Model):
     # Failed requests to create the instance so far, and when the controller may try again.
     create_attempts = models.PositiveSmallIntegerField(default=0)
     retry_at = models.DateTimeField(null=True, blank=True)
+    # The process whose create lease ``retry_at`` is (empty: a back-off, nobody's): a lease whose
+    # holder stopped saying it is alive is over (labs.services.controller.creates).
+    lease_holder = models.CharField(max_length=64, blank=True, default="", db_default="")
     # How many times the platform restarted the lab's instance, as the controller last recorded
     # it (when it came up, and at each restart of the running lab, which the student is told of).
     restarts = models.PositiveSmallIntegerField(default=0)

@@ -170,6 +170,7 @@ def session_relaunch(session_id, *, ref: str, reboot_at) -> bool:
         "access_url": "",
         "create_attempts": 0,
         "retry_at": None,
+        "lease_holder": "",
         "restarts": 0,
     }
     reason = Reason.of("session.node_restart_relaunching")

@@ -142,6 +142,55 @@ def test_a_create_asked_again_tells_the_driver_it_may_have_been_made(world, driv
     assert asked == [False, True]
 
 
+def _leased_by(world, driver, monkeypatch, holder: str):
+    """A starting session with no instance whose create lease (a minute more) is ``holder``'s; the creates asked for since."""
+    asked: list[bool] = []
+    create = driver.create
+    monkeypatch.setattr(driver, "create", lambda spec: asked.append(spec.repeat) or create(spec))
+    monkeypatch.setattr(driver, "create_failure_rate", 1.0)
+    session = launch(world)
+    reconcile_once()
+    session.refresh_from_db()
+    assert (session.state, session.lease_holder) == ("starting", "")  # a back-off is nobody's lease
+    monkeypatch.setattr(driver, "create_failure_rate", 0.0)
+    LabSession.objects.filter(pk=session.pk).update(retry_at=timezone.now() + timedelta(seconds=60), lease_holder=holder)
+    return session, asked
+
+
+def test_the_create_lease_of_a_process_that_died_ends_at_once(world, driver, monkeypatch):
+    session, asked = _leased_by(world, driver, monkeypatch, "worker-killed:4242:0badf00d")  # never said it lives
+
+    settle(session)
+
+    assert asked == [False, True]  # asked again, a minute early, as a repeat: the driver looks first
+    assert RepairEvent.objects.filter(kind=RepairEvent.Kind.SESSION_BOUND).count() == 0
+
+
+def test_the_create_lease_of_a_process_that_lives_stands(world, driver, monkeypatch):
+    from labs import dispatch
+
+    session, asked = _leased_by(world, driver, monkeypatch, "worker-alive:4243:0badf00d")
+    assert dispatch.holder_beat("worker-alive:4243:0badf00d")
+
+    reconcile_once()
+
+    session.refresh_from_db()
+    assert asked == [False] and (session.state, session.driver_ref) == ("starting", "")
+
+
+def test_a_create_lease_names_the_process_that_took_it(world, driver, monkeypatch):
+    from labs.services.controller.creates import driver_calls
+
+    monkeypatch.setattr(driver, "create_delay_seconds", 1.0)
+    session = launch(world)
+    with override_settings(LAB_CONTROLLER_WAIT_SECONDS=0.1):
+        reconcile_once()
+
+    session.refresh_from_db()
+    assert session.lease_holder == driver_calls.holder and str(__import__("os").getpid()) in session.lease_holder
+    settle(session)
+
+
 @override_settings(LAB_CREATE_ATTEMPTS=2)
 def test_a_create_that_keeps_failing_fails_the_session_with_the_error(world, driver, monkeypatch):
     session = launch(world)

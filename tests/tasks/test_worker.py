@@ -56,8 +56,9 @@ def test_a_task_whose_worker_is_killed_mid_create_is_redelivered_and_finishes(wo
         "CELERY_VISIBILITY_TIMEOUT": "6",
         "CELERY_UNACKED_RESTORE_SECONDS": "1",
         "LAB_SIMULATOR_DELAY_SECONDS": "0.2",
-        # The dead worker's create holds a lease on the session; past it the rescuer asks again.
-        "LAB_CREATE_LEASE_SECONDS": "5",
+        # The dead worker's create holds a lease on the session, but its holder no longer says it
+        # lives: the rescuer asks again at once, not a minute later.
+        "LAB_CREATE_LEASE_SECONDS": "60",
     }
     doomed = start_worker("doomed", concurrency=1, pool="solo", **slow)
     session = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
@@ -67,7 +68,7 @@ def test_a_task_whose_worker_is_killed_mid_create_is_redelivered_and_finishes(wo
     assert session.state == "starting" and session.driver_ref == ""
 
     rescuer = start_worker("rescuer", concurrency=1, pool="solo", **slow)
-    wait_for(lambda: state_of(session) == "running", timeout=60, message=lambda: f"running; log:\n{rescuer.output()[-3000:]}")
+    wait_for(lambda: state_of(session) == "running", timeout=40, message=lambda: f"running; log:\n{rescuer.output()[-3000:]}")
     session.refresh_from_db()
     from labs.drivers import get_driver
 

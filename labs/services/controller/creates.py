@@ -4,7 +4,11 @@ recorded (bound) on the ledger; what a create asks for (``launch_spec``)."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -16,6 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from labs import dispatch
 from labs.domain.lifecycle import Create, Desired
 from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
@@ -42,12 +47,42 @@ class _DriverCalls:
     controllers call expectations. A round asks nothing of a session with a call out, so a
     class larger than the pool clears in one pass, not once more for every round that looked
     while its calls were still queued (the create lease ends, an instance not yet deleting is
-    seen). Another process knows nothing of them: there the create lease is the guard.
+    seen). Another process knows nothing of them: there the create lease is the guard, and the
+    lease names this process (``holder``), which says it is alive every second while it has
+    calls out (``dispatch.holder_beat``). A lease whose holder stopped saying so belongs to a
+    process that died (a worker killed mid-create): the other processes create again at once,
+    not ``LAB_CREATE_LEASE_SECONDS`` later.
     """
+
+    BEAT_SECONDS = 1.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: set[str] = set()
+        self._pid = 0
+        self._holder = ""
+        self._calls_out = threading.Event()
+
+    @property
+    def holder(self) -> str:
+        """This process's name in the leases it takes (made again in a forked child, with its heartbeat)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._holder = f"{socket.gethostname()[:40]}:{self._pid}:{uuid.uuid4().hex[:8]}"
+                self._calls_out = threading.Event()
+                threading.Thread(target=self._beat, args=(self._calls_out,), name="lease-holder", daemon=True).start()
+            return self._holder
+
+    def _beat(self, calls_out: threading.Event) -> None:
+        holder = self._holder
+        while True:
+            calls_out.wait()
+            dispatch.holder_beat(holder)
+            time.sleep(self.BEAT_SECONDS)
+            with self._lock:
+                if not self._sessions:
+                    calls_out.clear()
 
     def sessions(self) -> frozenset[str]:
         """The sessions with a call out now."""
@@ -55,8 +90,10 @@ class _DriverCalls:
             return frozenset(self._sessions)
 
     def submit(self, session_id: str, call: Callable[..., object], *args: object) -> Future:
+        self.holder  # noqa: B018 - this process's holder and heartbeat exist before its first call
         with self._lock:
             self._sessions.add(session_id)
+            self._calls_out.set()
         try:
             future = _pool().submit(call, *args)
         except BaseException:
@@ -91,7 +128,10 @@ def start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tup
         )
     )
     lease = timezone.now() + timedelta(seconds=settings.LAB_CREATE_LEASE_SECONDS)
-    LabSession.objects.filter(pk__in=[s.pk for s in sessions]).update(retry_at=lease)
+    holder = driver_calls.holder
+    if sessions:
+        dispatch.holder_beat(holder)  # alive before anyone can read the lease
+    LabSession.objects.filter(pk__in=[s.pk for s in sessions]).update(retry_at=lease, lease_holder=holder)
     return [(driver_calls.submit(str(session.pk), _create, session), Create(str(session.pk))) for session in sessions]
 
 

@@ -267,6 +267,7 @@ def _create_failed(session_id: str, exc: Exception) -> None:
         state=SessionState.STARTING,
         create_attempts=attempts,
         retry_at=timezone.now() + timedelta(seconds=delay),
+        lease_holder="",  # a back-off, nobody's lease: it ends on time whoever lives
     )
 
 

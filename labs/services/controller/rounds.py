@@ -236,6 +236,7 @@ def _desired() -> list[Desired]:
         "stopping_at",
         "create_attempts",
         "retry_at",
+        "lease_holder",
         "allocation__card__node__name",
         "allocation__card__index",
         "template__max_lifetime_minutes",
@@ -247,6 +248,7 @@ def _desired() -> list[Desired]:
         "replaced_ref",
     )
     sessions = []
+    holders: dict[str, str] = {}
     for (
         pk,
         state,
@@ -258,6 +260,7 @@ def _desired() -> list[Desired]:
         stopping,
         attempts,
         retry_at,
+        holder,
         node,
         card,
         lifetime,
@@ -288,7 +291,25 @@ def _desired() -> list[Desired]:
                 replaced_ref=replaced_ref,
             )
         )
-    return sessions
+        if holder and not ref and retry_at is not None:
+            holders[str(pk)] = holder
+    return _dead_holders_leases_ended(sessions, holders)
+
+
+def _dead_holders_leases_ended(sessions: list[Desired], holders: dict[str, str]) -> list[Desired]:
+    """``sessions`` with the create leases of processes that died ended now (``holders``: each
+    leased session's holder). This process's own leases stand (``driver_calls`` covers them), and
+    when Redis does not answer every lease stands until it ends."""
+    others = set(holders.values()) - {driver_calls.holder}
+    alive = dispatch.holders_alive(others)
+    if alive is None:
+        return sessions
+    dead = others - alive
+    if not dead:
+        return sessions
+    ended = {sid for sid, holder in holders.items() if holder in dead}
+    logger.info("controller: the create leases of %d sessions ended with their process (%s)", len(ended), ", ".join(sorted(dead)))
+    return [replace(s, retry_at=None) if s.session_id in ended else s for s in sessions]
 
 
 def _stored_reason(code: str, params: dict) -> Reason | None:
