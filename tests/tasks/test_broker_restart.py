@@ -74,17 +74,25 @@ def broker(tmp_path, settings):
     dispatch._redis.cache_clear()
     # The portal's Celery app read its broker once and pools connections to it: point it at this
     # Redis for the test, and back at the suite's after, so later tests' sends reach their workers.
-    portal_celery.conf.broker_url = url
-    portal_celery.close()
+    _point_the_portals_app_at(url)
     server = {"process": start_redis(port, tmp_path), "port": port, "url": url}
     yield server
     stop_redis(server["process"])
     # Back on the suite's broker before the cached client goes, so nothing run before the settings
     # fixture's own undo caches a client of this test's stopped Redis.
     settings.CELERY_BROKER_URL = suite_url
-    portal_celery.conf.broker_url = suite_url
-    portal_celery.close()
+    _point_the_portals_app_at(suite_url)
     dispatch._redis.cache_clear()
+
+
+def _point_the_portals_app_at(url: str) -> None:
+    """Make this process's sends go to ``url``. ``Celery.close()`` drops the app's connection pool
+    but not the producer pool it made from kombu's global pools (``amqp._producer_pool``), which
+    keeps the broker it was first used with: a test after this one would send to its stopped
+    Redis, and this one's sends might go to the suite's."""
+    portal_celery.conf.broker_url = url
+    portal_celery.close()
+    portal_celery.amqp._producer_pool = None
 
 
 def test_a_worker_is_back_on_its_broker_within_half_a_second_of_it_answering_again(broker, start_worker, tmp_path):
