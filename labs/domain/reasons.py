@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Union
 
 
@@ -134,9 +135,9 @@ MESSAGES: dict[str, str] = {
     # what the request itself asks for: refused, it can never be placed as asked
     "core.range": gettext_noop("core: %(core_percent)s %% is outside 1..%(max_percent)s %%"),
     "core.best_effort_floor": gettext_noop("core: a best-effort instance has no floor; its core percent must be 0"),
-    "memory.granule": gettext_noop("memory: %(memory_mib)s MiB is not a positive multiple of %(granule_mib)s MiB"),
+    "memory.granule": gettext_noop("memory: %(memory_mib)s is not a positive multiple of %(granule_mib)s"),
     "memory.granularity": gettext_noop(
-        "memory granularity: %(memory_mib)s MiB is not a multiple of the %(step_mib)s MiB the nodes allocate in"
+        "memory granularity: %(memory_mib)s is not a multiple of the %(step_mib)s the nodes allocate in"
     ),
     "template.not_offered": gettext_noop("template: the course does not offer this template"),
     "whole_cards.core": gettext_noop("whole cards: %(cards)s cards need core %(need_percent)s %%, not %(core_percent)s %%"),
@@ -148,18 +149,18 @@ MESSAGES: dict[str, str] = {
     "quota.missing": gettext_noop("course quota: the course has no quota; ask the instructor to set one"),
     "quota.ceiling_instances": gettext_noop("course quota: the course's guarantee allows no instances"),
     "quota.ceiling_core": gettext_noop("course quota: needs %(need)s %% core; the course can hold at most %(limit)s %%"),
-    "quota.ceiling_memory": gettext_noop("course quota: needs %(need_mib)s MiB; the course can hold at most %(limit_mib)s MiB"),
+    "quota.ceiling_memory": gettext_noop("course quota: needs %(need_mib)s; the course can hold at most %(limit_mib)s"),
     "quota.host_memory_cap": gettext_noop(
-        "course quota: needs %(need_mib)s MiB of host memory; the course can hold at most %(limit_mib)s MiB"
+        "course quota: needs %(need_mib)s of host memory; the course can hold at most %(limit_mib)s"
     ),
     "quota.host_cpu_cap": gettext_noop(
-        "course quota: needs %(need_millicores)s millicores of host CPU; the course can hold at most %(limit_millicores)s"
+        "course quota: needs %(need_millicores)s of host CPU; the course can hold at most %(limit_millicores)s"
     ),
-    "quota.host_memory": gettext_noop("course quota: %(used)s of %(limit)s MiB of host memory in use; needs %(need)s MiB more"),
-    "quota.host_cpu": gettext_noop("course quota: %(used)s of %(limit)s millicores of host CPU in use; needs %(need)s more"),
+    "quota.host_memory": gettext_noop("course quota: host memory: %(used)s of %(limit)s in use; needs %(need)s more"),
+    "quota.host_cpu": gettext_noop("course quota: host CPU: %(used)s of %(limit)s in use; needs %(need)s more"),
     "quota.instances": gettext_noop("course quota: %(used)s of %(limit)s instances in use"),
     "quota.core": gettext_noop("course quota: %(used)s of %(limit)s %% core in use; needs %(need)s %% more"),
-    "quota.memory": gettext_noop("course quota: %(used)s of %(limit)s MiB in use; needs %(need)s MiB more"),
+    "quota.memory": gettext_noop("course quota: NPU memory: %(used)s of %(limit)s in use; needs %(need)s more"),
     "quota.borrowing_limit_instances": gettext_noop(
         "course quota: %(used)s instances in use of a guarantee of %(guarantee)s plus a borrowing limit of %(limit)s; "
         "needs %(need)s more"
@@ -169,7 +170,7 @@ MESSAGES: dict[str, str] = {
         "needs %(need)s more"
     ),
     "quota.borrowing_limit_memory": gettext_noop(
-        "course quota: %(used)s MiB in use of a guarantee of %(guarantee)s plus a borrowing limit of %(limit)s; "
+        "course quota: NPU memory: %(used)s in use of a guarantee of %(guarantee)s plus a borrowing limit of %(limit)s; "
         "needs %(need)s more"
     ),
     "cohort.instances": gettext_noop(
@@ -179,7 +180,7 @@ MESSAGES: dict[str, str] = {
         "cohort %(cohort)s: needs %(over)s %% core beyond the course's guarantee; %(idle)s %% core is idle and lendable"
     ),
     "cohort.memory": gettext_noop(
-        "cohort %(cohort)s: needs %(over)s MiB beyond the course's guarantee; %(idle)s MiB is idle and lendable"
+        "cohort %(cohort)s: needs %(over)s of NPU memory beyond the course's guarantee; %(idle)s is idle and lendable"
     ),
     "student.limit": gettext_noop("student limit: %(held)s of %(limit)s concurrent sessions in use"),
     # the cluster: nodes and cards, now
@@ -189,7 +190,7 @@ MESSAGES: dict[str, str] = {
     # labs.services.evacuation): nothing is wrong with the request or the cards.
     "capacity.maintenance": gettext_noop("the NPU servers are closed for maintenance"),
     "capacity.no_single_card": gettext_noop(
-        "capacity: no single card has both %(core_percent)s %% core and %(memory_mib)s MiB free"
+        "capacity: no single card has both %(core_percent)s %% core and %(memory_mib)s free"
     ),
     "node.selector": gettext_noop("node selector: no available node has the labels %(labels)s"),
     "node.instances_cap": gettext_noop("node instances: every available node holds its maximum of %(cap)s instances (%(nodes)s)"),
@@ -200,21 +201,21 @@ MESSAGES: dict[str, str] = {
     "node.instances_room": gettext_noop(
         "node instances: no available node has room for %(cards)s more instances under its maximum (%(nodes)s)"
     ),
-    "node.host_memory": gettext_noop("node memory: needs %(need_mib)s MiB; the most free is %(best_free_mib)s MiB on %(node)s"),
+    "node.host_memory": gettext_noop("node memory: needs %(need_mib)s; the most free is %(best_free_mib)s on %(node)s"),
     "node.host_cpu": gettext_noop(
-        "node CPU: needs %(need_millicores)s millicores; the most free is %(best_free_millicores)s millicores on %(node)s"
+        "node CPU: needs %(need_millicores)s; the most free is %(best_free_millicores)s on %(node)s"
     ),
     "node.host_memory_too_small": gettext_noop(
-        "node memory: needs %(need_mib)s MiB; the largest node has %(largest_mib)s MiB for lab sessions"
+        "node memory: needs %(need_mib)s; the largest node has %(largest_mib)s for lab sessions"
     ),
     "node.host_cpu_too_small": gettext_noop(
-        "node CPU: needs %(need_millicores)s millicores; the largest node has %(largest_millicores)s millicores for lab sessions"
+        "node CPU: needs %(need_millicores)s; the largest node has %(largest_millicores)s for lab sessions"
     ),
     "card.pinned_missing": gettext_noop("pinned card: no available node has a card with die id %(die_id)s"),
     "card.pinned_unhealthy": gettext_noop(
         "pinned card: the card with die id %(die_id)s (node %(node)s, card %(card)s) is unhealthy"
     ),
-    "card.too_small": gettext_noop("card memory: needs %(need_mib)s MiB; the largest card has %(largest_mib)s MiB"),
+    "card.too_small": gettext_noop("card memory: needs %(need_mib)s; the largest card has %(largest_mib)s"),
     "card.instances_cap": gettext_noop("card instances: every healthy card holds its maximum of %(cap)s instances"),
     "card.instances_caps": gettext_noop(
         "card instances: every healthy card holds its maximum of instances, %(inference_cap)s with an inference "
@@ -225,7 +226,7 @@ MESSAGES: dict[str, str] = {
         "(node %(node)s, card %(card)s)"
     ),
     "card.memory": gettext_noop(
-        "card memory: needs %(need_mib)s MiB; the most free on a healthy card is %(best_free_mib)s MiB "
+        "card memory: needs %(need_mib)s; the most free on a healthy card is %(best_free_mib)s "
         "(node %(node)s, card %(card)s)"
     ),
     # reclaim: the course is within its guarantee and other courses' borrowed sessions stand in the way
@@ -236,7 +237,7 @@ MESSAGES: dict[str, str] = {
     "reclaim.returning": gettext_noop("capacity is being returned from another course: about %(minutes)s min"),
     # fragmentation: why free capacity on a card is usable by nobody
     "stranded.card_full": gettext_noop("holds its maximum of %(cap)s instances"),
-    "stranded.memory_step": gettext_noop("has %(free_mib)s MiB free, less than one %(step_mib)s MiB step"),
+    "stranded.memory_step": gettext_noop("has %(free_mib)s free, less than one %(step_mib)s step"),
     "stranded.node_full": gettext_noop("its node holds its maximum of instances"),
     # -- why a node takes no placements: its device profile's preconditions (labs/domain/readiness.py) ----
     "readiness.vnpu_label": gettext_noop(
@@ -259,9 +260,57 @@ MESSAGES: dict[str, str] = {
     # -- parts of other reasons ------------------------------------------------------------------------
     "duration.minutes": gettext_noop("%(minutes)s min"),
     "duration.seconds": gettext_noop("%(seconds)s s"),
+    # An amount of ``AMOUNTS``, in the unit the portal's pages show: ``gib``/``cores`` is the
+    # figure ("1.5", "190"), already rounded.
+    "amount.gib": gettext_noop("%(gib)s GiB"),
+    "amount.core": gettext_noop("%(cores)s core"),
+    "amount.cores": gettext_noop("%(cores)s cores"),
+}
+
+MIB = "MiB"
+MILLICORES = "millicores"
+
+# The parameters that are amounts, by code: stored as ints in Kubernetes' units (MiB, millicores),
+# shown with their unit in the pages' (GiB, cores) when the reason is rendered, so a message
+# writes ``%(need_mib)s``, not ``%(need_mib)s MiB``, and reasons stored before still read right.
+AMOUNTS: dict[str, dict[str, str]] = {
+    "memory.granule": {"memory_mib": MIB, "granule_mib": MIB},
+    "memory.granularity": {"memory_mib": MIB, "step_mib": MIB},
+    "quota.ceiling_memory": {"need_mib": MIB, "limit_mib": MIB},
+    "quota.host_memory_cap": {"need_mib": MIB, "limit_mib": MIB},
+    "quota.host_cpu_cap": {"need_millicores": MILLICORES, "limit_millicores": MILLICORES},
+    "quota.host_memory": {"used": MIB, "limit": MIB, "need": MIB},
+    "quota.host_cpu": {"used": MILLICORES, "limit": MILLICORES, "need": MILLICORES},
+    "quota.memory": {"used": MIB, "limit": MIB, "need": MIB},
+    "quota.borrowing_limit_memory": {"used": MIB, "guarantee": MIB, "limit": MIB, "need": MIB},
+    "cohort.memory": {"over": MIB, "idle": MIB},
+    "capacity.no_single_card": {"memory_mib": MIB},
+    "node.host_memory": {"need_mib": MIB, "best_free_mib": MIB},
+    "node.host_cpu": {"need_millicores": MILLICORES, "best_free_millicores": MILLICORES},
+    "node.host_memory_too_small": {"need_mib": MIB, "largest_mib": MIB},
+    "node.host_cpu_too_small": {"need_millicores": MILLICORES, "largest_millicores": MILLICORES},
+    "card.too_small": {"need_mib": MIB, "largest_mib": MIB},
+    "card.memory": {"need_mib": MIB, "best_free_mib": MIB},
+    "stranded.memory_step": {"free_mib": MIB, "step_mib": MIB},
 }
 
 ParamValue = Union[int, str, "Reason"]
+
+
+def _figure(value: Decimal) -> str:
+    """``value`` to at most three decimals, without trailing zeros: "1.5", "190", "0.125"."""
+    text = f"{value.quantize(Decimal('0.001'), rounding=ROUND_HALF_UP):f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def amount(value: int, unit: str) -> Reason:
+    """An amount in the unit the pages show: MiB as GiB ("1.5 GiB"), millicores as cores ("190 cores")."""
+    if unit == MIB:
+        return Reason.of("amount.gib", gib=_figure(Decimal(value) / 1024))
+    if unit == MILLICORES:
+        cores = _figure(Decimal(value) / 1000)
+        return Reason.of("amount.core" if cores == "1" else "amount.cores", cores=cores)
+    raise ValueError(f"amount: unknown unit {unit!r}")
 
 
 def duration(seconds: int) -> Reason:
@@ -297,7 +346,12 @@ class Reason:
 
     def render(self, translate: Callable[[str], str] = gettext_noop) -> str:
         """The reason in words: ``translate`` is ``gettext`` for the reader's language."""
-        values = {name: value.render(translate) if isinstance(value, Reason) else value for name, value in self.params}
+        units = AMOUNTS.get(self.code, {})
+        values = {}
+        for name, value in self.params:
+            if name in units and isinstance(value, int):
+                value = amount(value, units[name])
+            values[name] = value.render(translate) if isinstance(value, Reason) else value
         return translate(MESSAGES[self.code]) % values
 
     def __str__(self) -> str:

@@ -62,7 +62,7 @@ def test_medium_sessions_are_bound_by_card_memory():
     assert sum(isinstance(d, Placed) for d in decisions) == 64
     reason = decisions[-1].reason
     assert (reason.code, reason.kwargs["need_mib"], reason.kwargs["best_free_mib"]) == ("card.memory", 8192, 0)
-    assert str(reason).startswith("card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB")
+    assert str(reason).startswith("card memory: needs 8 GiB; the most free on a healthy card is 0 GiB")
 
 
 def test_binpack_fills_the_used_card_before_opening_an_empty_one():
@@ -119,7 +119,7 @@ def test_a_student_at_their_limit_waits_while_others_are_admitted():
 def test_a_request_larger_than_any_card_is_refused_not_queued():
     decisions = allocate([server(memory_mib=32768)], requests(1, memory=40960), {1: BIG}, {})
     assert decisions == [Refused("r0", Reason.of("card.too_small", need_mib=40960, largest_mib=32768))]
-    assert str(decisions[0].reason) == "card memory: needs 40960 MiB; the largest card has 32768 MiB"
+    assert str(decisions[0].reason) == "card memory: needs 40 GiB; the largest card has 32 GiB"
 
 
 def test_a_request_larger_than_the_course_guarantee_is_refused():

@@ -188,7 +188,7 @@ def test_fragmentation_reports_capacity_stranded_on_full_cards():
     assert report.stranded_memory_mib == 48 * GIB + 64
     assert [(c.card_index, str(c.why)) for c in report.cards] == [
         (0, "holds its maximum of 16 instances"),
-        (1, "has 64 MiB free, less than one 128 MiB step"),
+        (1, "has 0.063 GiB free, less than one 0.125 GiB step"),
     ]
     assert report.cards[1].why == Reason.of("stranded.memory_step", free_mib=64, step_mib=128)
 

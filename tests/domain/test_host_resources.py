@@ -35,7 +35,7 @@ def test_a_node_never_holds_more_host_memory_than_it_offers() -> None:
 
     assert placed == 2
     assert cluster.explain(request("x", host_mib=8 * GIB)).render() == (
-        "node memory: needs 8192 MiB; the most free is 4096 MiB on n1"
+        "node memory: needs 8 GiB; the most free is 4 GiB on n1"
     )
     cluster.check_invariants()
 
@@ -76,7 +76,7 @@ def test_the_allocator_refuses_what_no_node_can_ever_hold_and_queues_what_waits_
 
     refused, waiting = decisions
     assert isinstance(refused, Refused)
-    assert refused.reason.render() == "node memory: needs 16384 MiB; the largest node has 12288 MiB for lab sessions"
+    assert refused.reason.render() == "node memory: needs 16 GiB; the largest node has 12 GiB for lab sessions"
     assert isinstance(waiting, Waiting)
     assert waiting.reason.code == "node.host_memory"
     assert not any(isinstance(d, Placed) for d in decisions)

@@ -32,7 +32,7 @@ def test_a_request_no_card_can_take_is_explained_with_the_measured_memory():
     cluster = Cluster([two_cards(unlisted0=60 * GIB, unlisted1=60 * GIB)])
     assert cluster.choose(req("r", memory=8 * GIB)) is None
     reason = cluster.explain(req("r", memory=8 * GIB))
-    assert "4096" in reason.render()  # the most free memory on any card
+    assert "4 GiB" in reason.render()  # the most free memory on any card
 
 
 def test_unlisted_memory_is_no_instance_and_no_ai_core():

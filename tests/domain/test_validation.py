@@ -86,7 +86,7 @@ def test_a_size_off_every_nodes_memory_step_is_refused_not_left_waiting():
     vnpu = [node("v", granule=1024), node("w", granule=1024, available=False)]
     (decision,) = allocate(vnpu, [req("r", memory=1536)], {1: UNLIMITED}, {}, now=0)
     assert isinstance(decision, Refused)
-    assert str(decision.reason) == "memory granularity: 1536 MiB is not a multiple of the 1024 MiB the nodes allocate in"
+    assert str(decision.reason) == "memory granularity: 1.5 GiB is not a multiple of the 1 GiB the nodes allocate in"
 
 
 def test_a_size_some_node_could_take_waits_rather_than_being_refused():

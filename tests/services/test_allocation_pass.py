@@ -62,7 +62,7 @@ def test_a_session_that_can_never_fit_fails_with_the_reason(db):
     session.refresh_from_db()
     assert result.refused == [str(session.pk)]
     assert session.state == "failed"
-    assert session.reason == "card memory: needs 40960 MiB; the largest card has 32768 MiB"
+    assert session.reason == "card memory: needs 40 GiB; the largest card has 32 GiB"
     assert session.ended_at is not None
 
 

@@ -27,7 +27,7 @@ PROCESSES = 4
             1,
             {"instance_count": 128, "memory_mib": 16 * CARD_MIB},
             64,
-            "card memory: needs 8192 MiB; the most free on a healthy card is 0 MiB (node n1, card 0)",
+            "card memory: needs 8 GiB; the most free on a healthy card is 0 GiB (node n1, card 0)",
         ),
     ],
     ids=["quota-binds", "capacity-binds"],

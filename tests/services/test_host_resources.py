@@ -77,16 +77,16 @@ def test_a_launch_that_would_overcommit_the_nodes_memory_waits_and_says_why(worl
     assert LabSession.objects.get(pk=first).state == SessionState.ADMITTED
     waiting = LabSession.objects.get(pk=second)
     assert waiting.state == SessionState.QUEUED
-    assert waiting.reason == f"node memory: needs 8192 MiB; the most free is 6144 MiB on {node.name}"
+    assert waiting.reason == f"node memory: needs 8 GiB; the most free is 6 GiB on {node.name}"
     assert Allocation.objects.filter(released_at__isnull=True).count() == 1
     # The student's page says it, in the student's language too.
     client = Client()
     client.force_login(world["students"][1])
     english = client.get(f"/sessions/{second}/", HTTP_ACCEPT="application/json").json()["session"]
-    assert "node memory: needs 8192 MiB; the most free is 6144 MiB" in english["reason"]
+    assert "node memory: needs 8 GiB; the most free is 6 GiB" in english["reason"]
     with translation.override("zh-hans"):
         chinese = client.get(f"/sessions/{second}/", HTTP_ACCEPT="application/json", HTTP_ACCEPT_LANGUAGE="zh-hans")
-    assert "8192" in chinese.json()["session"]["reason"]
+    assert "需要 8 GiB" in chinese.json()["session"]["reason"]
     assert "node memory" not in chinese.json()["session"]["reason"]
 
 
@@ -100,7 +100,7 @@ def test_a_launch_no_node_could_ever_hold_is_refused_with_the_largest_node(world
 
     refused = LabSession.objects.get(pk=session)
     assert refused.state == SessionState.FAILED
-    assert refused.reason == "node memory: needs 8192 MiB; the largest node has 6144 MiB for lab sessions"
+    assert refused.reason == "node memory: needs 8 GiB; the largest node has 6 GiB for lab sessions"
 
 
 def test_cpu_is_counted_like_memory(world, settings):
@@ -114,7 +114,7 @@ def test_cpu_is_counted_like_memory(world, settings):
     allocation_pass()
 
     assert LabSession.objects.get(pk=second.pk).reason == (
-        f"node CPU: needs 2000 millicores; the most free is 1000 millicores on {node.name}"
+        f"node CPU: needs 2 cores; the most free is 1 core on {node.name}"
     )
 
 
@@ -167,7 +167,7 @@ def test_a_course_host_memory_cap_queues_a_launch_beyond_it_and_refuses_one_larg
 
     assert LabSession.objects.get(pk=first.pk).state == SessionState.ADMITTED
     assert LabSession.objects.get(pk=second.pk).reason == (
-        "course quota: 4096 of 6144 MiB of host memory in use; needs 4096 MiB more"
+        "course quota: host memory: 4 GiB of 6 GiB in use; needs 4 GiB more"
     )
     world["course"].quota.host_memory_cap_mib = 2 * GIB
     world["course"].quota.save(update_fields=["host_memory_cap_mib"])
@@ -175,5 +175,5 @@ def test_a_course_host_memory_cap_queues_a_launch_beyond_it_and_refuses_one_larg
     refused = LabSession.objects.get(pk=second.pk)
     assert (refused.state, refused.reason) == (
         SessionState.FAILED,
-        "course quota: needs 4096 MiB of host memory; the course can hold at most 2048 MiB",
+        "course quota: needs 4 GiB of host memory; the course can hold at most 2 GiB",
     )
