@@ -111,11 +111,13 @@ def quota_messages(errors: list[QuotaError]) -> dict[str, list[str]]:
 class GiBField(forms.DecimalField):
     """Memory typed in GiB (``4``, ``0.5``, ``1.125``), cleaned to MiB; off the step is an error."""
 
-    def __init__(self, *, step_mib: int = MEMORY_GRANULE_MIB, **kwargs) -> None:
+    def __init__(self, *, step_mib: int = MEMORY_GRANULE_MIB, off_step: str | None = None, **kwargs) -> None:
         kwargs.setdefault("min_value", Decimal(0))
         kwargs.setdefault("max_digits", 12)
         kwargs.setdefault("decimal_places", 3)
         super().__init__(**kwargs)
+        # What a value off the step is told (``step``, ``below``, ``above``); the quota's grid message if none.
+        self.off_step = off_step
         self.set_step(step_mib)
 
     def set_step(self, step_mib: int) -> None:
@@ -132,7 +134,10 @@ class GiBField(forms.DecimalField):
         except InvalidOperation:
             raise forms.ValidationError(_("Enter a number of GiB.")) from None
         if mib != mib.to_integral_value() or int(mib) % self.step_mib:
-            raise forms.ValidationError(grid_error("", int(mib), self.step_mib).render(_, amount_text))
+            error = grid_error("", int(mib), self.step_mib)
+            if self.off_step is None:
+                raise forms.ValidationError(error.render(_, amount_text))
+            raise forms.ValidationError(str(self.off_step) % {name: amount_text(a) for name, a in error.params.items()})
         return int(mib)
 
 
@@ -242,6 +247,13 @@ def allowed_label(allowed: AllowedImage) -> str:
     return label
 
 
+# A template's host memory and scratch disk in GiB: one 128 MiB step at least, at most what a
+# PositiveIntegerField of MiB holds, down to the step.
+HOST_GIB_MIN = Decimal(MEMORY_GRANULE_MIB) / 1024
+HOST_GIB_MAX = Decimal((2**31 - 1) // MEMORY_GRANULE_MIB * MEMORY_GRANULE_MIB) / 1024
+HOST_MEMORY_OFF_STEP = gettext_lazy("Host memory is given in steps of %(step)s: use %(below)s or %(above)s.")
+
+
 class TemplateForm(forms.Form):
     """A course's own template: what runs (from the institution's allow-list) and its NPU share."""
 
@@ -292,14 +304,30 @@ class TemplateForm(forms.Form):
         help_text=gettext_lazy("Kept for the lab on its server; 1000 = one core. Empty: the default of the kind."),
     )
     cpu_limit_millicores = forms.IntegerField(label=gettext_lazy("CPU limit (millicores)"), required=False, min_value=1)
-    host_memory_request_mib = forms.IntegerField(
-        label=gettext_lazy("Host memory request (MiB)"),
+    # Host memory and scratch disk are typed in GiB on the 128 MiB grid (0.125 GiB), so the MiB
+    # the model keeps are exact; at most what the model's column holds.
+    host_memory_request_mib = GiBField(
+        label=gettext_lazy("Host memory request (GiB)"),
         required=False,
-        min_value=1,
+        min_value=HOST_GIB_MIN,
+        max_value=HOST_GIB_MAX,
+        off_step=HOST_MEMORY_OFF_STEP,
         help_text=gettext_lazy("The server's RAM kept for the lab. Empty: the default of the kind."),
     )
-    host_memory_limit_mib = forms.IntegerField(label=gettext_lazy("Host memory limit (MiB)"), required=False, min_value=1)
-    ephemeral_storage_mib = forms.IntegerField(label=gettext_lazy("Scratch disk (MiB)"), required=False, min_value=1)
+    host_memory_limit_mib = GiBField(
+        label=gettext_lazy("Host memory limit (GiB)"),
+        required=False,
+        min_value=HOST_GIB_MIN,
+        max_value=HOST_GIB_MAX,
+        off_step=HOST_MEMORY_OFF_STEP,
+    )
+    ephemeral_storage_mib = GiBField(
+        label=gettext_lazy("Scratch disk (GiB)"),
+        required=False,
+        min_value=HOST_GIB_MIN,
+        max_value=HOST_GIB_MAX,
+        off_step=gettext_lazy("Scratch disk is given in steps of %(step)s: use %(below)s or %(above)s."),
+    )
 
     HOST_FIELDS = (
         "cpu_request_millicores",

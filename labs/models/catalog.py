@@ -10,10 +10,16 @@ from django.utils.translation import gettext_lazy as _
 
 from labs.domain.images import is_image_reference
 from labs.domain.placement import SharePolicy
+from labs.domain.reasons import MIB, amount
 from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, WHOLE_CARDS_MAX, Scenario
 from labs.drivers import get_driver
 from labs.drivers.base import launches_vllm_serve
 from labs.models.cluster import Card, Node
+
+
+def gib_words(memory_mib: int) -> str:
+    """Memory in GiB in the active language, as the forms ask for it ("1.5 GiB")."""
+    return amount(memory_mib, MIB).render(gettext)
 
 
 def validate_memory_granule(value: int) -> None:
@@ -254,8 +260,8 @@ class LabTemplate(models.Model):
             ) % {"limit": cpu_limit, "request": cpu_request}
         if mib_request and mib_limit and mib_limit < mib_request:
             errors["host_memory_limit_mib"] = gettext(
-                "The memory limit (%(limit)s MiB) must be at least the request (%(request)s MiB)."
-            ) % {"limit": mib_limit, "request": mib_request}
+                "The memory limit (%(limit)s) must be at least the request (%(request)s)."
+            ) % {"limit": gib_words(mib_limit), "request": gib_words(mib_request)}
         if self.card_count and self.card_count > 1:
             errors.update(self._whole_card_errors())
         largest_cpu, largest_mib = Node.objects.largest_host()
@@ -265,8 +271,8 @@ class LabTemplate(models.Model):
             ) % {"request": cpu_request, "largest": largest_cpu}
         if largest_mib is not None and mib_request and mib_request > largest_mib:
             errors["host_memory_request_mib"] = gettext(
-                "No node can give %(request)s MiB; the largest has %(largest)s MiB for lab sessions."
-            ) % {"request": mib_request, "largest": largest_mib}
+                "No node can give %(request)s of memory; the largest has %(largest)s for lab sessions."
+            ) % {"request": gib_words(mib_request), "largest": gib_words(largest_mib)}
         if errors:
             raise ValidationError(errors)
 
@@ -286,8 +292,8 @@ class LabTemplate(models.Model):
             ) % {"cards": n, "most": most_cards}
         if sizes_mib and self.memory_mib is not None and self.memory_mib not in sizes_mib:
             errors["memory_mib"] = gettext(
-                "A lab on whole cards has each card's whole memory: %(sizes)s, not %(memory)s MiB."
-            ) % {"sizes": ", ".join(f"{size} MiB" for size in sizes_mib), "memory": self.memory_mib}
+                "A lab on whole cards has each card's whole memory: %(sizes)s, not %(memory)s."
+            ) % {"sizes": ", ".join(gib_words(size) for size in sizes_mib), "memory": gib_words(self.memory_mib)}
         return errors
 
     def _clean_share_policy(self) -> None:

@@ -35,9 +35,9 @@ VLLM_IMAGE = "registry.example.edu/vllm-ascend:0.9"
 OWN_HOST = {
     "cpu_request_millicores": "1500",
     "cpu_limit_millicores": "6000",
-    "host_memory_request_mib": "4096",
-    "host_memory_limit_mib": "12288",
-    "ephemeral_storage_mib": "20480",
+    "host_memory_request_mib": "4",
+    "host_memory_limit_mib": "12",
+    "ephemeral_storage_mib": "20",
 }
 FACTS = ClusterFacts(cards_by_node=(8,), largest_card_mib=65536, memory_total_mib=8 * 65536, memory_step_mib=1024)
 CASES = list(itertools.product(("jupyter", "vllm"), ("development", "inference"), ("defaults", "own")))

@@ -47,7 +47,7 @@ def test_whole_cards_with_less_than_a_cards_memory_are_refused_saying_the_cards_
     node_with_cards(cards=8)
 
     assert errors_of(template(card_count=2, memory_mib=8192))["memory_mib"] == [
-        "A lab on whole cards has each card's whole memory: 65536 MiB, not 8192 MiB."
+        "A lab on whole cards has each card's whole memory: 64 GiB, not 8 GiB."
     ]
 
 

@@ -142,7 +142,7 @@ def test_the_allocation_records_the_host_request_and_a_release_gives_it_back(wor
     [
         ("cpu_limit_millicores", 100, "must be at least the request"),
         ("host_memory_limit_mib", 1024, "must be at least the request"),
-        ("host_memory_request_mib", 64 * GIB, "No node can give 65536 MiB; the largest has"),
+        ("host_memory_request_mib", 64 * GIB, "No node can give 64 GiB of memory; the largest has"),
     ],
 )
 def test_a_template_with_a_limit_below_its_request_or_beyond_every_node_is_invalid(world, settings, field, value, message):

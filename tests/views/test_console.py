@@ -580,7 +580,7 @@ def test_a_vllm_template_gets_the_host_defaults_of_its_kind_and_a_jupyter_one_it
     client.post(url(course, "templates/"), {**base, "name": "small model", "image": model.pk})
     client.post(
         url(course, "templates/"),
-        {**base, "name": "big data", "image": lab.pk, "host_memory_request_mib": 16384, "host_memory_limit_mib": 32768},
+        {**base, "name": "big data", "image": lab.pk, "host_memory_request_mib": "16", "host_memory_limit_mib": "32"},
     )
 
     served = LabTemplate.objects.get(name="small model")
@@ -600,11 +600,11 @@ def test_a_template_is_refused_a_host_limit_below_its_request_or_more_memory_tha
 
     below = client.post(url(course, "templates/"), {**base, "cpu_request_millicores": 2000, "cpu_limit_millicores": 1000})
     beyond = client.post(
-        url(course, "templates/"), {**base, "host_memory_request_mib": 40 * 1024, "host_memory_limit_mib": 40 * 1024}
+        url(course, "templates/"), {**base, "host_memory_request_mib": "40", "host_memory_limit_mib": "40"}
     )
 
     assert "must be at least the request" in str(below.context["form"].errors["cpu_limit_millicores"])
-    assert "No node can give 40960 MiB; the largest has 32768 MiB" in str(
+    assert "No node can give 40 GiB of memory; the largest has 32 GiB" in str(
         beyond.context["form"].errors["host_memory_request_mib"]
     )
     assert not LabTemplate.objects.filter(name="t").exists()
