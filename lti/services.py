@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 from labs import dispatch
 from labs.domain.states import ACTIVE
 from labs.models import Affiliation, Course, Enrollment, Institution, LabSession, LabTemplate
+from labs.presentation import label_separator
 from labs.services import catalog, roster
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
@@ -357,6 +358,9 @@ class SyncReport:
     skipped: int = 0
     updated: list[str] = field(default_factory=list)  # "name: what changed", per member whose details changed
     refused: list[str] = field(default_factory=list)  # "name: why", per member whose new e-mail was refused
+    joined: list[str] = field(default_factory=list)  # the names of the members added
+    roles: list[str] = field(default_factory=list)  # "name: old → new", per member whose role changed
+    left: list[str] = field(default_factory=list)  # the names of the members removed
 
 
 def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport:
@@ -390,11 +394,16 @@ def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport
             if current is None:
                 roster.roster_add(course=course, identifier=user.get_username(), role=role, by=by)
                 report.added += 1
+                report.joined.append(user.get_full_name() or user.get_username())
             elif current != role:
                 roster.roster_set_role(course=course, user_id=user.pk, role=role, by=by)
                 report.changed += 1
+                report.roles.append(
+                    f"{user.get_full_name() or user.get_username()}{label_separator()}"
+                    f"{Enrollment.Role(current).label} → {Enrollment.Role(role).label}"
+                )
             if current is not None and change.changes:
-                report.updated.append(f"{user.get_full_name() or user.get_username()}: {change.description}")
+                report.updated.append(f"{user.get_full_name() or user.get_username()}{label_separator()}{change.description}")
                 if current == role:  # else the role change counted the member already
                     report.changed += 1
         except roster.RosterError as exc:
@@ -402,10 +411,11 @@ def roster_sync(*, context: Context, members: list[dict], by=None) -> SyncReport
             report.skipped += 1
     managed = Identity.objects.filter(registration=registration).values("user_id")
     gone = Enrollment.objects.filter(course=course, user_id__in=managed).exclude(user_id__in=listed)
-    for user_id in gone.values_list("user_id", flat=True):
+    for enrollment in gone.select_related("user"):
         try:
-            roster.roster_remove(course=course, user_id=user_id, by=by)
+            roster.roster_remove(course=course, user_id=enrollment.user_id, by=by)
             report.removed += 1
+            report.left.append(enrollment.user.get_full_name() or enrollment.user.get_username())
         except roster.RosterError as exc:
             logger.info("LTI roster sync of course %s: %s", course.pk, exc)
             report.skipped += 1

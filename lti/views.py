@@ -30,6 +30,7 @@ from labs.services.sessions import LaunchRefused
 from lti import services, tool
 from lti.models import Identity
 from lti.selectors import context_of_course, deep_link_templates, frame_origins
+from lti.sync_message import refused_message, sync_message
 
 logger = logging.getLogger(__name__)
 
@@ -208,9 +209,7 @@ def roster_sync(request: HttpRequest, course_id: int) -> HttpResponse:
         logger.warning("LTI roster sync of course %s failed: %s", course.pk, services._safe_error(exc))
         messages.error(request, _("The LMS did not answer the roster request; try again later."))
     else:
-        messages.success(
-            request,
-            _("Roster synced from the LMS: %(added)d added, %(changed)d changed, %(removed)d removed.")
-            % {"added": report.added, "changed": report.changed, "removed": report.removed},
-        )
+        messages.success(request, sync_message(report))
+        if refused := refused_message(report):
+            messages.warning(request, refused)
     return redirect("labs:course-roster", course_id=course.pk)
