@@ -331,6 +331,9 @@ LAB_SESSION_ENDED_HOOKS = ["lti.hooks.session_ended"]
 # The roster import asks it whether a course's members sign in through an LMS (its name, or "")
 # or get an invitation link to set a password (labs.services.roster.course_lms).
 ROSTER_COURSE_LMS = "lti.hooks.course_lms"
+# It finds the accounts a linked course's students sign in with, by e-mail, so a roster import
+# adds a student's LMS account rather than make a second account (labs.services.roster.lms_accounts).
+ROSTER_LMS_ACCOUNTS = "lti.hooks.lms_accounts"
 # A score the LMS does not take is tried again after base, 2 x base, 4 x base, ... (at most the
 # maximum), LTI_SCORE_MAX_ATTEMPTS times in all; then it has failed.
 LTI_SCORE_MAX_ATTEMPTS = env_setting("LTI_SCORE_MAX_ATTEMPTS")

@@ -10,9 +10,12 @@ The CSV has a header row naming its columns, in any order: ``username`` and/or `
 student), optional ``first_name`` and ``last_name``. A user who does not exist yet is created
 when the row gives a username, with no password: in a course linked to an LMS they sign in through
 it (LTI); otherwise the instructor sends each an invitation link to set a password
-(``RosterPlan.sign_in`` says which, before anything is written). A row with only an e-mail must
-match an existing account. A row is checked whole: every problem it has is listed. The import
-adds and changes; it removes nobody (members the file does not list stay).
+(``RosterPlan.sign_in`` says which, before anything is written). In a linked course a row whose
+username names no account but whose e-mail is that of a student's LMS account (one made by a
+launch or sync through the course's registration) adds that account: no second account is made
+(``lms_accounts``). A row with only an e-mail must match an existing account. A row is checked
+whole: every problem it has is listed. The import adds and changes; it removes nobody (members
+the file does not list stay).
 
 A roster sees only the accounts of its course's institution (``Affiliation``): a row naming
 another institution's account, by username or e-mail, is answered exactly as a row naming no
@@ -80,6 +83,7 @@ class RowPlan:
     user_id: int | None = None
     first_name: str = ""
     last_name: str = ""
+    lms_account: bool = False  # the account is the student's LMS account, found by the row's e-mail
 
     @property
     def message(self) -> str:
@@ -233,6 +237,13 @@ def _course_lms_hook():
     return import_string(settings.ROSTER_COURSE_LMS)
 
 
+def lms_accounts(course: Course, emails: set[str]) -> dict[str, list]:
+    """The accounts the students of ``course`` sign in with through its LMS, by lower-cased
+    e-mail, for the lower-cased ``emails`` (only the course's institution's):
+    ``settings.ROSTER_LMS_ACCOUNTS``, a dotted path to a function of the course and the e-mails."""
+    return import_string(settings.ROSTER_LMS_ACCOUNTS)(course, emails) if emails else {}
+
+
 def roster_plan(*, course: Course, text: str) -> RosterPlan:
     """What importing ``text`` would do to the roster of ``course``; writes nothing."""
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
@@ -267,6 +278,14 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
     )
     lms = course_lms(course)
     plan.sign_in, plan.lms = (SignIn.LMS, lms) if lms else (SignIn.INVITATION, "")
+    # A linked course's students have an account already once they have signed in through the
+    # LMS: a row naming no account of the portal is theirs when its e-mail is, not a second one.
+    by_lms = (
+        lms_accounts(course, {row["email"].lower() for _n, row in raws if row.get("email") and row.get("username")})
+        if lms
+        else {}
+    )
+    matched: set[int] = set()  # the accounts the rows before named
     for number, row in raws:
         if not any(row.values()):
             continue  # a blank line
@@ -281,11 +300,24 @@ def roster_plan(*, course: Course, text: str) -> RosterPlan:
         if problem:
             entry.problems.append(problem)
             continue
+        if user is None and entry.email:
+            found = by_lms.get(entry.email.lower(), [])
+            if len(found) > 1:
+                entry.problems.append(_("more than one account of your LMS has this e-mail; add the student through the LMS"))
+                continue
+            user = found[0] if found else None
+            entry.lms_account = user is not None
+            if user is not None and user.pk in matched:
+                entry.problems.append(_("listed twice in this file"))
+                continue
+        if user is not None:
+            matched.add(user.pk)
         if user is None:
             entry.action = Action.CREATE
             continue
         entry.user_id = user.pk
-        entry.username = user.get_username()
+        if not entry.lms_account:  # an LMS account's name is the portal's code for it: the row's name is kept
+            entry.username = user.get_username()
         current = members.get(user.pk)
         if current is None:
             entry.action = Action.ADD
