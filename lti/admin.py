@@ -10,8 +10,8 @@ class DeploymentInline(admin.TabularInline):
 
 @admin.register(Registration)
 class RegistrationAdmin(admin.ModelAdmin):
-    list_display = ["name", "institution", "issuer", "client_id"]
-    list_filter = ["institution"]
+    list_display = ["name", "institution", "issuer", "client_id", "state"]
+    list_filter = ["institution", "state"]
     inlines = [DeploymentInline]
 
 

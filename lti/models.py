@@ -42,7 +42,13 @@ class ToolKey(models.Model):
 
 
 class Registration(models.Model):
-    """A platform (LMS) registered with the tool: what the operator copies from the LMS."""
+    """A platform (LMS) registered with the tool: what the operator copies from the LMS, or what
+    the LMS sent through Dynamic Registration (``lti.dynamic_registration``), which stays pending,
+    refusing launches, until an operator approves it."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("waiting for approval")
+        ACTIVE = "active", _("active")
 
     institution = models.ForeignKey("labs.Institution", on_delete=models.PROTECT, related_name="lti_registrations")
     name = models.CharField(_("name"), max_length=200)
@@ -52,6 +58,7 @@ class Registration(models.Model):
     auth_token_url = models.URLField(_("access token URL"), max_length=500)
     auth_audience = models.CharField(_("token audience (if not the token URL)"), max_length=500, blank=True)
     keyset_url = models.URLField(_("public keyset (JWKS) URL"), max_length=500)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -94,6 +101,12 @@ def registration_url_errors(fields: dict[str, str]) -> dict[str, list[Validation
 ISSUER_TAKEN = _(
     "This issuer is registered for another institution: an LMS belongs to one institution. "
     "A platform operator can remove the other registration first."
+)
+
+
+REGISTRATION_PENDING = _(
+    "This LMS registered the tool, but a portal operator has not approved the registration yet; "
+    "launches are refused until then. Ask your portal operator to approve it on the LMS page."
 )
 
 
@@ -203,3 +216,22 @@ class LaunchData(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class RegistrationLink(models.Model):
+    """A one-time Dynamic Registration URL an operator made for an institution: an LMS that opens
+    it registers itself into that institution (pending until approved). Only the SHA-256 of the
+    token is stored; the URL is shown once."""
+
+    institution = models.ForeignKey("labs.Institution", on_delete=models.CASCADE, related_name="lti_registration_links")
+    token_sha256 = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    # Each opening counts, failed ones too: a link cannot be used to make the portal call out for ever.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    used_at = models.DateTimeField(null=True, blank=True)
+    registration = models.ForeignKey(Registration, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    def __str__(self) -> str:
+        return f"registration link of {self.institution_id} until {self.expires_at:%Y-%m-%d %H:%M}"

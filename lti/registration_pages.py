@@ -52,6 +52,19 @@ class RegistrationForm(forms.ModelForm):
         return [line.strip() for line in self.cleaned_data["deployment_ids"].splitlines() if line.strip()]
 
 
+class LinkForm(forms.Form):
+    """The institution an LMS that opens a new Dynamic Registration link registers into."""
+
+    institution = forms.ModelChoiceField(queryset=Institution.objects.none(), label=_("Institution"))
+
+    def __init__(self, *args, scope, **kwargs):
+        super().__init__(*args, auto_id="link_%s", **kwargs)  # beside the registration form's own institution
+        institutions = institutions_for(scope=scope)
+        self.fields["institution"].queryset = institutions
+        if len(only := list(institutions[:2])) == 1:
+            self.fields["institution"].initial = only[0].pk
+
+
 def _tool_urls(request: HttpRequest) -> dict[str, str]:
     return {
         "login": request.build_absolute_uri(reverse("lti:login")),
@@ -71,6 +84,20 @@ def _save(request: HttpRequest, form: RegistrationForm, registration: Registrati
     )
 
 
+def page_context(request: HttpRequest, form: RegistrationForm | None = None) -> dict:
+    """What the LTI page shows: the tool's URLs, the registrations (those an LMS made by Dynamic
+    Registration apart, until approved) and the forms."""
+    rows = registrations_for(user=request.user)
+    return {
+        "tab": "lti",
+        "rows": rows.filter(state=Registration.State.ACTIVE),
+        "pending": rows.filter(state=Registration.State.PENDING),
+        "form": form or RegistrationForm(scope=request.operator_scope),
+        "link_form": LinkForm(scope=request.operator_scope),
+        "urls": _tool_urls(request),
+    }
+
+
 @operator_view()
 @require_http_methods(["GET", "POST"])
 def registrations(request: HttpRequest) -> HttpResponse:
@@ -79,11 +106,7 @@ def registrations(request: HttpRequest) -> HttpResponse:
         _save(request, form, None)
         messages.success(request, _("The LMS is registered."))
         return redirect("lti:ops-registrations")
-    return render(
-        request,
-        "lti/ops_registrations.html",
-        {"tab": "lti", "rows": registrations_for(user=request.user), "form": form, "urls": _tool_urls(request)},
-    )
+    return render(request, "lti/ops_registrations.html", page_context(request, form))
 
 
 @operator_view()

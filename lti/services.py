@@ -30,6 +30,7 @@ from labs.services.audit import audit_record
 from labs.services.member_details import DetailsChange, details_apply, details_change, details_describe
 from lti.models import (
     ISSUER_TAKEN,
+    REGISTRATION_PENDING,
     Context,
     Deployment,
     Identity,
@@ -238,7 +239,10 @@ def launch_provision(*, registration: Registration, claims: dict) -> LaunchResul
     and the resource link (with the template a deep link put on it). One transaction; raises
     ``LtiRefused`` (nothing written) when the launch lacks a course role or a context, and (403)
     when it is a deep-linking request from anyone but an instructor: only they add activities, so
-    nobody else is given an account or an enrolment by one."""
+    nobody else is given an account or an enrolment by one, and (403) through a registration an
+    operator has not approved yet."""
+    if registration.state != Registration.State.ACTIVE:
+        raise LtiRefused(str(REGISTRATION_PENDING), status=403)
     role = role_from_claims(claims.get(CLAIM + "roles") or [])
     if role is None:
         raise LtiRefused(_("The LMS gave you no role in this course (learner, teaching assistant or instructor)."))

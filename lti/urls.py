@@ -1,5 +1,6 @@
 from django.urls import path
 
+from lti import dynamic_registration_pages as dynamic
 from lti import registration_pages, views
 
 app_name = "lti"
@@ -10,6 +11,10 @@ urlpatterns = [
     path("lti/launch/", views.launch, name="launch"),
     path("lti/deep-link/", views.deep_link_respond, name="deep-link"),
     path("lti/courses/<int:course_id>/roster-sync/", views.roster_sync, name="roster-sync"),
+    path("lti/register/<str:token>/", dynamic.register, name="register"),
+    path("ops/lti/links/", dynamic.link_create, name="ops-registration-link"),
+    path("ops/lti/<int:registration_id>/approve/", dynamic.registration_approve, name="ops-registration-approve"),
+    path("ops/lti/<int:registration_id>/reject/", dynamic.registration_reject, name="ops-registration-reject"),
     path("ops/lti/", registration_pages.registrations, name="ops-registrations"),
     path("ops/lti/<int:registration_id>/", registration_pages.registration_edit, name="ops-registration-edit"),
     path("ops/lti/<int:registration_id>/delete/", registration_pages.registration_delete, name="ops-registration-delete"),

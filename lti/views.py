@@ -28,7 +28,7 @@ from labs.models import Enrollment
 from labs.selectors.console import CourseRole, course_for_console
 from labs.services.sessions import LaunchRefused
 from lti import services, tool
-from lti.models import Identity
+from lti.models import REGISTRATION_PENDING, Identity
 from lti.selectors import context_of_course, deep_link_templates, frame_origins
 from lti.sync_message import refused_message, sync_message
 
@@ -67,6 +67,8 @@ def oidc_login(request: HttpRequest) -> HttpResponse:
         registration = conf.registration_of(params.get("iss", ""), params.get("client_id")) if params.get("iss") else None
         if registration is None:
             return _error(request, _("This LMS is not registered with the portal (unknown issuer or client ID)."))
+        if registration.state != registration.State.ACTIVE:
+            return _error(request, str(REGISTRATION_PENDING), registration, status=403)
         keys = ["iss", "login_hint", "target_link_uri", "lti_message_hint", "lti_deployment_id", "client_id"]
         forward = {key: params[key] for key in keys if params.get(key)}
         forward["lti1p3_new_window"] = "1"

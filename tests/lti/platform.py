@@ -64,6 +64,9 @@ class Platform:
     scores_delay: float = 0.0
     # The membership service answers only after this many seconds (a platform that hangs).
     memberships_delay: float = 0.0
+    # More endpoints, by (method, path): a function of the request handler and the parsed URL
+    # that answers with ``handler._send`` (tests/lti/registrar.py serves Dynamic Registration).
+    routes: dict = field(default_factory=dict)
     url: str = ""
 
     # --- serving ---
@@ -93,6 +96,8 @@ class Platform:
 
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
+                if ("GET", parts.path) in platform.routes:
+                    return platform.routes["GET", parts.path](self, parts)
                 if parts.path == "/jwks":
                     return self._send(200, platform.jwks())
                 if parts.path == "/auth":
@@ -118,6 +123,8 @@ class Platform:
 
             def do_POST(self) -> None:
                 parts = urlsplit(self.path)
+                if ("POST", parts.path) in platform.routes:
+                    return platform.routes["POST", parts.path](self, parts)
                 if parts.path == "/token":
                     form = self._form()
                     try:

@@ -99,6 +99,9 @@ POSTS: dict[str, dict[str, str | list[str]]] = {
     "lti:ops-registrations": REGISTRATION,
     "lti:ops-registration-edit": REGISTRATION,
     "lti:ops-registration-delete": {},
+    "lti:ops-registration-link": {"institution": "{institution}"},
+    "lti:ops-registration-approve": {},  # the walk's registration is approved already: tests/lti/test_dynamic_registration.py
+    "lti:ops-registration-reject": {},
     "ops-tokens": {
         "institution": "{institution}",
         "name": "second",
