@@ -1,5 +1,5 @@
 """Dynamic Registration's pages: the registration URL an LMS opens, the operator's registration
-links and their Approve / Reject of what an LMS registered."""
+links and their Approve / Reject of what an LMS registered, and Canvas's developer-key JSON."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -17,7 +17,7 @@ from labs.views.operator import operator_view
 from lti import dynamic_registration
 from lti.registration_pages import LinkForm, page_context
 from lti.selectors import registration_for
-from lti.tool_configuration import ToolUrls
+from lti.tool_configuration import ToolUrls, canvas_configuration
 
 
 def tool_urls(request: HttpRequest) -> ToolUrls:
@@ -27,6 +27,13 @@ def tool_urls(request: HttpRequest) -> ToolUrls:
         launch=request.build_absolute_uri(reverse("lti:launch")),
         jwks=request.build_absolute_uri(reverse("lti:jwks")),
     )
+
+
+@require_GET
+def canvas_json(request: HttpRequest) -> JsonResponse:
+    response = JsonResponse(canvas_configuration(tool_urls(request)), json_dumps_params={"indent": 2})
+    response["Cache-Control"] = "max-age=300"
+    return response
 
 
 def _framed_by(response: HttpResponse, openid_configuration: str) -> HttpResponse:

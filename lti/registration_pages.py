@@ -70,6 +70,7 @@ def _tool_urls(request: HttpRequest) -> dict[str, str]:
         "login": request.build_absolute_uri(reverse("lti:login")),
         "launch": request.build_absolute_uri(reverse("lti:launch")),
         "jwks": request.build_absolute_uri(reverse("lti:jwks")),
+        "canvas": request.build_absolute_uri(reverse("lti:canvas-json")),
     }
 
 

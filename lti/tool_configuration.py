@@ -1,5 +1,5 @@
 """What the tool tells an LMS about itself, built from the portal's public URLs: the client
-registration of LTI Dynamic Registration 1.0.
+registration of LTI Dynamic Registration 1.0 and Canvas's LTI 1.3 developer-key JSON.
 
 Pure functions of ``ToolUrls``: the views pass the URLs of the host the request came to.
 """
@@ -71,3 +71,35 @@ def client_registration(urls: ToolUrls, *, scopes_supported: list[str] | None = 
         },
     }
 
+
+def canvas_configuration(urls: ToolUrls) -> dict:
+    """Canvas's LTI 1.3 developer-key JSON ("Enter URL" or "Paste JSON"): deep linking from the
+    assignment and module-link pickers, the course navigation link, AGS and NRPS, name and
+    e-mail shared (``public``)."""
+
+    def placement(name: str, message_type: str) -> dict:
+        return {"placement": name, "message_type": message_type, "target_link_uri": urls.launch, "text": TOOL_NAME}
+
+    return {
+        "title": TOOL_NAME,
+        "description": TOOL_DESCRIPTION,
+        "oidc_initiation_url": urls.login,
+        "target_link_uri": urls.launch,
+        "public_jwk_url": urls.jwks,
+        "scopes": SCOPES,
+        "custom_fields": {"canvas_course_id": "$Canvas.course.id"},
+        "extensions": [
+            {
+                "platform": "canvas.instructure.com",
+                "domain": urls.domain,
+                "privacy_level": "public",
+                "settings": {
+                    "placements": [
+                        placement("link_selection", "LtiDeepLinkingRequest"),
+                        placement("assignment_selection", "LtiDeepLinkingRequest"),
+                        placement("course_navigation", "LtiResourceLinkRequest"),
+                    ]
+                },
+            }
+        ],
+    }

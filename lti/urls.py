@@ -11,6 +11,7 @@ urlpatterns = [
     path("lti/launch/", views.launch, name="launch"),
     path("lti/deep-link/", views.deep_link_respond, name="deep-link"),
     path("lti/courses/<int:course_id>/roster-sync/", views.roster_sync, name="roster-sync"),
+    path("lti/canvas.json", dynamic.canvas_json, name="canvas-json"),
     path("lti/register/<str:token>/", dynamic.register, name="register"),
     path("ops/lti/links/", dynamic.link_create, name="ops-registration-link"),
     path("ops/lti/<int:registration_id>/approve/", dynamic.registration_approve, name="ops-registration-approve"),
