@@ -8,6 +8,7 @@ from django.utils import translation
 from playwright.sync_api import expect
 
 from labs.models import Course, InstitutionRole
+from tests.browser.test_instructor_console import Checker
 from tests.factories import PASSWORD, UserFactory, node_with_cards
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -54,6 +55,7 @@ def test_an_instructor_follows_the_next_links_from_a_new_course_to_ready(world, 
     expect(checklist.get_by_role("link", name=t(language, "Offer at least one template."))).to_be_visible()
     expect(checklist.get_by_role("link", name=t(language, "Enrol at least one student."))).to_be_visible()
     expect(page.locator(".flash.success")).to_contain_text(t(language, "Quota saved."))
+    Checker(page, language)("course-checklist")
     page.get_by_role("link", name=t(language, "Next: offer templates")).click()
     expect(page).to_have_url(f"{portal_server}/courses/{course.pk}/templates/")
 
