@@ -11,7 +11,9 @@ from django import forms
 from django.utils.translation import override
 
 FORM_MODULES = (
-    "labs.forms",
+    "labs.forms.courses",
+    "labs.forms.lab_templates",
+    "labs.forms.students",
     "labs.views.operator",
     "labs.views.instructor",
     "labs.views.instructor_students",
