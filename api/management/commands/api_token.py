@@ -5,40 +5,27 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from api.management.credentials import CredentialCommand
 from api.models import ApiToken
-from api.scopes import SCOPES, unknown_scopes
 from api.services import token_create, token_revoke
-from labs.models import Institution
 
 
-class Command(BaseCommand):
+class Command(CredentialCommand):
     help = "Create, list or revoke institution API tokens (docs/lms.md 'REST API')."
+    create_help = "make a token and print it (shown only this once)"
+    list_help = "the tokens (prefixes, never secrets)"
+    revoke_help = "revoke a token by its prefix"
+    revoke_arg = "prefix"
 
-    def add_arguments(self, parser) -> None:
-        sub = parser.add_subparsers(dest="action", required=True)
-        create = sub.add_parser("create", help="make a token and print it (shown only this once)")
-        create.add_argument("--institution", required=True, help="the institution's slug")
-        create.add_argument("--name", required=True)
-        create.add_argument("--scopes", nargs="+", required=True, help=f"any of: {' '.join(SCOPES)}; 'all' for every one")
+    def add_create_arguments(self, create) -> None:
         create.add_argument("--expires-in-days", type=int, default=None)
-        listing = sub.add_parser("list", help="the tokens (prefixes, never secrets)")
-        listing.add_argument("--institution", default=None)
-        revoke = sub.add_parser("revoke", help="revoke a token by its prefix")
-        revoke.add_argument("prefix")
-
-    def handle(self, *args, action: str, **options) -> None:
-        getattr(self, f"_{action}")(**options)
 
     def _create(self, *, institution: str, name: str, scopes: list[str], expires_in_days: int | None, **_options) -> None:
-        found = Institution.objects.filter(slug=institution).first()
-        if found is None:
-            raise CommandError(f"No institution has the slug {institution!r}.")
-        scopes = list(SCOPES) if scopes == ["all"] else [s for part in scopes for s in part.split(",") if s]
-        if unknown := unknown_scopes(scopes):
-            raise CommandError(f"Unknown scopes {', '.join(unknown)}; use any of: {' '.join(SCOPES)}.")
+        found = self.institution(institution)
+        scopes = self.scopes(scopes)
         if expires_in_days is not None and expires_in_days < 1:
             raise CommandError("--expires-in-days must be at least 1.")
         expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None

@@ -5,41 +5,25 @@ its access tokens with it."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from api.management.credentials import CredentialCommand
 from api.models import OAuthClient
 from api.oauth import oauth_client_create, oauth_client_revoke
-from api.scopes import SCOPES, unknown_scopes
-from labs.models import Institution
 
 
-class Command(BaseCommand):
+class Command(CredentialCommand):
     help = "Create, list or revoke institutions' OAuth 2.0 clients (docs/lms.md 'REST API')."
-
-    def add_arguments(self, parser) -> None:
-        sub = parser.add_subparsers(dest="action", required=True)
-        create = sub.add_parser("create", help="make a client and print its id and secret (the secret only this once)")
-        create.add_argument("--institution", required=True, help="the institution's slug")
-        create.add_argument("--name", required=True)
-        create.add_argument("--scopes", nargs="+", required=True, help=f"any of: {' '.join(SCOPES)}; 'all' for every one")
-        listing = sub.add_parser("list", help="the clients (ids, never secrets)")
-        listing.add_argument("--institution", default=None)
-        revoke = sub.add_parser("revoke", help="delete a client by its client id; its access tokens stop working")
-        revoke.add_argument("client_id")
-
-    def handle(self, *args, action: str, **options) -> None:
-        getattr(self, f"_{action}")(**options)
+    create_help = "make a client and print its id and secret (the secret only this once)"
+    list_help = "the clients (ids, never secrets)"
+    revoke_help = "delete a client by its client id; its access tokens stop working"
+    revoke_arg = "client_id"
 
     def _create(self, *, institution: str, name: str, scopes: list[str], **_options) -> None:
-        found = Institution.objects.filter(slug=institution).first()
-        if found is None:
-            raise CommandError(f"No institution has the slug {institution!r}.")
+        found = self.institution(institution)
         if not name.strip():
             raise CommandError("--name must not be blank.")
-        scopes = list(SCOPES) if scopes == ["all"] else [s for part in scopes for s in part.split(",") if s]
-        if unknown := unknown_scopes(scopes):
-            raise CommandError(f"Unknown scopes {', '.join(unknown)}; use any of: {' '.join(SCOPES)}.")
-        client, secret = oauth_client_create(institution=found, name=name, scopes=scopes)
+        client, secret = oauth_client_create(institution=found, name=name, scopes=self.scopes(scopes))
         self.stdout.write(f"client_id: {client.application.client_id}\nclient_secret: {secret}")
         self.stderr.write("The secret is shown only now; it is stored hashed.")
 
