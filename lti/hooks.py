@@ -5,23 +5,18 @@ accounts they sign in with (``settings.ROSTER_LMS_ACCOUNTS``)."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.db.models.functions import Lower
-from django.utils import timezone
 
-from labs import dispatch
-from lti.models import Score
+from lti import grading
 from lti.selectors import context_of_course
-from lti.services import SCORE_TASK
 
 
 def session_ended(session_id) -> None:
     """A session launched from an LMS link that posts scores has ended (this runs inside the
-    transaction that ended it): its score becomes due in that transaction, and is sent to a
-    worker once it commits. Should that send be lost, beat's sweep finds the score due."""
-    due = Score.objects.filter(session_id=session_id, state=Score.State.PENDING, next_attempt_at__isnull=True)
-    if due.update(next_attempt_at=timezone.now()):
-        transaction.on_commit(lambda: dispatch.send(SCORE_TASK, str(session_id)), robust=True)
+    transaction that ended it): its score (``grading.session_completed``) becomes due in that
+    transaction, and is sent to a worker once it commits. Should that send be lost, beat's
+    sweep finds the score due."""
+    grading.session_completed(session_id)
 
 
 def course_lms(course) -> str:

@@ -159,16 +159,40 @@ class Context(models.Model):
         return f"{self.context_id} -> {self.course_id}"
 
 
+class ScoreSource(models.TextChoices):
+    """What a resource link's score is, chosen by the instructor when they add the activity."""
+
+    COMPLETION = "completion", _("Full marks when the lab ends")
+    NPU_TIME = "npu_time", _("Time on the NPU against a target")
+    LAB = "lab", _("A score the lab reports")
+
+
+class ActivityProgress(models.TextChoices):
+    """AGS 2.0 ``activityProgress``, in the order a session goes through them."""
+
+    INITIALIZED = "Initialized"
+    STARTED = "Started"
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+
+
 class ResourceLink(models.Model):
     """A link placed in the LMS course; deep-linked ones name the template they launch."""
 
     context = models.ForeignKey(Context, on_delete=models.CASCADE, related_name="resource_links")
     resource_link_id = models.CharField(max_length=255)
     template = models.ForeignKey("labs.LabTemplate", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    # Assignment and Grade Services: post 1.0 to the line item when the student's session ends.
+    # Assignment and Grade Services: post progress and a score to the line item as the student's
+    # sessions run and end (lti.grading). The line item is the launch's, or one the tool made in
+    # the platform's line item container (``lineitems_url``) the first time it needed one.
     score_on_end = models.BooleanField(default=False)
     lineitem_url = models.URLField(max_length=500, blank=True)
+    lineitems_url = models.URLField(max_length=500, blank=True)
     ags_scopes = models.JSONField(default=list, blank=True)
+    score_source = models.CharField(max_length=16, choices=ScoreSource.choices, default=ScoreSource.COMPLETION)
+    score_maximum = models.PositiveIntegerField(default=1)
+    # NPU time: the minutes of running lab that earn the whole score (score_source npu_time).
+    target_minutes = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["context", "resource_link_id"], name="lti_resource_link_unique")]
@@ -178,20 +202,28 @@ class ResourceLink(models.Model):
 
 
 class Score(models.Model):
-    """A score owed to the platform for one session (an outbox row), written in the launch's
-    transaction. The session's end makes it due (``next_attempt_at``, in the end's transaction);
-    a worker claims it (``lease_until``, a conditional UPDATE), posts it and marks it sent; a
-    failure is tried again at ``next_attempt_at``, which beat's sweep also watches, so a lost
-    task or a killed worker only delays it."""
+    """A score or a progress owed to the platform for one session (an outbox row), one per
+    ``activity_progress`` the session reaches: written, due, in the transaction of the change
+    (the launch, the lab running, its first activity); the ``Completed`` one is written in the
+    launch's and made due by the session's end, in the end's transaction. A worker claims a row
+    (``lease_until``, a conditional UPDATE), posts it and marks it sent; a failure is tried again
+    at ``next_attempt_at``, which beat's sweep also watches, so a lost task or a killed worker
+    only delays it. A session's rows go out in the order they happened (``occurred_at``, also
+    the score's timestamp, so the platform keeps the latest whatever arrives last)."""
 
     class State(models.TextChoices):
         PENDING = "pending", _("pending")
         SENT = "sent", _("sent")
         FAILED = "failed", _("failed")
 
-    session = models.OneToOneField("labs.LabSession", on_delete=models.CASCADE, related_name="lti_score")
+    session = models.ForeignKey("labs.LabSession", on_delete=models.CASCADE, related_name="lti_scores")
     resource_link = models.ForeignKey(ResourceLink, on_delete=models.CASCADE, related_name="scores")
     subject = models.CharField(max_length=255)
+    activity_progress = models.CharField(max_length=16, choices=ActivityProgress.choices, default=ActivityProgress.COMPLETED)
+    # When the session reached the progress (empty for a Completed row until the session ends).
+    occurred_at = models.DateTimeField(null=True, blank=True)
+    # The score of a Completed row: the lab's report while it runs, or worked out at the end.
+    score_given = models.FloatField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     # Empty while the session runs; then when the next attempt is due.
@@ -202,9 +234,10 @@ class Score(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["next_attempt_at"], condition=Q(state="pending"), name="lti_score_due")]
+        constraints = [models.UniqueConstraint(fields=["session", "activity_progress"], name="lti_score_one_per_progress")]
 
     def __str__(self) -> str:
-        return f"score of {self.session_id}: {self.state}"
+        return f"{self.activity_progress} of {self.session_id}: {self.state}"
 
 
 class LaunchData(models.Model):

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -28,6 +28,7 @@ from labs.services import catalog, roster
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.member_details import DetailsChange, details_apply, details_change, details_describe
+from lti import grading
 from lti.models import (
     ISSUER_TAKEN,
     REGISTRATION_PENDING,
@@ -45,12 +46,11 @@ from lti.tool import service_connector
 
 logger = logging.getLogger(__name__)
 
-SCORE_TASK = "lti.tasks.score_post"
+SCORE_TASK = grading.SCORE_TASK
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
-SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 DEEP_LINKING_REQUEST = "LtiDeepLinkingRequest"
 # Custom parameters a deep link puts on the resource link it creates.
 TEMPLATE_PARAM = "npu_template"
@@ -307,12 +307,20 @@ def _resource_link(*, registration: Registration, context: Context, claims: dict
             link.template = template
             changed.append("template")
     score_on_end = str(custom.get(SCORE_PARAM) or "").lower() in ("1", "true", "yes")
+    score_on_end = score_on_end or bool(custom.get(grading.SOURCE_PARAM))
     if score_on_end != link.score_on_end:
         link.score_on_end = score_on_end
         changed.append("score_on_end")
+    for name, value in grading.link_settings(custom).items():
+        if getattr(link, name) != value:
+            setattr(link, name, value)
+            changed.append(name)
     if ags.get("lineitem") and ags["lineitem"] != link.lineitem_url:
         link.lineitem_url = ags["lineitem"]
         changed.append("lineitem_url")
+    if ags.get("lineitems") and ags["lineitems"] != link.lineitems_url:
+        link.lineitems_url = ags["lineitems"]
+        changed.append("lineitems_url")
     if ags.get("scope") is not None and list(ags["scope"]) != link.ags_scopes:
         link.ags_scopes = list(ags["scope"])
         changed.append("ags_scopes")
@@ -323,7 +331,7 @@ def _resource_link(*, registration: Registration, context: Context, claims: dict
 
 def launch_template(*, result: LaunchResult) -> LabSession | None:
     """Launch the resource link's template for a student (unless one of it is open already) and,
-    when the link posts scores, owe the platform one for the session. ``LaunchRefused`` from the
+    when the link posts grades, owe the platform its progress and score (``grading.scores_owe``). ``LaunchRefused`` from the
     session service passes through: the student page says why."""
     from labs.services.sessions import session_launch
 
@@ -336,9 +344,9 @@ def launch_template(*, result: LaunchResult) -> LabSession | None:
         if not result.course.templates.filter(pk=template.pk).exists():
             catalog.template_attach(course=result.course, template_id=template.pk)
         session = session_launch(student=result.user, course=result.course, template=template)
-        if link.score_on_end and link.lineitem_url and SCORE_SCOPE in link.ags_scopes:
+        if grading.link_grades(link):
             subject = Identity.objects.get(user=result.user, issuer=link.context.registration.issuer).subject
-            Score.objects.create(session=session, resource_link=link, subject=subject)
+            grading.scores_owe(session=session, link=link, subject=subject)
     return session
 
 
@@ -450,6 +458,18 @@ def _score_due(now) -> Q:
     return Q(state=Score.State.PENDING, next_attempt_at__lte=now) & (Q(lease_until__isnull=True) | Q(lease_until__lte=now))
 
 
+def _score_behind() -> Exists:
+    """An earlier row of the same session is still to go: a session's rows go out in order."""
+    return Exists(
+        Score.objects.filter(
+            session_id=OuterRef("session_id"),
+            state=Score.State.PENDING,
+            next_attempt_at__isnull=False,
+            occurred_at__lt=OuterRef("occurred_at"),
+        )
+    )
+
+
 def score_retry_seconds(attempt: int) -> float:
     """How long to wait after failed attempt number ``attempt`` (1, 2, ...): ``LTI_SCORE_RETRY_BASE_SECONDS``,
     doubling each time, at most ``LTI_SCORE_RETRY_MAX_SECONDS``."""
@@ -457,20 +477,40 @@ def score_retry_seconds(attempt: int) -> float:
 
 
 def score_attempt(*, session_id) -> bool | None:
-    """Post the score a session owes (1.0, completed) if it is due and no other worker holds it.
+    """Post what a session owes (its progress and its score, ``lti.grading``), each row that is
+    due and held by no other worker, in the order they happened; stop at the first failure.
 
     The claim is a conditional UPDATE that counts the attempt and sets a lease (long enough for
     the access token and the post, each within ``LTI_HTTP_TIMEOUT_SECONDS``): a worker that dies
     while posting leaves a lease that runs out, and beat's sweep tries again. A failure is tried
     again ``score_retry_seconds`` later, until ``LTI_SCORE_MAX_ATTEMPTS``: then the score has
-    failed. Returns ``True`` when the score went out, ``False`` when this attempt failed, ``None``
-    when there was nothing to do (not due, sent, given up, or another worker has it).
+    failed. Returns ``True`` when a row went out (and none failed), ``False`` when an attempt
+    failed, ``None`` when there was nothing to do (not due, sent, given up, or another worker has it).
     """
+    outcome = None
+    while (posted := _score_attempt_next(session_id)) is not None:
+        if not posted:
+            return False
+        outcome = True
+    return outcome
+
+
+def _score_attempt_next(session_id) -> bool | None:
+    """``score_attempt`` for the session's first row that is due."""
     now = timezone.now()
-    lease = now + timedelta(seconds=4 * settings.LTI_HTTP_TIMEOUT_SECONDS + 1)
-    if Score.objects.filter(_score_due(now), session_id=session_id).update(lease_until=lease, attempts=F("attempts") + 1) != 1:
+    lease = now + timedelta(seconds=6 * settings.LTI_HTTP_TIMEOUT_SECONDS + 1)  # line item, token, post
+    first = (
+        Score.objects.filter(_score_due(now), session_id=session_id)
+        .exclude(_score_behind())
+        .order_by("occurred_at", "pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if first is None:
         return None
-    score = Score.objects.select_related("resource_link__context__registration").get(session_id=session_id)
+    if Score.objects.filter(_score_due(now), pk=first).update(lease_until=lease, attempts=F("attempts") + 1) != 1:
+        return None
+    score = Score.objects.select_related("resource_link__context__registration").get(pk=first)
     try:
         _score_put(score)
     except Exception as exc:
@@ -493,25 +533,28 @@ def score_attempt(*, session_id) -> bool | None:
 
 
 def _score_put(score: Score) -> None:
-    """Post ``score`` to its line item; raises on a platform error."""
+    """Post ``score`` (its progress, and its score when it has one) to the link's line item,
+    made first if the tool manages it (``grading.lineitem_ensure``); raises on a platform error.
+    The timestamp is when it happened: the platform keeps the latest, whatever arrives last."""
     from pylti1p3.assignments_grades import AssignmentsGradesService
     from pylti1p3.grade import Grade
     from pylti1p3.lineitem import LineItem
 
     link = score.resource_link
+    lineitem_url = link.lineitem_url or grading.lineitem_ensure(link_id=link.pk)
     ags = AssignmentsGradesService(
-        service_connector(link.context.registration), {"scope": link.ags_scopes, "lineitem": link.lineitem_url}
+        service_connector(link.context.registration), {"scope": link.ags_scopes, "lineitem": lineitem_url}
     )
     grade = (
         Grade()
-        .set_score_given(1.0)
-        .set_score_maximum(1.0)
-        .set_timestamp(datetime.now(UTC).isoformat())
-        .set_activity_progress("Completed")
-        .set_grading_progress("FullyGraded")
+        .set_timestamp((score.occurred_at or datetime.now(UTC)).isoformat())
+        .set_activity_progress(score.activity_progress)
+        .set_grading_progress(grading.grading_progress(score))
         .set_user_id(score.subject)
     )
-    ags.put_grade(grade, LineItem({"id": link.lineitem_url}))
+    if score.score_given is not None:
+        grade.set_score_given(score.score_given).set_score_maximum(link.score_maximum)
+    ags.put_grade(grade, LineItem({"id": lineitem_url}))
 
 
 def _safe_error(exc: Exception) -> str:
@@ -526,11 +569,10 @@ def contexts_to_sync():
 
 
 def scores_due(*, limit: int = 500) -> list:
-    """Sessions whose score is due and held by no worker: its send was lost, or its retry's."""
+    """Sessions with a row due and held by no worker: its send was lost, or its retry's."""
     now = timezone.now()
-    return list(
-        Score.objects.filter(_score_due(now)).order_by("next_attempt_at", "pk").values_list("session_id", flat=True)[:limit]
-    )
+    due = Score.objects.filter(_score_due(now)).order_by("next_attempt_at", "pk").values_list("session_id", flat=True)
+    return list(dict.fromkeys(due[:limit]))
 
 
 def scores_prune(*, now: datetime | None = None) -> int:

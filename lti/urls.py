@@ -1,7 +1,7 @@
 from django.urls import path
 
 from lti import dynamic_registration_pages as dynamic
-from lti import registration_pages, views
+from lti import lab_api, registration_pages, views
 
 app_name = "lti"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("ops/lti/links/", dynamic.link_create, name="ops-registration-link"),
     path("ops/lti/<int:registration_id>/approve/", dynamic.registration_approve, name="ops-registration-approve"),
     path("ops/lti/<int:registration_id>/reject/", dynamic.registration_reject, name="ops-registration-reject"),
+    path("lti/sessions/<uuid:session_id>/score/", lab_api.session_score, name="session-score"),
     path("ops/lti/", registration_pages.registrations, name="ops-registrations"),
     path("ops/lti/<int:registration_id>/", registration_pages.registration_edit, name="ops-registration-edit"),
     path("ops/lti/<int:registration_id>/delete/", registration_pages.registration_delete, name="ops-registration-delete"),

@@ -566,8 +566,9 @@ API_PROGRESS_MAX_SECONDS = env_setting("API_PROGRESS_MAX_SECONDS")
 API_PROGRESS_POLL_SECONDS = env_setting("API_PROGRESS_POLL_SECONDS")
 
 # --- Webhooks (webhooks/, docs/lms.md) ----------------------------------------------------------
-# Called with session events inside the transaction of the change (labs.services.events): the LMS webhooks' outbox.
-LAB_SESSION_EVENT_HOOKS = ["webhooks.hooks.session_events"]
+# Called with session events inside the transaction of the change (labs.services.events): the LMS
+# webhooks' outbox, and the LTI grade progress (lti.grading).
+LAB_SESSION_EVENT_HOOKS = ["webhooks.hooks.session_events", "lti.grading.session_events"]
 # One attempt waits this long for an answer; a failed delivery is tried again after about
 # base, 4 x base, 16 x base, ... (at most WEBHOOK_RETRY_MAX_SECONDS), WEBHOOK_MAX_ATTEMPTS times in all.
 WEBHOOK_TIMEOUT_SECONDS = env_setting("WEBHOOK_TIMEOUT_SECONDS")

@@ -38,7 +38,7 @@ from labs.domain.idle import Activity, Verdict, idle_verdict
 from labs.domain.reasons import Reason
 from labs.domain.states import SessionState
 from labs.models import InstanceSample, LabSession, LabTemplate
-from labs.services.events import events_batch, session_changes_publish
+from labs.services.events import events_batch, session_changes_publish, session_events_record
 from labs.services.sessions import reason_fields, session_stop
 
 logger = logging.getLogger(__name__)
@@ -155,6 +155,7 @@ def activity_check(*, now: datetime | None = None) -> ActivityReport:
     report.looked = len(looks)
     with events_batch(), transaction.atomic():
         changed = []
+        used = []  # labs whose activity this look found: the session.active event (an LMS's progress)
         for look in looks:
             s = look.session
             if look.error:
@@ -171,6 +172,8 @@ def activity_check(*, now: datetime | None = None) -> ActivityReport:
                 cull_at=s.cull_at.timestamp() if s.cull_at else None,
             )
             last_active = datetime.fromtimestamp(decision.last_active, tz=UTC)
+            if decision.last_active > started.timestamp():
+                used.append(str(s.pk))
             minutes = s.template.idle_timeout_minutes
             current = LabSession.objects.filter(pk=s.pk, state=SessionState.RUNNING)
             if decision.verdict == Verdict.CULL:
@@ -193,6 +196,7 @@ def activity_check(*, now: datetime | None = None) -> ActivityReport:
                     changed.append(str(s.pk))
             else:
                 current.update(**fields)
+        session_events_record("session.active", used)
         session_changes_publish(changed)
     return report
 

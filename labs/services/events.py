@@ -47,7 +47,8 @@ _batch: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("sessio
 @dataclass(frozen=True)
 class SessionEvent:
     """Something an outside system may want to hear about: ``kind`` is ``session.queued``,
-    ``session.running``, ``session.ended`` or ``usage.recorded``; ``at`` is when it happened."""
+    ``session.running``, ``session.active`` (the idle check saw the lab used), ``session.ended``
+    or ``usage.recorded``; ``at`` is when it happened."""
 
     kind: str
     session_id: str

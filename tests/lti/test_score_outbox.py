@@ -42,8 +42,15 @@ def scored_session(browser, platform, template) -> LabSession:
     )
     assert landing.status_code == 302, landing.text
     session = LabSession.objects.get()
-    assert Score.objects.filter(session=session, state=Score.State.PENDING).exists()
+    assert Score.objects.filter(session=session, state=Score.State.PENDING, activity_progress="Completed").exists()
+    assert score_attempt(session_id=session.pk) is True  # the launch's progress (Initialized) goes first
+    assert [s["activityProgress"] for s in platform.scores] == ["Initialized"]
+    platform.scores.clear()
     return session
+
+
+def completed() -> Score:
+    return Score.objects.get(activity_progress="Completed")
 
 
 def end(session: LabSession) -> None:
@@ -56,7 +63,7 @@ def test_a_score_waiting_for_its_retry_is_not_posted_again_by_the_sweep(browser,
     platform.scores_status = 503
 
     assert score_post_task.apply(args=[str(session.pk)]).get() is False  # one attempt, refused
-    score = Score.objects.get()
+    score = completed()
     assert (score.state, score.attempts, score.lease_until) == ("pending", 1, None)
     assert score.next_attempt_at > timezone.now()  # the retry waits its backoff
 
@@ -65,10 +72,10 @@ def test_a_score_waiting_for_its_retry_is_not_posted_again_by_the_sweep(browser,
     assert score_post_task.apply(args=[str(session.pk)]).get() is False  # a second task too
     assert platform.scores == []
 
-    Score.objects.update(next_attempt_at=timezone.now())  # its time comes
+    Score.objects.filter(activity_progress="Completed").update(next_attempt_at=timezone.now())  # its time comes
     assert scores_pending_task.apply().get() == 1
     assert score_post_task.apply(args=[str(session.pk)]).get() is True
-    assert len(platform.scores) == 1 and Score.objects.get().state == "sent"
+    assert len(platform.scores) == 1 and completed().state == "sent"
 
 
 def test_two_workers_racing_for_one_score_post_it_once(browser, platform, catalogue):
@@ -87,7 +94,7 @@ def test_two_workers_racing_for_one_score_post_it_once(browser, platform, catalo
 
     assert sorted(outcomes, key=str) == [None, True]
     assert len(platform.scores) == 1
-    score = Score.objects.get()
+    score = completed()
     assert (score.state, score.attempts) == ("sent", 1)
 
 
@@ -106,8 +113,8 @@ def test_a_score_whose_session_ended_in_a_process_that_died_after_the_commit_is_
         timeout=60,
         message=lambda: f"a score; scores: {list(Score.objects.values())}; worker log:\n{worker.output()[-4000:]}",
     )
-    wait_for(lambda: Score.objects.filter(state="sent").exists(), timeout=10, message="the score marked sent")
+    wait_for(lambda: completed().state == "sent", timeout=10, message="the score marked sent")
     time.sleep(2)  # four more sweeps: none posts it again
     (posted,) = platform.scores
     assert (posted["userId"], posted["scoreGiven"], posted["_lineitem"]) == ("student-1", 1.0, "/lineitems/3")
-    assert Score.objects.get().attempts == 1
+    assert completed().attempts == 1
