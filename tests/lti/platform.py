@@ -3,7 +3,8 @@
 It signs id_tokens with its own RSA key (RS256, PyJWT), publishes its JWKS, answers the OIDC
 authentication request with an id_token for the launch the test asked for, issues OAuth2 access
 tokens only for a client assertion that verifies against the tool's published JWKS, serves the
-course membership (NRPS) and records scores posted to its line items (AGS). Deep-linking
+course membership (NRPS), keeps a line item container the tool may list and add to, and records
+every score posted to its line items with its progress fields (AGS). Deep-linking
 responses posted back are verified against the tool's JWKS too.
 """
 
@@ -52,6 +53,10 @@ class Platform:
     context: dict = field(default_factory=lambda: {"id": "ctx-101", "label": "NPU101", "title": "NPU programming"})
     members: list[dict] = field(default_factory=list)
     scores: list[dict] = field(default_factory=list)
+    # The line items of the context's container (AGS): those the tool created, in order.
+    lineitems: list[dict] = field(default_factory=list)
+    # Answer a line item creation only after this many seconds (two workers asking at once).
+    lineitems_delay: float = 0.0
     deep_link_responses: list[dict] = field(default_factory=list)
     tokens_issued: list[str] = field(default_factory=list)
     # What the next OIDC authentication request answers with: claims merged over the defaults,
@@ -68,6 +73,7 @@ class Platform:
     # that answers with ``handler._send`` (tests/lti/registrar.py serves Dynamic Registration).
     routes: dict = field(default_factory=dict)
     url: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     # --- serving ---
     def start(self) -> Platform:
@@ -113,6 +119,10 @@ class Platform:
                         )
                         return self._send(200, page.encode(), "text/html")
                     return self._send(200, answer)
+                if parts.path == "/lineitems":
+                    if not self._authorised():
+                        return self._send(401, {"error": "unauthorised"})
+                    return self._send(200, platform.lineitems, "application/vnd.ims.lis.v2.lineitemcontainer+json")
                 if parts.path == "/memberships":
                     time.sleep(platform.memberships_delay)
                     if not self._authorised():
@@ -134,6 +144,20 @@ class Platform:
                     token = uuid.uuid4().hex
                     platform.tokens_issued.append(token)
                     return self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+                if parts.path == "/lineitems":
+                    if not self._authorised():
+                        return self._send(401, {"error": "unauthorised"})
+                    length = int(self.headers.get("Content-Length") or 0)
+                    item = json.loads(self.rfile.read(length))
+                    if self.headers.get("Content-Type") != "application/vnd.ims.lis.v2.lineitem+json":
+                        return self._send(415, {"error": "a line item is application/vnd.ims.lis.v2.lineitem+json"})
+                    if not item.get("label") or not isinstance(item.get("scoreMaximum"), int | float):
+                        return self._send(400, {"error": "a line item needs a label and a scoreMaximum"})
+                    time.sleep(platform.lineitems_delay)
+                    with platform.lock:
+                        item["id"] = f"{platform.url}/lineitems/{100 + len(platform.lineitems)}"
+                        platform.lineitems.append(item)
+                    return self._send(201, item, "application/vnd.ims.lis.v2.lineitem+json")
                 if parts.path.startswith("/lineitems/") and parts.path.endswith("/scores"):
                     time.sleep(platform.scores_delay)
                     if not self._authorised():
