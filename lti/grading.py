@@ -67,6 +67,24 @@ def link_settings(custom: dict) -> dict[str, object]:
     return {"score_source": source, "score_maximum": maximum, "target_minutes": target}
 
 
+def deep_link_custom(*, source: str, target_minutes: str) -> dict[str, str]:
+    """The custom parameters an instructor's choice on the deep-linking page puts on the link:
+    none for an ungraded activity (``source`` empty), else the source (``"1"``, the page's old
+    checkbox, is full marks) and, for time on the NPU, the target in minutes. ``ValueError``
+    with the message for the instructor on a choice the page does not offer."""
+    source = ScoreSource.COMPLETION if source == "1" else source
+    if not source:
+        return {}
+    if source not in ScoreSource.values:
+        raise ValueError(_("Choose how the activity is graded."))
+    custom = {SOURCE_PARAM: source}
+    if source == ScoreSource.NPU_TIME:
+        if _bounded(target_minutes.strip(), 1, MAX_TARGET_MINUTES) is None:
+            raise ValueError(_("The target is a whole number of minutes from 1 to %(most)d.") % {"most": MAX_TARGET_MINUTES})
+        custom[TARGET_PARAM] = target_minutes.strip()
+    return custom
+
+
 def _bounded(value: object, low: int, high: int) -> int | None:
     text = str(value or "")
     if not text.isdecimal() or not low <= int(text) <= high:  # not isdigit(): "²" is a digit int() refuses

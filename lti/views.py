@@ -27,7 +27,7 @@ from pylti1p3.lineitem import LineItem
 from labs.models import Enrollment
 from labs.selectors.console import CourseRole, course_for_console
 from labs.services.sessions import LaunchRefused
-from lti import services, tool
+from lti import grading, services, tool
 from lti.models import REGISTRATION_PENDING, Identity
 from lti.selectors import context_of_course, deep_link_templates, frame_origins
 from lti.sync_message import refused_message, sync_message
@@ -169,7 +169,12 @@ def deep_link_respond(request: HttpRequest) -> HttpResponse:
         template = services.deep_link_choose(course=course, template_id=int(template_id), by=request.user)
     if template is None:
         return _error(request, _("Choose one of the course's lab templates."), registration)
-    score = request.POST.get("score") == "1"
+    try:
+        grade = grading.deep_link_custom(
+            source=request.POST.get("score", ""), target_minutes=request.POST.get("target_minutes", "")
+        )
+    except ValueError as exc:
+        return _error(request, str(exc), registration)
     custom = {services.TEMPLATE_PARAM: str(template.pk)}
     resource = (
         DeepLinkResource()
@@ -177,10 +182,15 @@ def deep_link_respond(request: HttpRequest) -> HttpResponse:
         .set_title(template.name)
         .set_custom_params(custom)
     )
-    if score:
-        custom[services.SCORE_PARAM] = "1"
+    if grade:
+        custom.update({services.SCORE_PARAM: "1", **grade})
+        maximum = grading.link_settings(custom)["score_maximum"]
         resource.set_custom_params(custom).set_lineitem(
-            LineItem().set_label(template.name).set_score_maximum(1).set_resource_id(f"template-{template.pk}")
+            LineItem()
+            .set_label(template.name)
+            .set_score_maximum(maximum)
+            .set_resource_id(f"template-{template.pk}")
+            .set_tag(grading.LINEITEM_TAG)
         )
     deep_link = message.get_deep_link()
     jwt = deep_link.get_response_jwt([resource])

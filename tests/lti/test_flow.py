@@ -156,21 +156,24 @@ def test_deep_link_then_launch_then_roster_sync_then_score(browser, platform, re
         "student-1",
     }
 
-    # 4. AGS: the session ends; the score task is queued on commit and posts 1.0 to the line item.
+    # 4. AGS: the session ends; the score task is queued on commit and posts, after the launch's
+    # progress, 1.0 to the line item.
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     broker.delete("celery")
-    assert Score.objects.get(session=session).state == Score.State.PENDING
+    assert Score.objects.get(session=session, activity_progress="Completed").state == Score.State.PENDING
     assert session_stop(session_id=session.pk, reason=Reason.of("session.stopped_by", who="student-1"))
     assert any(b"lti.tasks.score_post" in message for message in broker.lrange("celery", 0, -1))
     assert score_post_task.apply(args=[str(session.pk)]).get() is True
-    (score,) = platform.scores
+    initialized, score = platform.scores
+    assert (initialized["activityProgress"], initialized["gradingProgress"]) == ("Initialized", "NotReady")
+    assert "scoreGiven" not in initialized
     assert score["_lineitem"] == "/lineitems/7"
     assert score["_content_type"] == "application/vnd.ims.lis.v1.score+json"
     assert (score["userId"], score["scoreGiven"], score["scoreMaximum"]) == ("student-1", 1.0, 1.0)
     assert score["activityProgress"] == "Completed" and score["gradingProgress"] == "FullyGraded"
-    assert Score.objects.get(session=session).state == Score.State.SENT
+    assert set(Score.objects.filter(session=session).values_list("state", flat=True)) == {Score.State.SENT}
     assert score_post_task.apply(args=[str(session.pk)]).get() is False  # sent once only
-    assert len(platform.scores) == 1
+    assert len(platform.scores) == 2
 
 
 @pytest.mark.parametrize("roles", [LEARNER, TEACHING_ASSISTANT], ids=["learner", "assistant"])
