@@ -2,7 +2,7 @@
 reaches, the score of its end, and the line item the tool makes itself.
 
 Every post is a row of the outbox (``lti.models.Score``) written in the transaction of the
-change it tells of, so it commits with the change or not at all; ``lti.services.score_attempt``
+change it tells of, so it commits with the change or not at all; ``lti.outbox.score_attempt``
 posts the rows of a session in the order they happened, each at most once.
 
 * ``Initialized``: a student's first launch of the resource link (a later session of the same

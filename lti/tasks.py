@@ -7,7 +7,7 @@ import logging
 
 from celery import shared_task
 
-from lti import services
+from lti import outbox, services
 
 logger = logging.getLogger(__name__)
 
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 @shared_task(name="lti.tasks.score_post")
 def score_post_task(session_id: str) -> bool:
     """One attempt at the session's score, if it is due (its retries are on the row, not here)."""
-    return services.score_attempt(session_id=session_id) is True
+    return outbox.score_attempt(session_id=session_id) is True
 
 
 @shared_task(name="lti.tasks.scores_pending")
@@ -24,9 +24,9 @@ def scores_pending_task() -> int:
     process that ended the session, a retry whose task was lost, a killed worker's once its lease ran out)."""
     from labs.dispatch import send
 
-    ids = services.scores_due()
+    ids = outbox.scores_due()
     for session_id in ids:
-        send(services.SCORE_TASK, str(session_id))
+        send(outbox.SCORE_TASK, str(session_id))
     return len(ids)
 
 
@@ -57,4 +57,4 @@ def launch_data_prune_task() -> int:
 
 @shared_task(name="lti.tasks.scores_prune")
 def scores_prune_task() -> int:
-    return services.scores_prune()
+    return outbox.scores_prune()

@@ -13,7 +13,7 @@ from django.utils import timezone
 from labs.drivers import get_driver
 from labs.models import LabSession
 from lti.models import Score
-from lti.services import score_attempt
+from lti.outbox import score_attempt
 from tests.asgi_client import AsgiClient
 from tests.lti.grading import course_from_lms, end, progress, run, student_launch
 

@@ -15,7 +15,7 @@ from labs.domain.reasons import Reason
 from labs.models import CourseQuota, LabSession
 from labs.services.sessions import session_stop
 from lti.models import Context, Score
-from lti.services import score_attempt
+from lti.outbox import score_attempt
 from lti.tasks import score_post_task, scores_pending_task
 from tests.conftest import wait_for
 from tests.crash_after_commit import commit_then_die

@@ -15,7 +15,7 @@ from labs.domain.reasons import Reason
 from labs.models import CourseQuota, Enrollment, LabSession
 from labs.services.sessions import session_stop
 from lti.models import Context, LaunchData, Score
-from lti.services import score_attempt
+from lti.outbox import score_attempt
 from lti.tasks import launch_data_prune_task, roster_sync_all_task, roster_sync_task, scores_prune_task
 from tests.factories import InstitutionFactory, TemplateFactory
 from tests.lti.platform import AGS_SCOPES, CLAIM, INSTRUCTOR, LEARNER
@@ -139,9 +139,11 @@ def test_expired_launch_data_is_pruned(browser, platform):
     assert not LaunchData.objects.exists()
 
 
-def test_sent_scores_older_than_the_retention_are_pruned_and_pending_failed_and_young_ones_kept(browser, platform, catalogue):
+def test_sent_scores_older_than_the_retention_are_pruned_and_pending_failed_young_and_initialized_ones_kept(
+    browser, platform, catalogue
+):
     course, _landing = _student_launch(browser, platform, catalogue[0].pk)
-    initialized = Score.objects.get(activity_progress="Initialized", state="sent")  # just now: kept
+    initialized = Score.objects.get(activity_progress="Initialized", state="sent")
     first = Score.objects.get(activity_progress="Completed")
     others = LabSession.objects.bulk_create(
         LabSession(
@@ -159,6 +161,8 @@ def test_sent_scores_older_than_the_retention_are_pruned_and_pending_failed_and_
     old, young, failed, pending = Score.objects.filter(activity_progress="Completed").order_by("pk")
     long_ago = timezone.now() - timedelta(days=30, minutes=1)
     Score.objects.filter(pk=old.pk).update(state="sent", sent_at=long_ago)
+    # Kept however old: the student has begun the link, so a later session posts no progress over the grade.
+    Score.objects.filter(pk=initialized.pk).update(sent_at=long_ago)
     Score.objects.filter(pk=young.pk).update(state="sent", sent_at=timezone.now() - timedelta(days=29))
     Score.objects.filter(pk=failed.pk).update(state="failed", sent_at=None, last_error="HTTP 503")
     Score.objects.filter(pk=pending.pk).update(next_attempt_at=long_ago)
