@@ -65,7 +65,7 @@ def test_with_every_card_full_in_measurement_the_session_waits_with_the_reason(w
 
     session.refresh_from_db()
     assert result.admitted == [] and session.state == "queued"
-    assert "2048" in session.reason  # the most free memory on any card
+    assert "the most free on a healthy card is 2 GiB" in session.reason  # the most free memory on any card
 
 
 @pytest.mark.parametrize(
