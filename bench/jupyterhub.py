@@ -6,9 +6,13 @@
 Installs, once, into a cache directory outside the repository (~/.cache/npu-lab-bench/, or
 $NPU_LAB_BENCH_CACHE): JupyterHub from PyPI (pinned, in a virtualenv of its own so the project's
 pins are untouched) and configurable-http-proxy from the npm registry (pinned, npm install
---prefix). Then, per run, in a temp dir: a jupyterhub_config.py, the Hub's SQLite database, the
-cookie secret and the logs; the Hub, its proxy and a stub "notebook" server on free ports on
-127.0.0.1.
+--prefix), with the PostgreSQL driver the project pins (psycopg). Then, per run, in a temp dir: a
+jupyterhub_config.py, the cookie secret and the logs; the Hub, its proxy and a stub "notebook"
+server on free ports on 127.0.0.1. The Hub's database is, as JupyterHub's documentation recommends
+for production, PostgreSQL: a database (and login role) of its own, bench_jupyterhub_<run>, made
+on the PostgreSQL at 127.0.0.1:5432 the portal's bench uses and dropped at the end (db_url
+postgresql+psycopg://...); --hub-db sqlite gives it its default, a SQLite file in the temp dir,
+to show what that costs (each commit an fsync on the Hub's one event loop).
 
 --driver simulator (the default): the spawner (OneSecondSpawner, written into the config) is the
 counterpart of the portal's simulator driver: no process is started per user. Its start() waits
@@ -43,22 +47,29 @@ bench stops them through the Hub's API (DELETE .../server; KubeSpawner deletes e
 for it to go), then counts what is left in the namespace (pods, services, secrets, PVCs: 0
 expected). The Hub's own cleanup_servers is off: the dev cluster is torn down at the end anyway
 and a Hub killed mid-cleanup would only slow the teardown. Printed as well: the time to all
-stopped and the load average before and after.
+stopped.
 
 Settings: DummyAuthenticator, concurrent_spawn_limit = 0 (no limit; --default-spawn-limit keeps
 JupyterHub's default of 100), active_server_limit = 0, slow_spawn_timeout = 0 (the POST answers
 202 at once instead of holding the request up to 10 s, as for any slow spawner; the portal's
-POST answers at once too; slow_stop_timeout = 0 likewise for the stops), a service with the
-admin role whose token the bench uses.
+POST answers at once too; slow_stop_timeout = 0 likewise for the stops), an admin user
+(bench-admin, with a password of the run's), api_page_default_limit and api_page_max_limit 500
+(the portal's API pages 500 at most). No token is written in the config: the bench asks the Hub for one once (POST
+/hub/api/users/bench-admin/tokens, logged in by the request's "auth" field) and uses it for every
+request. A token the Hub made is checked with one SHA-512 round; one from the config file is a
+secret the Hub did not choose, checked with 16,384 rounds on every request.
 
 The run: create K users with one POST /hub/api/users, then K POST /hub/api/users/{name}/server
 queued at once on a pool of --threads threads (through the proxy, as a browser would), then
-GET /hub/api/users?state=ready every 0.1 s until every server is ready or --timeout seconds have
-passed. A 429 (spawn limit) is retried after its Retry-After, as a user would press again.
+the users are read through the proxy, GET /hub/api/users?offset=..&limit=500 page by page, every
+--poll-period s (0.1) until every server is ready or --timeout seconds have passed: exactly as
+bench.classstart reads the portal's sessions through its API (bench/poll.py). A 429 (spawn
+limit) is retried after its Retry-After, as a user would press again.
 Printed as for bench.classstart: time spent submitting, HTTP statuses (429s counted), time from
 the first POST to the last server ready, p50/p99 of launch -> ready per user. A user's ready time
 is when the poll that first showed it ready returned (up to ~0.1 s plus the poll's own duration
-late).
+late). Beside the result: the load average before and after the run, and the median time of
+a small write + fsync in the run's temp dir just before the result (bench/poll.py).
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -73,6 +85,8 @@ import time
 from pathlib import Path
 
 from bench.harness import (
+    POSTGRES_SERVER_URL,
+    ROOT,
     Fired,
     Resources,
     fire_at_once,
@@ -81,6 +95,8 @@ from bench.harness import (
     http_request,
     new_token,
     percentile,
+    postgres_create_database,
+    postgres_drop_database,
     raise_keyboard_interrupt_on_sigterm,
     retry_until_accepted,
     run_id,
@@ -88,12 +104,16 @@ from bench.harness import (
     wait_until,
     write_json,
 )
+from bench.poll import PAGE_SIZE, POLL_PERIOD, fmt_machine, fmt_polling, hub_fetch, machine_state, poll_until_running
 
 JUPYTERHUB_VERSION = "6.1.1"
 CHP_VERSION = "5.3.0"
 KUBESPAWNER_VERSION = "7.1.0"  # needs JupyterHub >= 4
 KUBERNETES_ASYNCIO_VERSION = "36.1.0"  # KubeSpawner's API client
 DRIVERS = ("simulator", "kubernetes")
+HUB_DATABASES = ("postgresql", "sqlite")
+HUB_DB_CONNECTIONS = 20  # the Hub's SQLAlchemy pool is 5 + 10 overflow
+ADMIN = "bench-admin"  # the Hub's admin user, whose token (issued by the Hub) the bench uses
 CACHE = Path(os.environ.get("NPU_LAB_BENCH_CACHE", Path.home() / ".cache" / "npu-lab-bench"))
 
 STUB_SERVER = """\
@@ -136,14 +156,14 @@ c.ConfigurableHTTPProxy.pid_file = {proxy_pid!r}
 c.JupyterHub.db_url = {db_url!r}
 c.JupyterHub.cookie_secret_file = {cookie_secret!r}
 c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = {admin_password!r}
 c.Authenticator.allow_all = True
+c.Authenticator.admin_users = {{{admin!r}}}
 c.JupyterHub.concurrent_spawn_limit = {spawn_limit!r}
 c.JupyterHub.active_server_limit = 0
-c.JupyterHub.api_page_default_limit = 1000000
-c.JupyterHub.api_page_max_limit = 1000000
+c.JupyterHub.api_page_default_limit = {page_size!r}
+c.JupyterHub.api_page_max_limit = {page_size!r}
 c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0, "slow_stop_timeout": 0}}
-c.JupyterHub.services = [{{"name": "bench", "api_token": {api_token!r}}}]
-c.JupyterHub.load_roles = [{{"name": "admin", "services": ["bench"]}}]
 """
 
 SIMULATOR_SPAWNER = """\
@@ -220,6 +240,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="keep JupyterHub's default concurrent_spawn_limit (100) instead of 0, to count its 429s",
     )
+    parser.add_argument(
+        "--hub-db",
+        choices=HUB_DATABASES,
+        default="postgresql",
+        help="the Hub's database: a database of its own on the PostgreSQL at 127.0.0.1:5432 (default; what JupyterHub's "
+        "documentation recommends for production), or sqlite (the Hub's default: a file in the run's temp dir)",
+    )
+    parser.add_argument(
+        "--poll-period", type=float, default=POLL_PERIOD, help=f"seconds between polls of the users, default {POLL_PERIOD:g}"
+    )
     parser.add_argument("--no-retry", action="store_true", help="do not retry a 429 after its Retry-After")
     parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the config and logs")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (used by bench.side_by_side)")
@@ -227,13 +257,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.launches < 1 or args.threads < 1:
         parser.error("--launches and --threads must be >= 1")
-    if args.start_delay < 0 or args.timeout <= 0:
-        parser.error("--start-delay must be >= 0 and --timeout > 0")
+    if args.start_delay < 0 or args.timeout <= 0 or args.poll_period <= 0:
+        parser.error("--start-delay must be >= 0, --timeout and --poll-period > 0")
     return args
 
 
+def project_pin(name: str, requirements: Path = ROOT / "requirements.txt") -> str:
+    """The project's own pin of ``name`` (``name[extras]==version``), so the Hub's virtualenv gets the same."""
+    for line in requirements.read_text().splitlines():
+        requirement = line.split("#")[0].strip()
+        if re.fullmatch(rf"{re.escape(name)}(\[[\w,]+\])?==[\w.]+", requirement):
+            return requirement
+    raise RuntimeError(f"{requirements} pins no {name}")
+
+
 def install(*, kubespawner: bool = False) -> tuple[Path, Path]:
-    """JupyterHub's virtualenv (KubeSpawner too, if asked) and configurable-http-proxy's command, installed once."""
+    """JupyterHub's virtualenv (KubeSpawner too, if asked) and configurable-http-proxy's command, installed once.
+
+    The virtualenv also gets the PostgreSQL driver the project pins (psycopg, for the Hub's
+    ``postgresql+psycopg://`` database URL)."""
     venv = CACHE / f"jupyterhub-{JUPYTERHUB_VERSION}"
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     if not (venv / ".installed").exists():
@@ -241,6 +283,12 @@ def install(*, kubespawner: bool = False) -> tuple[Path, Path]:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run([*pip, f"jupyterhub=={JUPYTERHUB_VERSION}"], check=True)
         (venv / ".installed").touch()
+    psycopg = project_pin("psycopg")
+    marker = venv / f".installed-{psycopg.replace('[', '-').replace(']', '')}"
+    if not marker.exists():
+        print(f"installing {psycopg} into {venv} ...", flush=True)
+        subprocess.run([*pip, f"jupyterhub=={JUPYTERHUB_VERSION}", psycopg], check=True)
+        marker.touch()
     marker = venv / f".installed-kubespawner-{KUBESPAWNER_VERSION}-{KUBERNETES_ASYNCIO_VERSION}"
     if kubespawner and not marker.exists():
         print(f"installing jupyterhub-kubespawner=={KUBESPAWNER_VERSION} into {venv} ...", flush=True)
@@ -276,23 +324,26 @@ def run(args: argparse.Namespace) -> dict:
         "launches": args.launches,
         "jupyterhub": JUPYTERHUB_VERSION,
         "chp": CHP_VERSION,
-        "load_average_before": os.getloadavg(),
+        "hub_db": args.hub_db,
+        "poll_period": args.poll_period,
     }
     try:
         temp = res.make_temp_dir(f"npu-lab-bench-jupyterhub-{rid}-")
+        figures["machine_before"] = machine_state(temp)
         ports = {"proxy_port": free_port(), "hub_port": free_port(), "proxy_api_port": free_port(), "stub_port": free_port()}
-        token = new_token()
         setup_started = time.monotonic()
-        config = CONFIG.format(
-            **ports,
-            chp=str(chp),
-            proxy_token=new_token(),
-            proxy_pid=str(temp / "proxy.pid"),
-            db_url=f"sqlite:///{temp / 'jupyterhub.sqlite'}",
-            cookie_secret=str(temp / "cookie_secret"),
-            spawn_limit=100 if args.default_spawn_limit else 0,
-            api_token=token,
-        )
+        if args.hub_db == "postgresql":
+            db_name = f"bench_jupyterhub_{rid}"
+            db_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=HUB_DB_CONNECTIONS)
+            res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
+            db_url = db_url.replace("postgres://", "postgresql+psycopg://", 1)  # SQLAlchemy's name for psycopg 3
+        else:
+            db_url = f"sqlite:///{temp / 'jupyterhub.sqlite'}"
+        admin_password = new_token()
+        config = hub_config(
+            ports, chp=chp, temp=temp, db_url=db_url, spawn_limit=100 if args.default_spawn_limit else 0,
+            admin_password=admin_password,
+        )  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "CONFIGPROXY_", "PYTHON", "KUBE"))}
         cluster = None
         if kubernetes:
@@ -322,13 +373,14 @@ def run(args: argparse.Namespace) -> dict:
             "jupyterhub", [str(venv / "bin" / "jupyterhub"), "-f", str(temp / "jupyterhub_config.py")], env=env, cwd=temp
         )
         base = f"http://127.0.0.1:{ports['proxy_port']}/hub/api"
-        auth = {"Authorization": f"token {token}"}
         wait_until(
-            lambda: http_request("GET", f"{base}/users?limit=1", headers=auth, timeout=5).status == 200,
+            lambda: http_request("GET", f"{base}/", timeout=5).status == 200,
             timeout=90,
             what="JupyterHub's API through the proxy",
             services=[hub, stub],
         )
+        token = issue_token(base, ADMIN, admin_password)
+        auth = {"Authorization": f"token {token}"}
         names = [f"student{i + 1:04d}" for i in range(args.launches)]
         created = http_request(
             "POST", f"{base}/users", headers={**auth, "Content-Type": "application/json"}, body=json.dumps({"usernames": names})
@@ -360,7 +412,8 @@ def run(args: argparse.Namespace) -> dict:
                 daemon=True,
             )
             retrier.start()
-        ready_at = poll_ready(base, auth, set(names), started + args.timeout)
+        polled = poll_until_running(hub_fetch(base, token), set(names), deadline=started + args.timeout, period=args.poll_period)
+        ready_at = polled.running_at
         if retrier is not None:
             retrier.join(timeout=1)
         sent = {f.key: f.sent_at for f in fired}
@@ -381,36 +434,55 @@ def run(args: argparse.Namespace) -> dict:
                 "time_to_last_running": (max(ready_at.values()) - started) if ready_at else None,
                 "launch_to_running_p50": percentile(launch_to_ready, 50),
                 "launch_to_running_p99": percentile(launch_to_ready, 99),
+                "polls": polled.polls,
+                "failed_polls": polled.failed_polls,
+                "poll_p50": polled.poll_p50,
             }
         )
         if cluster is not None:
             figures["pod_resources_as_portal"] = cluster.pod_resources_as_portal()
-            figures.update(stop_all(base, auth, names, cluster, args))
-        figures["load_average_after"] = os.getloadavg()
+            figures.update(stop_all(base, token, names, cluster, args))
+        figures["machine_after"] = machine_state(temp)
         report(figures, args)
         return figures
     finally:
         res.close()
 
 
-def poll_ready(base: str, auth: dict[str, str], names: set[str], deadline: float) -> dict[str, float]:
-    """Poll the users list for ready servers; each user's ready time is when the poll showing it returned."""
-    ready_at: dict[str, float] = {}
-    while len(ready_at) < len(names) and time.time() < deadline:
-        response = http_request("GET", f"{base}/users?state=ready&limit={len(names)}", headers=auth, timeout=30)
-        seen = time.time()
-        if response.status == 200:
-            for user in response.json():
-                if user["name"] in names and user["name"] not in ready_at:
-                    server = (user.get("servers") or {}).get("", {})
-                    if server.get("ready"):
-                        ready_at[user["name"]] = seen
-        time.sleep(0.1)
-    return ready_at
+def hub_config(ports: dict[str, int], *, chp: Path, temp: Path, db_url: str, spawn_limit: int, admin_password: str) -> str:
+    """The Hub's jupyterhub_config.py (without the spawner's part): its database, its admin, no token of the config's."""
+    return CONFIG.format(
+        **ports,
+        chp=str(chp),
+        proxy_token=new_token(),
+        proxy_pid=str(temp / "proxy.pid"),
+        db_url=db_url,
+        cookie_secret=str(temp / "cookie_secret"),
+        spawn_limit=spawn_limit,
+        admin=ADMIN,
+        admin_password=admin_password,
+        page_size=PAGE_SIZE,
+    )
 
 
-def stop_all(base: str, auth: dict[str, str], names: list[str], cluster, args: argparse.Namespace) -> dict:
+def issue_token(api_url: str, user: str, password: str) -> str:
+    """A token the Hub issues to ``user`` (POST /users/{user}/tokens, logged in by the body's ``auth``).
+
+    A token the Hub made is stored with one SHA-512 round; a token written in the config file is
+    the user's own secret, stored with 16,384 rounds that the Hub pays on every request."""
+    body = {"auth": {"username": user, "password": password}, "note": "bench", "expires_in": 24 * 3600}
+    response = http_request(
+        "POST", f"{api_url}/users/{user}/tokens", headers={"Content-Type": "application/json"}, body=json.dumps(body)
+    )
+    if response.status not in (200, 201):
+        raise RuntimeError(f"JupyterHub answered HTTP {response.status} when asked for a token: {response.body[:300]!r}")
+    return response.json()["token"]
+
+
+def stop_all(base: str, token: str, names: list[str], cluster, args: argparse.Namespace) -> dict:
     """Stop every server through the Hub's API; wait until no user has a server and no pod is left; count what is left."""
+    auth = {"Authorization": f"token {token}"}
+    fetch = hub_fetch(base, token)
 
     def stop(name: str):
         return lambda: http_request("DELETE", f"{base}/users/{name}/server", headers=auth)
@@ -421,9 +493,9 @@ def stop_all(base: str, auth: dict[str, str], names: list[str], cluster, args: a
     wanted = set(names)
     stopped_at = None
     while time.time() < deadline:
-        response = http_request("GET", f"{base}/users?limit={len(names)}", headers=auth, timeout=30)
-        if response.status == 200:
-            serving = [u["name"] for u in response.json() if u["name"] in wanted and u.get("servers")]
+        seen = fetch()
+        if seen is not None:
+            serving = [name for name, state in seen.items() if name in wanted and state != "none"]
             if not serving and not cluster.pods():
                 stopped_at = time.time()
                 break
@@ -448,6 +520,11 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"JupyterHub {f['jupyterhub']} class start: {f['launches']} launches, configurable-http-proxy {f['chp']}, "
         f"concurrent_spawn_limit {limit}, {spawner}"
     )
+    database = "PostgreSQL (a database of its own on 127.0.0.1:5432)"
+    if f["hub_db"] == "sqlite":
+        database = "SQLite (a file in the run's temp dir)"
+    print(f"  the Hub's database: {database}; API token: issued by the Hub (POST /hub/api/users/{ADMIN}/tokens)")
+    print(f"  running: {fmt_polling(f)}")
     print(f"  submitting: {f['launches']} POSTs from {args.threads} threads took {f['submit_seconds']:.2f} s")
     print(f"  HTTP statuses: {f['http_statuses']} (429s: {f['first_round_429']})")
     if f["retry_statuses"]:
@@ -468,12 +545,7 @@ def report(f: dict, args: argparse.Namespace) -> None:
         print(f"  stop all: HTTP statuses {f['stop_http_statuses']}; every server and pod gone: {when}")
         left = f["left_in_api_server"]
         print(f"  left in the API server (namespace {f['namespace']}): " + ", ".join(f"{n} {kind}" for kind, n in left.items()))
-    before, after = f["load_average_before"], f["load_average_after"]
-    print(f"  load average (1, 5, 15 min): before {fmt_load(before)}, after {fmt_load(after)} on {os.cpu_count()} CPUs")
-
-
-def fmt_load(values) -> str:
-    return " ".join(f"{v:.2f}" for v in values)
+    print(f"  machine: {fmt_machine(f.get('machine_before'), f.get('machine_after'))}")
 
 
 def succeeded(figures: dict) -> bool:
