@@ -104,7 +104,7 @@ from bench.harness import (
     wait_until,
     write_json,
 )
-from bench.poll import PAGE_SIZE, POLL_PERIOD, fmt_machine, fmt_polling, hub_fetch, machine_state, poll_until_running
+from bench.poll import PAGE_SIZE, POLL_PERIOD, PollFailed, fmt_machine, fmt_polling, hub_fetch, machine_state, poll_until_running
 
 JUPYTERHUB_VERSION = "6.1.1"
 CHP_VERSION = "5.3.0"
@@ -436,6 +436,7 @@ def run(args: argparse.Namespace) -> dict:
                 "launch_to_running_p99": percentile(launch_to_ready, 99),
                 "polls": polled.polls,
                 "failed_polls": polled.failed_polls,
+                "poll_failure": polled.last_failure,
                 "poll_p50": polled.poll_p50,
             }
         )
@@ -493,7 +494,10 @@ def stop_all(base: str, token: str, names: list[str], cluster, args: argparse.Na
     wanted = set(names)
     stopped_at = None
     while time.time() < deadline:
-        seen = fetch()
+        try:
+            seen = fetch()
+        except PollFailed:
+            seen = None
         if seen is not None:
             serving = [name for name, state in seen.items() if name in wanted and state != "none"]
             if not serving and not cluster.pods():

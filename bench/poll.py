@@ -3,7 +3,7 @@
 "Running" is read from outside, through each side's own REST API, by one poller thread at one
 period (``POLL_PERIOD``, 0.1 s unless told), with a token that side issued:
 
-- the portal: ``GET /api/sessions/?course=<id>&page_size=500&page=N`` (the LMS API), a session
+- the portal: ``GET /api/v1/sessions/?course=<id>&page_size=500&page=N`` (the LMS API), a session
   running when its ``state`` is ``running``;
 - JupyterHub: ``GET /hub/api/users?offset=N&limit=500``, a user running when its default
   server's ``ready`` is true.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
-from bench.harness import http_request
+from bench.harness import Response, http_request
 
 POLL_PERIOD = 0.1
 PAGE_SIZE = 500  # the portal's API pages at most 500; JupyterHub is configured to the same
@@ -37,8 +37,12 @@ METHOD = "both sides polled from outside through their own REST API every {perio
 
 RUNNING = "running"
 # A fetch: the class as one side's API gives it now, key (student) -> state ("running" once it runs);
-# None when a page failed.
-Fetch = Callable[[], "dict[str, str] | None"]
+# it raises PollFailed when a page could not be read.
+Fetch = Callable[[], "dict[str, str]"]
+
+
+class PollFailed(Exception):
+    pass
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Polled:
     running_at: dict[str, float] = field(default_factory=dict)  # key -> time.time() the poll showing it returned
     polls: int = 0
     failed_polls: int = 0
+    last_failure: str = ""
     last: dict[str, str] = field(default_factory=dict)  # what the last good poll saw
     poll_seconds: list[float] = field(default_factory=list)
 
@@ -69,13 +74,16 @@ def poll_until_running(
     tick = 0
     while len(polled.running_at) < len(keys) and time.time() < deadline:
         sent = time.monotonic()
-        seen = fetch()
+        try:
+            seen = fetch()
+        except PollFailed as exc:
+            seen = None
+            polled.failed_polls += 1
+            polled.last_failure = str(exc)
         polled.polls += 1
         polled.poll_seconds.append(time.monotonic() - sent)
         now = time.time()
-        if seen is None:
-            polled.failed_polls += 1
-        else:
+        if seen is not None:
             polled.last = seen
             for key, state in seen.items():
                 if state == RUNNING and key in keys and key not in polled.running_at:
@@ -87,32 +95,34 @@ def poll_until_running(
     return polled
 
 
-def pages(get_page: Callable[[int], list | None], page_size: int = PAGE_SIZE) -> list | None:
-    """Every item of a paged list, ``get_page(n)`` for n = 0, 1, ... until a short page; None if one failed."""
+def pages(get_page: Callable[[int], list], page_size: int = PAGE_SIZE) -> list:
+    """Every item of a paged list, ``get_page(n)`` for n = 0, 1, ... until a short page."""
     items: list = []
     n = 0
     while True:
         page = get_page(n)
-        if page is None:
-            return None
         items.extend(page)
         if len(page) < page_size:
             return items
         n += 1
 
 
+def ok_json(response: Response):
+    if response.status != 200:
+        raise PollFailed(f"HTTP {response.status or response.error}: {response.body[:200]!r}")
+    return response.json()
+
+
 def portal_fetch(base_url: str, token: str, course_id: int, *, page_size: int = PAGE_SIZE) -> Fetch:
     """The class's sessions from the portal's LMS API: student -> the session's state."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
 
-    def get_page(n: int) -> list | None:
+    def get_page(n: int) -> list:
         query = urlencode({"course": course_id, "page_size": page_size, "page": n + 1})
-        response = http_request("GET", f"{base_url}/api/sessions/?{query}", headers=headers, timeout=30)
-        return response.json()["results"] if response.status == 200 else None
+        return ok_json(http_request("GET", f"{base_url}/api/v1/sessions/?{query}", headers=headers, timeout=30))["results"]
 
-    def fetch() -> dict[str, str] | None:
-        items = pages(get_page, page_size)
-        return None if items is None else {s["student"]: s["state"] for s in items}
+    def fetch() -> dict[str, str]:
+        return {s["student"]: s["state"] for s in pages(get_page, page_size)}
 
     return fetch
 
@@ -122,14 +132,12 @@ def hub_fetch(api_url: str, token: str, *, page_size: int = PAGE_SIZE) -> Fetch:
     default server is ready, "pending" while it has one that is not, "none" without one."""
     headers = {"Authorization": f"token {token}", "Accept": "application/json"}
 
-    def get_page(n: int) -> list | None:
+    def get_page(n: int) -> list:
         query = urlencode({"offset": n * page_size, "limit": page_size})
-        response = http_request("GET", f"{api_url}/users?{query}", headers=headers, timeout=30)
-        return response.json() if response.status == 200 else None
+        return ok_json(http_request("GET", f"{api_url}/users?{query}", headers=headers, timeout=30))
 
-    def fetch() -> dict[str, str] | None:
-        items = pages(get_page, page_size)
-        return None if items is None else {u["name"]: hub_state(u) for u in items}
+    def fetch() -> dict[str, str]:
+        return {u["name"]: hub_state(u) for u in pages(get_page, page_size)}
 
     return fetch
 
@@ -188,6 +196,7 @@ def fmt_machine(before: dict | None, after: dict | None) -> str:
 def fmt_polling(f: dict) -> str:
     """How "running" was seen, and what the polls cost: the same line for both sides."""
     return (
-        f"{METHOD.format(period=f['poll_period'])}; {f['polls']} polls ({f['failed_polls']} failed), "
-        f"a poll took p50 {f['poll_p50'] * 1000:.0f} ms"
+        f"{METHOD.format(period=f['poll_period'])}; {f['polls']} polls ({f['failed_polls']} failed"
+        + (f", the last with {f['poll_failure']}" if f.get("poll_failure") else "")
+        + f"), a poll took p50 {f['poll_p50'] * 1000:.0f} ms"
     )

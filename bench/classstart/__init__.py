@@ -32,14 +32,21 @@ Before the clock starts every student is logged in: by default a Django session 
 straight into the database and its cookie used (cheap; --http-login logs in through the login
 page instead, which costs a password hash per student). Then K POSTs to the student's Launch
 endpoint (/sessions/launch/, the form the page submits, with CSRF token, Accept: application/json)
-are queued at once on a pool of --threads threads, and the database is polled every 0.2 s until
-every student's session is running, or --timeout seconds have passed (then it says how many are
-stuck and in which state). A launch answered with a server error (5xx) or a broken connection is
-pressed again 1 s later, as the student would (--no-retry: not); its times count from the first
-press, and "time to all running" needs all K students running.
+are queued at once on a pool of --threads threads, and the class's sessions are read through the
+portal's LMS API (GET /api/v1/sessions/?course=..&page_size=500, page by page, with a token the
+portal issued for the run, its rate limit lifted as JupyterHub has none) every --poll-period s
+(0.1) until every student's session is running, or --timeout seconds have passed (then it says
+how many are stuck and in which state). bench.jupyterhub reads the Hub's users the same way
+(bench/poll.py): a session's running time is when the first poll showing it running returned.
+A launch answered with a server error (5xx) or a broken connection is pressed again 1 s later,
+as the student would (--no-retry: not); its times count from the first press, and "time to all
+running" needs all K students running.
 
 Printed: launches; time spent submitting; HTTP statuses; time from the first POST to the last
-session running; p50/p99 of launch -> running per session (client send time to the session's
-running_at); p50 of queued -> admitted (created_at -> admitted_at) and of admitted -> running.
+session seen running; p50/p99 of launch -> running per session (client send time to the poll that
+saw it running); p50 of queued -> admitted (created_at -> admitted_at) and of admitted -> running
+(the portal's own timestamps, read from the database after the run: where the time went); the load
+average before and after, and the median time of a small write + fsync in the run's temp dir
+just before the result.
 Everything it started is stopped and every resource given back on exit, on Ctrl-C and on failure.
 """

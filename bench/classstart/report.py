@@ -7,6 +7,7 @@ import os
 
 from bench.classstart.portal import INSTANCES_PER_SERVER
 from bench.harness import fmt_seconds
+from bench.poll import fmt_machine, fmt_polling
 
 
 def report(f: dict, args: argparse.Namespace) -> None:
@@ -16,6 +17,8 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"portal class start: {f['launches']} launches, {args.servers} server(s) x 8 x 910B 64 GiB, "
         f"{args.workers} worker(s) x concurrency {args.concurrency} (prefork), {where}, start {args.start_delay:g} s"
     )
+    print("  the portal's database: PostgreSQL (a database of its own on 127.0.0.1:5432); API token: issued by the portal")
+    print(f"  running: {fmt_polling(f)}")
     if f["launches"] > capacity:
         print(f"  note: only {capacity} small instances fit on {args.servers} server(s); the rest wait for room")
     if args.web_conn_max_age is not None:
@@ -74,6 +77,7 @@ def report(f: dict, args: argparse.Namespace) -> None:
                 left = ", ".join(f"{n} {kind}" for kind, n in f["left_in_api_server"].items())
                 print(f"; still in the API server at the timeout: {left}")
         print(f"  allocations not released: {f['unreleased_allocations']}")
+    print(f"  machine: {fmt_machine(f.get('machine_before'), f.get('machine_after'))}")
 
 
 def passed(figures: dict) -> bool:

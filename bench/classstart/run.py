@@ -35,6 +35,7 @@ from bench.harness import (
     run_id,
     status_counts,
 )
+from bench.poll import POLL_PERIOD, machine_state, poll_until_running, portal_fetch
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Daphne's CONN_MAX_AGE (as ?conn_max_age= on its DATABASE_URL), for comparing with portals older than the "
         "connection pool; the portal now always sets CONN_MAX_AGE 0 with a pool per process, so it has no effect there",
     )
+    parser.add_argument(
+        "--poll-period", type=float, default=POLL_PERIOD, help=f"seconds between polls of the sessions, default {POLL_PERIOD:g}"
+    )
     parser.add_argument("--http-login", action="store_true", help="log every student in through the login page (slow)")
     parser.add_argument(
         "--db-connection-limit",
@@ -80,23 +84,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.launches < 1 or args.servers < 1 or args.workers < 1 or args.concurrency < 1 or args.threads < 1:
         parser.error("--launches, --servers, --workers, --concurrency and --threads must be >= 1")
+    if args.poll_period <= 0:
+        parser.error("--poll-period must be > 0")
     return args
 
 
-def poll_until_running(course, expected: int, started: float, timeout: float, retrier: threading.Thread) -> dict[str, int]:
-    """Poll every 0.2 s until ``expected`` sessions run, the timeout passes, or nothing can change any more."""
-    from django.db.models import Count
+SETTLED = {"running", "failed", "stopped"}
 
-    from labs.models import LabSession
 
-    deadline = started + timeout
-    while True:
-        by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
-        if by_state.get("running", 0) >= expected or time.time() >= deadline:
-            return by_state
-        if not retrier.is_alive() and set(by_state) <= {"running", "failed", "stopped"}:
-            return by_state  # every launch answered and every session settled, not all running
-        time.sleep(0.2)
+def api_token(institution) -> str:
+    """A token the portal issues (as ``manage.py api_token create`` does) to read the institution's sessions."""
+    from api.services import token_create
+
+    _token, secret = token_create(institution=institution, name="bench", scopes=["sessions:read"], expires_at=None)
+    return secret
 
 
 def cpu_meter(res: Resources, cluster, db_name: str) -> CpuMeter:
@@ -147,9 +148,10 @@ def run(args: argparse.Namespace) -> dict:
     rid = run_id()
     db_name = f"bench_classstart_{rid}"
     res = Resources(keep_temp=args.keep_logs)
-    figures: dict = {"bench": "portal", "launches": args.launches, "servers": args.servers}
+    figures: dict = {"bench": "portal", "launches": args.launches, "servers": args.servers, "poll_period": args.poll_period}
     try:
         temp = res.make_temp_dir(f"npu-lab-bench-classstart-{rid}-")
+        figures["machine_before"] = machine_state(temp)
         database_url = postgres_create_database(POSTGRES_SERVER_URL, db_name, connection_limit=args.db_connection_limit)
         res.on_close(f"drop database {db_name}", lambda: postgres_drop_database(POSTGRES_SERVER_URL, db_name))
         owner = f"bench-classstart-{rid}"
@@ -165,6 +167,9 @@ def run(args: argparse.Namespace) -> dict:
             channels_prefix=f"bench-{rid}",
             driver=driver,
         )
+        # The poll of the sessions is 10 requests/s or more, as JupyterHub's is: the API's rate limit
+        # per token (600/minute by default) would refuse it. JupyterHub limits none of its API.
+        env["API_THROTTLE_RATE"] = "1000000/minute"
         os.environ.update(env)  # this process reads the same database (data, login sessions, polling)
 
         import django
@@ -181,6 +186,7 @@ def run(args: argparse.Namespace) -> dict:
             from labs.devcluster.portal import apply_course_manifests
 
             apply_course_manifests(cluster, course.code, profile="flexnpu")
+        token = api_token(course.institution)
         base_url = start_services(res, env, args, rid)
         if args.http_login:
             cookies = login_cookies_http(base_url, students, args.threads)
@@ -226,11 +232,23 @@ def run(args: argparse.Namespace) -> dict:
             daemon=True,
         )
         retrier.start()
-        by_state = poll_until_running(course, args.launches, started, args.timeout, retrier)
+        usernames = {u.username: u.pk for u in students}
+        polled = poll_until_running(
+            portal_fetch(base_url, token, course.pk),
+            set(usernames),
+            deadline=started + args.timeout,
+            period=args.poll_period,
+            # every launch answered and every session settled, not all running: nothing can change any more
+            settled=lambda seen: not retrier.is_alive() and set(seen.values()) <= SETTLED,
+        )
         meter.stop()
         sampler.stop()
         retrier.join(timeout=1)
-        figures.update(collect(course, fired, retried, started, submitted, args.launches, by_state))
+        running_at = {usernames[name]: at for name, at in polled.running_at.items()}
+        figures.update(collect(course, fired, retried, started, submitted, args.launches, running_at))
+        figures.update(
+            polls=polled.polls, failed_polls=polled.failed_polls, poll_p50=polled.poll_p50, poll_failure=polled.last_failure
+        )
         figures["threads"] = args.threads
         figures["peak_db_connections"] = sampler.peak
         figures["cpu_percent_of_one_core"] = meter.shares
@@ -240,6 +258,7 @@ def run(args: argparse.Namespace) -> dict:
             figures.update(start_split(cluster, course))
         if cluster is not None and figures["time_to_all_running"] is not None:
             figures.update(stop_class(cluster, course, base_url, cookies, args))
+        figures["machine_after"] = machine_state(temp)
         report(figures, args)
         return figures
     finally:
@@ -317,28 +336,35 @@ def stop_class(cluster, course, base_url: str, cookies: dict[int, tuple[str, str
     }
 
 
-def collect(course, fired, retried, started: float, submitted: float, launches: int, by_state: dict[str, int]) -> dict:
+def collect(course, fired, retried, started: float, submitted: float, launches: int, seen_running: dict[int, float]) -> dict:
+    """The run's figures. ``seen_running``: student pk -> when the poll of the API first showed the
+    session running; the times to running are from it. The split of the start (queued -> admitted
+    -> running) is the portal's own timestamps, read from the database after the run."""
+    from django.db.models import Count
+
     from labs.models import LabSession
 
     sent = {int(f.key): f.sent_at for f in fired}  # a retried launch counts from the first press
     fields = ("student_id", "created_at", "admitted_at", "started_at", "running_at")
     rows = [(s, c, a, r) for s, c, a, _, r in LabSession.objects.filter(course=course).values_list(*fields)]
-    launch_to_running = [r.timestamp() - sent[s] for s, _, _, r in rows if r is not None]
+    by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
+    launch_to_running = [at - sent[pk] for pk, at in seen_running.items()]
     queued_to_admitted = [(a - c).total_seconds() for _, c, a, _ in rows if a is not None]
     admitted_to_running = [(r - a).total_seconds() for _, _, a, r in rows if a is not None and r is not None]
     starts = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
     admitted_to_started = [(s - a).total_seconds() for a, s, _ in starts if a is not None and s is not None]
     started_to_running = [(r - s).total_seconds() for _, s, r in starts if s is not None and r is not None]
-    running = by_state.get("running", 0)
+    running = len(seen_running)
     failures = Counter(
         session.reason for session in LabSession.objects.filter(course=course, state__in=("failed", "stopping", "stopped"))
     )
-    last_running = max((r.timestamp() for *_, r in rows if r is not None), default=None)
+    last_running = max(seen_running.values(), default=None)
     return {
         "accepted": sum(1 for f in fired if f.status == 201),
         "sessions": len(rows),
         "running": running,
         "stuck": {state: n for state, n in by_state.items() if state != "running"},
+        "running_in_database": by_state.get("running", 0),
         "failures": dict(failures.most_common(5)),
         "http_statuses": status_counts(fired),
         "retry_statuses": status_counts(retried) if retried else "",
