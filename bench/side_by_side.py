@@ -8,10 +8,17 @@ For each K in --launches, runs ``python -m bench.classstart`` and ``python -m be
 (each a fresh process with fresh services, database and temp dir) --repeats times, alternating
 which goes first, so a slow spell of this shared machine hits both. The portal gets
 ceil(K / 128) servers so that every launch fits (one 8 x 910B server takes 128 small instances).
-Both use the same client thread pool, start delay (1 s) and timeout. Each run's own output is
-shown indented; then the medians of both and the ratio "portal / JupyterHub time to all running"
-(above 1: the portal is slower). A run that did not get every session running within the timeout
-counts as "not all running" (an infinite time) in the median.
+Both use the same client thread pool, start delay (1 s) and timeout, and see "running" the same
+way: one poller reads the class through each side's own REST API every --poll-period s (0.1), with
+a token that side issued (the portal: GET /api/v1/sessions/, a session's state; JupyterHub: GET
+/hub/api/users, a server's ready; 500 a page on both; bench/poll.py). Both run on PostgreSQL, each
+on a database of its own on 127.0.0.1:5432; --hub-db sqlite gives JupyterHub its default SQLite
+file instead, to show what that costs it. Each run's own output is shown indented; then the
+medians of both and the ratio "portal / JupyterHub time to all running" (above 1: the portal is
+slower). A run that did not get every session running within the timeout counts as "not all
+running" (an infinite time) in the median. Beside each run's time: the load average before and
+after it and the median time of a small write + fsync in its temp dir just before its result, so
+that a reader sees the machine's state (this machine is shared).
 
 --driver kubernetes is passed on to both benches: each run then starts a fresh labs.devcluster
 (the real API server, scheduler and controller-manager, ceil(K / 128) fake FlexNPU nodes, the same
@@ -34,8 +41,11 @@ import time
 from pathlib import Path
 
 from bench.harness import ROOT, raise_keyboard_interrupt_on_sigterm
+from bench.jupyterhub import HUB_DATABASES
+from bench.poll import METHOD, POLL_PERIOD, fmt_machine
 
 INSTANCES_PER_SERVER = 128
+HUB_DATABASE_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite (its default: a file in the run's temp dir)"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,6 +71,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="portal: passed on to bench.classstart (default: the portal's own)",
     )
+    parser.add_argument(
+        "--hub-db",
+        choices=HUB_DATABASES,
+        default="postgresql",
+        help="JupyterHub's database: postgresql (default, as its documentation recommends for production) or sqlite",
+    )
+    parser.add_argument(
+        "--poll-period",
+        type=float,
+        default=POLL_PERIOD,
+        help=f"both: seconds between polls, default {POLL_PERIOD:g}",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write every run's figures and the medians to PATH")
     args = parser.parse_args(argv)
     try:
@@ -69,6 +91,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--launches takes comma-separated integers, e.g. 128,512")
     if not args.launches or min(args.launches) < 1 or args.repeats < 1:
         parser.error("--launches values and --repeats must be >= 1")
+    if args.poll_period <= 0:
+        parser.error("--poll-period must be > 0")
     return args
 
 
@@ -107,11 +131,18 @@ def fmt(value: float) -> str:
     return "not all running" if math.isinf(value) else f"{value:.2f} s"
 
 
+def fmt_run(figures: dict) -> str:
+    """'2.31 s; load average 1.20 0.90 0.80 -> ..., fsync 0.30 ms (...)': a run's time beside the machine's state."""
+    machine = fmt_machine(figures.get("machine_before"), figures.get("machine_after"))
+    return f"{fmt(seconds(figures, 'time_to_all_running'))}; {machine}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     raise_keyboard_interrupt_on_sigterm()
     began = time.monotonic()
     common = ["--start-delay", str(args.start_delay), "--threads", str(args.threads), "--timeout", str(args.timeout)]
+    common += ["--poll-period", str(args.poll_period)]
     if args.driver != "simulator":
         common += ["--driver", args.driver]
     results: dict[int, dict[str, list[dict]]] = {}
@@ -122,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             portal += ["--concurrency", str(args.concurrency), *common]
             if args.web_conn_max_age is not None:
                 portal += ["--web-conn-max-age", str(args.web_conn_max_age)]
-            hub = ["--launches", str(k), *common]
+            hub = ["--launches", str(k), "--hub-db", args.hub_db, *common]
             results[k] = {"portal": [], "jupyterhub": []}
             for r in range(args.repeats):
                 order = [("portal", "bench.classstart", portal), ("jupyterhub", "bench.jupyterhub", hub)]
@@ -140,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         f"side by side, median of {args.repeats} run(s) each, alternating order, start delay {args.start_delay:g} s, "
         f"driver {args.driver}:"
     )
+    print(f"  how: {METHOD.format(period=args.poll_period)}")
+    print(f"  databases: the portal PostgreSQL, JupyterHub {HUB_DATABASE_NAMES[args.hub_db]}")
     summary = {}
     for k, runs in results.items():
         p = [seconds(f, "time_to_all_running") for f in runs["portal"]]
@@ -155,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  K = {k} ({where}):")
         print(f"    time to all running: portal {fmt(pm)}, JupyterHub {fmt(jm)}")
         print(f"      runs: portal {', '.join(fmt(x) for x in p)}; JupyterHub {', '.join(fmt(x) for x in j)}")
+        for r, (fp, fj) in enumerate(zip(runs["portal"], runs["jupyterhub"], strict=True)):
+            print(f"      run {r + 1}: portal {fmt_run(fp)}")
+            print(f"             JupyterHub {fmt_run(fj)}")
         print(f"    launch -> running p50: portal {fmt(p50p)}, JupyterHub {fmt(p50j)}")
         print(f"    launch -> running p99: portal {fmt(p99p)}, JupyterHub {fmt(p99j)}")
         print(f"    HTTP statuses: portal {[f.get('http_statuses') for f in runs['portal']]}")
