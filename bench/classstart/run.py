@@ -35,7 +35,7 @@ from bench.harness import (
     run_id,
     status_counts,
 )
-from bench.poll import POLL_PERIOD, machine_state, poll_until_running, portal_fetch
+from bench.poll import POLL_PERIOD, PollFailed, machine_state, poll_until_running, portal_fetch
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> dict:
         if cluster is not None:
             figures.update(start_split(cluster, course))
         if cluster is not None and figures["time_to_all_running"] is not None:
-            figures.update(stop_class(cluster, course, base_url, cookies, args))
+            figures.update(stop_class(cluster, course, base_url, token, cookies, args))
         figures["machine_after"] = machine_state(temp)
         report(figures, args)
         return figures
@@ -293,10 +293,9 @@ def start_split(cluster, course) -> dict:
     }
 
 
-def stop_class(cluster, course, base_url: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace) -> dict:
-    """Every student presses Stop at once; until every session is stopped and the API server holds nothing of the class."""
-    from django.db.models import Count
-
+def stop_class(cluster, course, base_url: str, token: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace) -> dict:
+    """Every student presses Stop at once; until every session is stopped (read through the API, as
+    bench.jupyterhub reads the Hub's servers stopping) and the API server holds nothing of the class."""
     from labs.devcluster.portal import lab_objects_left
     from labs.drivers.kubernetes.builders import namespace_name
     from labs.models import Allocation, LabSession
@@ -312,12 +311,16 @@ def stop_class(cluster, course, base_url: str, cookies: dict[int, tuple[str, str
     started = min(f.sent_at for f in fired)
     deadline = started + args.timeout
     namespace = namespace_name(course.code, namespace_prefix="lab-")
+    fetch = portal_fetch(base_url, token, course.pk)
     stopped_after = left_after = None
     by_state: dict[str, int] = {}
     left: dict[str, list[str]] = {}
     while time.time() < deadline:
         if stopped_after is None:
-            by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
+            try:
+                by_state = dict(Counter(fetch().values()))
+            except PollFailed:
+                by_state = {}
             if by_state.get("stopped", 0) == len(sessions):
                 stopped_after = time.time() - started
         left = lab_objects_left(cluster.api, namespace)
