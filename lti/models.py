@@ -268,3 +268,32 @@ class RegistrationLink(models.Model):
 
     def __str__(self) -> str:
         return f"registration link of {self.institution_id} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+class Lti11Consumer(models.Model):
+    """The LTI 1.1 consumer key and shared secret this platform used before LTI 1.3 (the LTI 1.1
+    migration): a launch's ``lti1p1`` claim is trusted only when its ``oauth_consumer_key_sign``
+    verifies with this secret."""
+
+    registration = models.OneToOneField(Registration, on_delete=models.CASCADE, related_name="lti11_consumer")
+    consumer_key = models.CharField(_("LTI 1.1 consumer key"), max_length=255)
+    # Encrypted in the database (labs.encryption), like the tool's private keys; never rendered.
+    shared_secret = EncryptedTextField(_("LTI 1.1 shared secret"))
+
+    def __str__(self) -> str:
+        return f"{self.consumer_key} of {self.registration_id}"
+
+
+class Lti11User(models.Model):
+    """A portal account as the platform knew it under LTI 1.1 (its 1.1 ``user_id``): the first LTI 1.3
+    launch that carries this user id in a verified ``lti1p1`` claim links to this account."""
+
+    consumer = models.ForeignKey(Lti11Consumer, on_delete=models.CASCADE, related_name="users")
+    lti11_user_id = models.CharField(_("LTI 1.1 user ID"), max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lti11_users")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["consumer", "lti11_user_id"], name="lti11_user_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.lti11_user_id} of {self.consumer_id}"

@@ -25,7 +25,7 @@ from labs.services import catalog, roster
 from labs.services.affiliations import affiliation_ensure
 from labs.services.audit import audit_record
 from labs.services.member_details import DetailsChange, details_apply, details_change, details_describe
-from lti import grading
+from lti import grading, lti1p1
 from lti.models import (
     ISSUER_TAKEN,
     REGISTRATION_PENDING,
@@ -140,9 +140,10 @@ def _username(issuer: str, subject: str) -> str:
     return "lti-" + hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()[:24]
 
 
-def _user_for(*, registration: Registration, subject: str, given: str, family: str, email: str):
-    """The account of (issuer, subject), created the first time; name and e-mail follow the LMS
-    (``labs.services.member_details``). Returns it and what changed in it (nothing when created)."""
+def _user_for(*, registration: Registration, subject: str, given: str, family: str, email: str, legacy=None):
+    """The account of (issuer, subject), created the first time unless ``legacy`` (the account the
+    platform knew under LTI 1.1, ``lti.lti1p1``) is given: then that one. Name and e-mail follow the
+    LMS (``labs.services.member_details``). Returns it and what changed in it (nothing when created)."""
     User = get_user_model()
     identity = Identity.objects.select_related("user", "registration").filter(issuer=registration.issuer, subject=subject).first()
     fields = {"first_name": given[:150], "last_name": family[:150], "email": email[:254]}
@@ -150,14 +151,24 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
         if identity.registration.institution_id != registration.institution_id:
             raise _another_institutions_account(registration)
     else:
+        if legacy is not None and not lti1p1.of_institution_only(legacy, registration.institution_id):
+            logger.warning("LTI 1.1 link of %s refused: not an account of this institution only", subject)
+            raise _another_institutions_account(registration)
         # The same (issuer, subject) under a registration deleted and made again: the same account.
-        user = User.objects.filter(username=_username(registration.issuer, subject)).first()
+        user = legacy or User.objects.filter(username=_username(registration.issuer, subject)).first()
         if user is not None and user.enrollments.exclude(course__institution_id=registration.institution_id).exists():
             raise _another_institutions_account(registration)
         try:
             # A savepoint: two first launches of one person at once (two tabs) make one account.
             with transaction.atomic():
-                if user is None or user.has_usable_password():
+                if legacy is not None:
+                    audit_record(
+                        by=None,
+                        action="lti.lti11.link",
+                        target=f"{legacy.get_username()} as {subject} at {registration.issuer}",
+                        institution=registration.institution,
+                    )
+                elif user is None or user.has_usable_password():
                     user = User(username=_username(registration.issuer, subject), **fields)
                     user.set_unusable_password()
                     user.save()
@@ -246,6 +257,15 @@ def launch_provision(*, registration: Registration, claims: dict) -> LaunchResul
     subject = str(claims.get("sub") or "")
     if not subject:
         raise LtiRefused(_("The LMS did not identify you (no subject); anonymous launches are not supported."))
+    try:
+        legacy = lti1p1.legacy_account(registration=registration, claims=claims)
+    except lti1p1.ForgedSignature:
+        raise LtiRefused(
+            _(
+                "The LMS sent an LTI 1.1 account link whose signature is wrong; "
+                "ask your LMS administrator to check its LTI 1.1 secret."
+            )
+        ) from None
     with transaction.atomic():
         user, _change = _user_for(
             registration=registration,
@@ -253,6 +273,7 @@ def launch_provision(*, registration: Registration, claims: dict) -> LaunchResul
             given=claims.get("given_name") or "",
             family=claims.get("family_name") or "",
             email=claims.get("email") or "",
+            legacy=legacy,
         )
         course, context = _course_for(registration=registration, context_claim=claims.get(CLAIM + "context") or {})
         nrps = claims.get(NRPS_CLAIM) or {}

@@ -10,6 +10,9 @@ responses posted back are verified against the tool's JWKS too.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -63,6 +66,15 @@ class Platform:
     # and optionally a different signing key (a bad signature).
     next_launch: dict = field(default_factory=dict)
     next_signing_key: object = None
+    # LTI 1.1 migration (IMS "LTI 1.1 Migration Guide"): the consumer key and shared secret the
+    # platform used under LTI 1.1. A launch whose spec has "lti1p1_user_id" carries the lti1p1
+    # claim, signed with ``lti11_signing_secret`` when set (a forgery), else with the shared secret.
+    lti11_consumer_key: str = "legacy-key"
+    lti11_secret: str = "legacy-secret"
+    lti11_signing_secret: str | None = None
+    # Platform storage (IMS "LTI Client Side postMessages"): the frame the tool is to postMessage,
+    # sent as lti_storage_target in the login and in the authentication response.
+    storage_target: str = ""
     # Answer score posts with this HTTP status instead of recording them (a platform outage).
     scores_status: int = 200
     # Answer score posts only after this many seconds (a slow platform, while another worker tries).
@@ -114,7 +126,13 @@ class Platform:
                         page = (
                             f'<form method="post" action="{answer["action"]}">'
                             f'<input type="hidden" name="id_token" value="{answer["id_token"]}">'
-                            f'<input type="hidden" name="state" value="{answer["state"]}"></form>'
+                            f'<input type="hidden" name="state" value="{answer["state"]}">'
+                            + (
+                                f'<input type="hidden" name="lti_storage_target" value="{answer["lti_storage_target"]}">'
+                                if "lti_storage_target" in answer
+                                else ""
+                            )
+                            + "</form>"
                             "<script>document.forms[0].submit()</script>"
                         )
                         return self._send(200, page.encode(), "text/html")
@@ -203,6 +221,7 @@ class Platform:
             "lti_message_hint": "msg-hint",
             "client_id": self.client_id,
             "lti_deployment_id": self.deployment_id,
+            **({"lti_storage_target": self.storage_target} if self.storage_target else {}),
             **extra,
         }
 
@@ -236,6 +255,7 @@ class Platform:
         spec = dict(self.next_launch)
         sub = spec.pop("sub", "student-1")
         roles = spec.pop("roles", LEARNER)
+        lti11_user_id = spec.pop("lti1p1_user_id", None)
         claims = self.default_claims(nonce=params["nonce"], sub=sub, roles=roles)
         claims[CLAIM + "target_link_uri"] = params["redirect_uri"]
         for name, value in spec.items():
@@ -243,9 +263,27 @@ class Platform:
                 claims.pop(name, None)
             else:
                 claims[name] = value
+        if lti11_user_id is not None:
+            claims[CLAIM + "lti1p1"] = {
+                "user_id": lti11_user_id,
+                "oauth_consumer_key": self.lti11_consumer_key,
+                "oauth_consumer_key_sign": self.lti11_sign(claims),
+            }
         key = self.next_signing_key or self.key
         id_token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": self.kid})
-        return {"action": params["redirect_uri"], "id_token": id_token, "state": params["state"], "params": params}
+        answer = {"action": params["redirect_uri"], "id_token": id_token, "state": params["state"], "params": params}
+        if self.storage_target:
+            answer["lti_storage_target"] = self.storage_target
+        return answer
+
+    def lti11_sign(self, claims: dict) -> str:
+        """oauth_consumer_key_sign as the LTI 1.1 Migration Guide defines it: base64(HMAC-SHA256(secret,
+        oauth_consumer_key & deployment_id & iss & client_id & exp & nonce))."""
+        parts = [self.lti11_consumer_key, claims[CLAIM + "deployment_id"], claims["iss"], claims["aud"]]
+        parts += [claims["exp"], claims["nonce"]]
+        secret = self.lti11_signing_secret if self.lti11_signing_secret is not None else self.lti11_secret
+        digest = hmac.new(secret.encode(), "&".join(str(part) for part in parts).encode(), hashlib.sha256).digest()
+        return base64.b64encode(digest).decode()
 
     def verify_tool_jwt(self, token: str, *, audience: str) -> dict:
         """Verify a JWT the tool signed, with the key its JWKS publishes under the token's kid."""
