@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pylti1p3.deep_link_resource import DeepLinkResource
@@ -27,7 +28,7 @@ from pylti1p3.lineitem import LineItem
 from labs.models import Enrollment
 from labs.selectors.console import CourseRole, course_for_console
 from labs.services.sessions import LaunchRefused
-from lti import grading, services, tool
+from lti import grading, platform_storage, services, tool
 from lti.models import REGISTRATION_PENDING, Identity
 from lti.selectors import context_of_course, deep_link_templates, frame_origins
 from lti.sync_message import refused_message, sync_message
@@ -72,6 +73,9 @@ def oidc_login(request: HttpRequest) -> HttpResponse:
         keys = ["iss", "login_hint", "target_link_uri", "lti_message_hint", "lti_deployment_id", "client_id"]
         forward = {key: params[key] for key in keys if params.get(key)}
         forward["lti1p3_new_window"] = "1"
+        target = platform_storage.wanted(params)
+        if target:
+            return _storage_login(request, conf, registration, target, forward)
         response = render(request, "lti/cookie_check.html", {"params": forward, "action": request.path})
         # The form's GET is redirected to the platform's authentication URL: form-action covers redirects.
         response._csp_update = {"form-action": frame_origins(registration)}
@@ -83,6 +87,26 @@ def oidc_login(request: HttpRequest) -> HttpResponse:
         logger.info("LTI login refused: %s", exc)
         return _error(request, _("This LMS is not registered with the portal (unknown issuer or client ID)."))
     return response
+
+
+def _storage_login(request: HttpRequest, conf: tool.ToolConf, registration, target: str, forward: dict) -> HttpResponse:
+    """A login that keeps its state and nonce in the LMS's frame (``lti.platform_storage``); if
+    the LMS does not answer, the page offers the cookie login in a new window (``forward``)."""
+    try:
+        storage = platform_storage.login_start(
+            request, conf, registration=registration, launch_url=request.build_absolute_uri(reverse("lti:launch")), target=target
+        )
+    except (OIDCException, LtiException) as exc:
+        logger.info("LTI login refused: %s", exc)
+        return _error(request, _("This LMS is not registered with the portal (unknown issuer or client ID)."), registration)
+    response = render(request, "lti/platform_storage.html", {"storage": storage, "params": forward, "action": request.path})
+    response._csp_update = {"form-action": frame_origins(registration)}
+    return _framable(response, registration)
+
+
+STORAGE_REFUSED = gettext_noop(
+    "Your LMS could not confirm that this launch was started in this browser. Open the activity again from your LMS."
+)
 
 
 def _launch_error_message(exc: Exception) -> str:
@@ -102,9 +126,23 @@ def _launch_error_message(exc: Exception) -> str:
 @require_POST
 def launch(request: HttpRequest) -> HttpResponse:
     conf = tool.ToolConf()
+    state = request.POST.get("state", "")
+    stored = platform_storage.launch_record(state)
     try:
-        message = tool.message_launch(request, conf)
+        if stored is None:
+            message = tool.message_launch(request, conf)
+        elif platform_storage.SECRET_PARAM not in request.POST:
+            # The login kept its state in the LMS's frame: a page reads it back and posts it here.
+            storage = platform_storage.launch_page_context(state=state, record=stored, id_token=request.POST.get("id_token", ""))
+            page = render(request, "lti/platform_storage_launch.html", {"storage": storage, "action": request.path})
+            return _framable(page, platform_storage.record_registration(stored))
+        else:
+            platform_storage.launch_check(request, state=state)
+            message = platform_storage.message_launch(request, conf, state=state)
         claims = message.get_launch_data()
+    except platform_storage.StorageRefused as exc:
+        logger.info("LTI launch refused (platform storage): %s", exc)
+        return _error(request, _(STORAGE_REFUSED), platform_storage.record_registration(stored))
     except (LtiException, OIDCException, AssertionError) as exc:
         logger.info("LTI launch refused: %s", exc)
         return _error(request, _launch_error_message(exc), conf.registration)

@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from html import escape as html_escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -75,6 +76,10 @@ class Platform:
     # Platform storage (IMS "LTI Client Side postMessages"): the frame the tool is to postMessage,
     # sent as lti_storage_target in the login and in the authentication response.
     storage_target: str = ""
+    # The course page (GET /course?launch=<the tool's login URL>) frames the tool and answers its
+    # lti.put_data / lti.get_data messages from a store kept per origin, as an LMS does; with
+    # ``storage_forged`` it gives back another value for the state's key.
+    storage_forged: bool = False
     # Answer score posts with this HTTP status instead of recording them (a platform outage).
     scores_status: int = 200
     # Answer score posts only after this many seconds (a slow platform, while another worker tries).
@@ -141,6 +146,9 @@ class Platform:
                     if not self._authorised():
                         return self._send(401, {"error": "unauthorised"})
                     return self._send(200, platform.lineitems, "application/vnd.ims.lis.v2.lineitemcontainer+json")
+                if parts.path == "/course":
+                    launch = parse_qs(parts.query)["launch"][0]
+                    return self._send(200, platform.course_page(launch).encode(), "text/html")
                 if parts.path == "/memberships":
                     time.sleep(platform.memberships_delay)
                     if not self._authorised():
@@ -275,6 +283,29 @@ class Platform:
         if self.storage_target:
             answer["lti_storage_target"] = self.storage_target
         return answer
+
+    def course_page(self, launch: str) -> str:
+        """An LMS page that frames the tool's login and answers platform storage messages
+        (IMS "LTI Client Side postMessages"): put_data stores, get_data gives back, per origin."""
+        forged = "true" if self.storage_forged else "false"
+        return (
+            "<!doctype html><title>LMS course</title>"
+            f'<iframe name="tool" title="tool" src="{html_escape(launch)}" width="900" height="600"></iframe>'
+            "<script>"
+            f"var forged = {forged}; var store = {{}}; window.__storage = [];"
+            "window.addEventListener('message', function (event) {"
+            "  var m = event.data; if (!m || typeof m !== 'object' || !m.subject) return;"
+            "  window.__storage.push(m.subject + ' ' + m.key);"
+            "  var reply = {subject: m.subject + '.response', message_id: m.message_id, key: m.key};"
+            "  var slot = event.origin + ' ' + m.key;"
+            "  if (m.subject === 'lti.put_data') { store[slot] = m.value; reply.value = m.value; }"
+            "  else if (m.subject === 'lti.get_data') {"
+            "    reply.value = forged && m.key.indexOf('lti1p3-state-') === 0 ? 'forged-secret' : store[slot]; }"
+            "  else { reply.error = {code: 'unsupported_subject', message: 'not supported'}; }"
+            "  event.source.postMessage(reply, event.origin);"
+            "});"
+            "</script>"
+        )
 
     def lti11_sign(self, claims: dict) -> str:
         """oauth_consumer_key_sign as the LTI 1.1 Migration Guide defines it: base64(HMAC-SHA256(secret,

@@ -1,0 +1,80 @@
+"""Platform storage in Chromium: an LMS page (on 127.0.0.1) frames the tool (on localhost, another
+site, so the browser keeps none of the tool's cookies in the frame) and answers its lti.put_data
+and lti.get_data messages. The launch succeeds with the state and nonce kept by the LMS's page,
+and is refused when the LMS gives back another state. In English and Chinese. The portal runs
+under Daphne, the platform beside it."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+
+from lti.models import Identity
+from lti.services import registration_save
+from tests.factories import InstitutionFactory
+from tests.lti.platform import Platform
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture
+def lms(portal_server):
+    platform = Platform(tool_jwks_url=portal_server + "/lti/jwks/", storage_target="_parent").start()
+    fields = {
+        "name": "Test LMS",
+        "issuer": platform.issuer,
+        "client_id": platform.client_id,
+        "auth_login_url": platform.url + "/auth",
+        "auth_token_url": platform.url + "/token",
+        "auth_audience": "",
+        "keyset_url": platform.url + "/jwks",
+    }
+    institution = InstitutionFactory(slug="lti-storage")
+    registration_save(by=None, institution=institution, fields=fields, deployment_ids=[platform.deployment_id])
+    yield platform
+    platform.stop()
+
+
+def _open_course(browser_page, lms: Platform, portal_server: str, language: str):
+    """The LMS's course page, framing the tool's login; returns the page, the tool's frame and its origin."""
+    tool = portal_server.replace("127.0.0.1", "localhost")
+    login = tool + "/lti/login/?" + urlencode(lms.login_params(target_link_uri=tool + "/lti/launch/"))
+    context = browser_page.context.browser.new_context(locale="zh-CN" if language == "zh-hans" else "en-US")
+    page = context.new_page()
+    page.goto(lms.url + "/course?" + urlencode({"launch": login}))
+    return page, page.frame_locator("iframe[name=tool]"), tool
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_a_framed_launch_keeps_its_state_in_the_lms_page_and_signs_the_student_in(portal_server, browser_page, lms, language):
+    lms.next_launch = {"sub": f"framed-{language}"}
+
+    page, frame, tool = _open_course(browser_page, lms, portal_server, language)
+
+    frame.locator("[data-lti-open]").wait_for(timeout=30000)  # "You are signed in", in the frame
+    assert frame.locator("html").get_attribute("lang") == language
+    assert Identity.objects.filter(subject=f"framed-{language}").exists()
+    messages = page.evaluate("window.__storage")
+    assert sorted(m.split(" ")[0] for m in messages) == ["lti.get_data", "lti.get_data", "lti.put_data", "lti.put_data"]
+    assert not page.context.cookies(tool)  # the tool kept no cookie: the state and nonce came from the LMS
+    page.context.close()
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_a_framed_launch_is_refused_when_the_lms_gives_back_another_state(portal_server, browser_page, lms, language):
+    lms.next_launch = {"sub": f"forged-{language}"}
+    lms.storage_forged = True
+
+    page, frame, _tool = _open_course(browser_page, lms, portal_server, language)
+
+    try:
+        frame.locator("[data-lti-error]").wait_for(timeout=30000)
+    except Exception:
+        seen = frame.locator("body").inner_text(timeout=5000)
+        raise AssertionError([f.url for f in page.frames] + [page.evaluate("window.__storage"), seen]) from None
+    assert frame.locator("html").get_attribute("lang") == language
+    if language == "en":
+        assert "could not confirm that this launch was started in this browser" in frame.locator("[role=alert]").inner_text()
+    assert not Identity.objects.filter(subject=f"forged-{language}").exists()
+    page.context.close()
