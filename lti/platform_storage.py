@@ -179,3 +179,35 @@ def message_launch(request: HttpRequest, conf: tool.ToolConf, *, state: str) -> 
         requests_session=tool.http_session(),
     )
     return launch.set_launch_data_lifetime(tool.LAUNCH_LIFETIME_SECONDS)
+
+
+# --- the portal in a new window -----------------------------------------------------------------
+# A frame that keeps no cookie keeps no session either: the launch's page offers the portal in a
+# new window (first-party, where cookies work) with a one-time sign-in token, posted from the
+# tool's own page (the Origin header again), good for HANDOFF_SECONDS.
+HANDOFF_SECONDS = 120
+HANDOFF_PARAM = "handoff"
+
+
+def _handoff_key(token: str) -> str:
+    return "lti1p3-handoff-" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def handoff_create(*, user, url: str) -> str:
+    """A token that signs ``user`` in, once, in the new window, and leads to ``url``."""
+    token = secrets.token_urlsafe(32)
+    UnboundLaunchStorage().set_value(_handoff_key(token), {"user": user.pk, "url": url}, exp=HANDOFF_SECONDS)
+    return token
+
+
+def handoff_take(request: HttpRequest) -> tuple[int, str] | None:
+    """The user id and URL of the request's token, used up; ``None`` when the token is unknown,
+    used or expired, or not posted from the tool's own page."""
+    token = str(request.POST.get(HANDOFF_PARAM) or "")
+    if not token or not _same_origin(request):
+        return None
+    storage = UnboundLaunchStorage()
+    value = storage.get_value(_handoff_key(token))
+    if not isinstance(value, dict) or not storage.take_value(_handoff_key(token)):
+        return None
+    return value["user"], value["url"]

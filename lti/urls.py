@@ -9,6 +9,7 @@ urlpatterns = [
     path("lti/jwks/", views.jwks, name="jwks"),
     path("lti/login/", views.oidc_login, name="login"),
     path("lti/launch/", views.launch, name="launch"),
+    path("lti/launch/window/", views.handoff, name="handoff"),
     path("lti/deep-link/", views.deep_link_respond, name="deep-link"),
     path("lti/courses/<int:course_id>/roster-sync/", views.roster_sync, name="roster-sync"),
     path("lti/canvas.json", dynamic.canvas_json, name="canvas-json"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from django.contrib import messages
-from django.contrib.auth import login
+from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -159,8 +159,11 @@ def launch(request: HttpRequest) -> HttpResponse:
             "templates": deep_link_templates(course=result.course),
         }
         return _framable(render(request, "lti/deep_link.html", context), registration)
+    # Signed in through platform storage: the frame keeps no session cookie, the new window will.
+    handoff_user = result.user if stored is not None else None
     if result.role != Enrollment.Role.STUDENT:
-        return _land(request, reverse("labs:course-detail", kwargs={"course_id": result.course.pk}), registration)
+        url = reverse("labs:course-detail", kwargs={"course_id": result.course.pk})
+        return _land(request, url, registration, handoff_user)
     try:
         session = services.launch_template(result=result)
     except LaunchRefused as exc:
@@ -171,15 +174,31 @@ def launch(request: HttpRequest) -> HttpResponse:
                 request,
                 _("Launched %(template)s; it starts as soon as an NPU share is free.") % {"template": result.template.name},
             )
-    return _land(request, reverse("labs:home"), registration)
+    return _land(request, reverse("labs:home"), registration, handoff_user)
 
 
-def _land(request: HttpRequest, url: str, registration) -> HttpResponse:
+def _land(request: HttpRequest, url: str, registration, handoff_user=None) -> HttpResponse:
     """Go to the portal page. Inside the LMS's iframe (``Sec-Fetch-Dest: iframe``) the portal's own
-    pages refuse to be framed, so the frame offers them in a new window instead."""
+    pages refuse to be framed, so the frame offers them in a new window instead, with a one-time
+    sign-in for ``handoff_user`` when the frame keeps no cookie (``platform_storage.handoff_create``)."""
     if request.headers.get("Sec-Fetch-Dest") == "iframe":
-        return _framable(render(request, "lti/open_in_window.html", {"url": url}), registration)
+        context = {"url": url}
+        if handoff_user is not None:
+            context["handoff"] = platform_storage.handoff_create(user=handoff_user, url=url)
+        return _framable(render(request, "lti/open_in_window.html", context), registration)
     return redirect(url)
+
+
+@csrf_exempt  # posted from a frame that keeps no cookie; the one-time token and the Origin check protect it
+@require_POST
+def handoff(request: HttpRequest) -> HttpResponse:
+    """The new window of a launch signed in through platform storage: sign in with the token, once."""
+    found = platform_storage.handoff_take(request)
+    user = get_user_model().objects.filter(pk=found[0], is_active=True).first() if found else None
+    if user is None:
+        return _error(request, _("This sign-in link was already used or has expired. Open the activity again from your LMS."))
+    login(request, user, backend=BACKEND)
+    return redirect(found[1])
 
 
 @login_required

@@ -58,6 +58,11 @@ def test_a_framed_launch_keeps_its_state_in_the_lms_page_and_signs_the_student_i
     messages = page.evaluate("window.__storage")
     assert sorted(m.split(" ")[0] for m in messages) == ["lti.get_data", "lti.get_data", "lti.put_data", "lti.put_data"]
     assert not page.context.cookies(tool)  # the tool kept no cookie: the state and nonce came from the LMS
+    with page.context.expect_page() as opened:
+        frame.locator("[data-lti-open] button").click()
+    window = opened.value
+    window.wait_for_url(tool + "/", timeout=30000)  # signed in, first-party, by the one-time token
+    assert window.locator("header .who").inner_text() == "Ada Lovelace"
     page.context.close()
 
 

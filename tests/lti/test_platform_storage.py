@@ -128,3 +128,29 @@ def test_a_checked_launch_cannot_be_replayed(registration, platform):
     replay = post_checked(AsgiClient(), auth, secret=stored["state-value"], nonce=stored["nonce-value"])
 
     assert replay.status_code == 400 and _counts() == before
+
+
+def test_a_launch_in_the_lms_frame_offers_the_portal_in_a_new_window_signed_in_once(registration, platform):
+    """The frame keeps no session cookie: its page posts a one-time token to a new window, which
+    signs in (first-party, where cookies work). Used once, and only from the tool's own page."""
+    client = AsgiClient(language="en")
+    stored, auth, _check = storage_launch(client, platform, sub="framed")
+    data = {
+        "id_token": auth["id_token"],
+        "state": auth["state"],
+        "lti_storage_secret": stored["state-value"],
+        "lti_storage_nonce": stored["nonce-value"],
+    }
+    framed = client.request("POST", "/lti/launch/", data=data, headers={"Origin": BASE_URL, "Sec-Fetch-Dest": "iframe"})
+    assert framed.status_code == 200 and "data-lti-open" in framed.text
+    token = re.search(r'name="handoff" value="([^"]+)"', framed.text).group(1)
+    window = AsgiClient(language="en")  # the new window: none of the frame's cookies
+
+    elsewhere = window.request("POST", "/lti/launch/window/", data={"handoff": token}, headers={"Origin": "http://lms.example"})
+    signed_in = window.request("POST", "/lti/launch/window/", data={"handoff": token}, headers={"Origin": BASE_URL})
+    again = AsgiClient().request("POST", "/lti/launch/window/", data={"handoff": token}, headers={"Origin": BASE_URL})
+
+    assert elsewhere.status_code == 400 and "already used or has expired" in elsewhere.text
+    assert signed_in.status_code == 302 and signed_in.headers["Location"] == "/"
+    assert "Ada Lovelace" in window.get("/").text
+    assert again.status_code == 400
