@@ -177,6 +177,7 @@ POSTS: dict[str, dict[str, str | list[str]]] = {
 INVALID_ONLY: dict[str, list[str]] = {
     "lti:launch": ["id_token", "state"],  # signed by the LMS's key: tests/lti/test_flow.py against a platform
     "lti:deep-link": ["launch_id", "template", "score"],  # names a launch the LMS signed: tests/lti/test_flow.py
+    "lti:handoff": ["handoff"],  # a one-time token a framed launch made: tests/lti/test_platform_storage.py
     "labs:session-selftest": ["visible_mib"],  # a lab's JSON report with its secret: tests/views/test_selftest_pages.py
 }
 
