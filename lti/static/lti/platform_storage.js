@@ -7,7 +7,7 @@
   var root = document.getElementById("lti-storage");
   if (!root) return;
   var data = root.dataset;
-  var TIMEOUT_MS = 5000;
+  var TIMEOUT_MS = 10000;
   var pending = {};
 
   function frame() {
