@@ -118,7 +118,7 @@ def login_start(request: HttpRequest, conf: tool.ToolConf, *, registration: Regi
 def launch_record(state: str) -> dict | None:
     """The platform-storage record of the login that made ``state``; ``None`` for a login that did
     not use platform storage (or a state that is unknown or expired)."""
-    value = UnboundLaunchStorage().get_value(_record_key(state)) if state and tool._storable(state) else None
+    value = UnboundLaunchStorage().get_value(_record_key(state)) if state and "\x00" not in state else None
     return value if isinstance(value, dict) else None
 
 
