@@ -158,6 +158,8 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
         user = legacy or User.objects.filter(username=_username(registration.issuer, subject)).first()
         if user is not None and user.enrollments.exclude(course__institution_id=registration.institution_id).exists():
             raise _another_institutions_account(registration)
+        rostered = None if user is not None else _rostered_account(registration=registration, email=email)
+        user = user or rostered
         try:
             # A savepoint: two first launches of one person at once (two tabs) make one account.
             with transaction.atomic():
@@ -166,6 +168,16 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
                         by=None,
                         action="lti.lti11.link",
                         target=f"{legacy.get_username()} as {subject} at {registration.issuer}",
+                        institution=registration.institution,
+                    )
+                elif rostered is not None:
+                    # A new password hash (still unusable) ends any invitation link made for it.
+                    rostered.set_unusable_password()
+                    rostered.save(update_fields=["password"])
+                    audit_record(
+                        by=None,
+                        action="lti.roster_account.link",
+                        target=f"{rostered.get_username()} as {subject} at {registration.issuer}",
                         institution=registration.institution,
                     )
                 elif user is None or user.has_usable_password():
@@ -186,6 +198,40 @@ def _user_for(*, registration: Registration, subject: str, given: str, family: s
     change.description = details_describe(user, change.changes)
     details_apply(user=user, changes=change.changes, institution=registration.institution)
     return user, change
+
+
+def _rostered_account(*, registration: Registration, email: str):
+    """The account a course roster made for the person launching with ``email``, to sign in with
+    from now on rather than a second one (``labs.services.roster``: a CSV import in a course
+    linked to this LMS makes accounts with no password, which their LMS signs them in to).
+
+    Only an account nobody has used: made by a roster of this institution and of no other, no
+    password, never signed in, no LMS identity, not staff; a member of a course this registration
+    is linked to; the only such account with this e-mail. Whoever made it could never sign in
+    with it, so it is as new as the account the launch would make, with the roster's name and
+    courses. ``None`` otherwise."""
+    if not email:
+        return None
+    User = get_user_model()
+    institution = registration.institution_id
+    found = list(
+        User.objects.filter(
+            email__iexact=email,
+            last_login__isnull=True,
+            is_staff=False,
+            is_superuser=False,
+            lti_identities__isnull=True,
+            affiliations__institution_id=institution,
+            affiliations__source=Affiliation.Source.ROSTER,
+            enrollments__course__lti_context__registration=registration,
+        )
+        .exclude(affiliations__in=Affiliation.objects.exclude(institution_id=institution))
+        .exclude(enrollments__course__in=Course.objects.exclude(institution_id=institution))
+        .distinct()[:2]
+    )
+    if len(found) != 1 or found[0].has_usable_password():
+        return None
+    return found[0]
 
 
 def _another_institutions_account(registration: Registration) -> LtiRefused:

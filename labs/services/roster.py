@@ -9,7 +9,8 @@ The CSV has a header row naming its columns, in any order: ``username`` and/or `
 (one is needed per row), optional ``role`` (``student``, ``assistant`` or ``instructor``; empty:
 student), optional ``first_name`` and ``last_name``. A user who does not exist yet is created
 when the row gives a username, with no password: in a course linked to an LMS they sign in through
-it (LTI); otherwise the instructor sends each an invitation link to set a password
+it (LTI), their first launch or sync taking the account the roster made (``lti.services``);
+otherwise the instructor sends each an invitation link to set a password
 (``RosterPlan.sign_in`` says which, before anything is written). In a linked course a row whose
 username names no account but whose e-mail is that of a student's LMS account (one made by a
 launch or sync through the course's registration) adds that account: no second account is made

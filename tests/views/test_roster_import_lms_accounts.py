@@ -22,11 +22,11 @@ CSV = "username,email\nann,Ann@Uni.example\nbo,bo@uni.example\n"
 WORDS = {
     "en": (
         f"will be added with the student's {LMS} account, found by e-mail: no second account",
-        f"an account will be made, then added; the student signs in through {LMS}: no invitation link",
+        f"an account will be made, then added; their first launch from {LMS} signs them in to it: no invitation link",
     ),
     "zh-hans": (
         f"将以该学生的 {LMS} 账号加入（按电子邮箱找到）：不会另建账号",
-        f"将创建账号并加入；该学生通过 {LMS} 登录：没有邀请链接",
+        f"将创建账号并加入；该学生首次从 {LMS} 启动时即登录此账号：没有邀请链接",
     ),
 }
 
