@@ -201,7 +201,7 @@ QUOTA_SPEC: tuple[QuotaField, ...] = (
     _int(
         "host_cpu_cap_millicores",
         Unit.MILLICORES,
-        gettext_noop("Host CPU cap (millicores, all sessions)"),
+        gettext_noop("Host CPU cap (cores, all sessions)"),
         0,
         INT4_MAX,
         optional=True,
@@ -210,7 +210,7 @@ QUOTA_SPEC: tuple[QuotaField, ...] = (
     _int(
         "host_memory_cap_mib",
         Unit.MIB,
-        gettext_noop("Host memory cap (MiB, all sessions)"),
+        gettext_noop("Host memory cap (GiB, all sessions)"),
         0,
         INT8_MAX,
         optional=True,

@@ -7,6 +7,7 @@ fit" preview), ``students`` (roster, roles, budget grants, reservations).
 
 from labs.forms.courses import (
     COURSE_CODE,
+    CoresField,
     CourseForm,
     GiBField,
     LaunchForm,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_RESERVED_SESSIONS",
     "WEEKDAYS",
     "BudgetGrantForm",
+    "CoresField",
     "CourseForm",
     "GiBField",
     "LaunchForm",

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from labs.domain.quota_spec import (
+    INT4_MAX,
     QUOTA_FIELDS,
     QUOTA_SPEC,
     Amount,
@@ -26,7 +27,7 @@ from labs.domain.units import (
     MEMORY_GRANULE_MIB,
 )
 from labs.models import Course
-from labs.presentation import gib_text
+from labs.presentation import cores_text, gib_text
 from labs.selectors.console import Allotment, ClusterFacts, GuaranteesHeld
 from labs.services.courses import quota_context
 
@@ -89,6 +90,8 @@ def amount_text(amount: Amount) -> str:
         return gib_text(amount.value)
     if amount.unit is Unit.CORE_PERCENT:
         return f"{amount.value} %"
+    if amount.unit is Unit.MILLICORES:
+        return cores_text(amount.value)
     return str(amount.value)
 
 
@@ -130,6 +133,31 @@ class GiBField(forms.DecimalField):
         return int(mib)
 
 
+class CoresField(forms.DecimalField):
+    """Host CPU typed in cores (``2``, ``0.5``, ``1.25``), cleaned to millicores (Kubernetes' unit,
+    which the models keep): a thousandth of a core at most, so the millicores are exact."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_digits", 12)
+        kwargs.setdefault("decimal_places", 3)
+        super().__init__(**kwargs)
+        self.widget.attrs["step"] = "0.001"
+
+    def clean(self, value):
+        cores = super().clean(value)
+        return None if cores is None else int(cores * 1000)
+
+    @staticmethod
+    def shown(millicores: int | None) -> Decimal | None:
+        """A stored value as the field shows it."""
+        return None if millicores is None else (Decimal(millicores) / 1000).normalize()
+
+
+# Host memory without a grid of its own (a course's cap of its labs' RAM) is typed in GiB on the
+# 128 MiB grid all memory here is on, like a template's host memory.
+HOST_MEMORY_OFF_STEP = gettext_lazy("Host memory is given in steps of %(step)s: use %(below)s or %(above)s.")
+
+
 def quota_form_field(spec: QuotaField) -> forms.Field:
     """The console's field for a quota field: its label, help, range and step from the spec."""
     common = {
@@ -141,6 +169,12 @@ def quota_form_field(spec: QuotaField) -> forms.Field:
         return forms.SlugField(max_length=spec.max_length, **common)
     if spec.grid_mib is not None:  # typed in GiB on the grid; the cluster's step is set per form
         return GiBField(step_mib=spec.grid_mib, min_value=Decimal(spec.minimum or 0), **common)
+    if spec.unit is Unit.MIB:
+        top = Decimal((spec.maximum or INT4_MAX) // MEMORY_GRANULE_MIB * MEMORY_GRANULE_MIB) / 1024
+        return GiBField(min_value=Decimal(spec.minimum or 0), max_value=top, off_step=HOST_MEMORY_OFF_STEP, **common)
+    if spec.unit is Unit.MILLICORES:
+        top = Decimal(spec.maximum if spec.maximum is not None else INT4_MAX) // 1000
+        return CoresField(min_value=Decimal(spec.minimum or 0), max_value=top, **common)
     return forms.IntegerField(min_value=spec.minimum, max_value=spec.maximum, **common)
 
 
@@ -193,8 +227,10 @@ class QuotaForm(QuotaFields):
         initial = {}
         for spec in QUOTA_SPEC:
             value = getattr(quota, spec.name)
-            if spec.grid_mib is not None:
+            if spec.unit is Unit.MIB:
                 value = None if value is None else (Decimal(value) / 1024).normalize()
+            elif spec.unit is Unit.MILLICORES:
+                value = CoresField.shown(value)
             initial[spec.name] = value
         return initial
 

@@ -20,7 +20,7 @@ from labs.domain.units import (
 )
 from labs.domain.vllm import VENDOR_MODELS, vendor_supports
 from labs.drivers import get_driver
-from labs.forms.courses import GiBField
+from labs.forms.courses import HOST_MEMORY_OFF_STEP, CoresField, GiBField
 from labs.models import AllowedImage, LabTemplate
 from labs.models.catalog import SHARE_POLICY_CHOICES
 from labs.presentation import gib_text
@@ -47,7 +47,8 @@ def allowed_label(allowed: AllowedImage) -> str:
 # PositiveIntegerField of MiB holds, down to the step.
 HOST_GIB_MIN = Decimal(MEMORY_GRANULE_MIB) / 1024
 HOST_GIB_MAX = Decimal((2**31 - 1) // MEMORY_GRANULE_MIB * MEMORY_GRANULE_MIB) / 1024
-HOST_MEMORY_OFF_STEP = gettext_lazy("Host memory is given in steps of %(step)s: use %(below)s or %(above)s.")
+# Host CPU: at most what a PositiveIntegerField of millicores holds, in whole cores.
+HOST_CORES_MAX = (2**31 - 1) // 1000
 
 
 class TemplateForm(forms.Form):
@@ -93,13 +94,17 @@ class TemplateForm(forms.Form):
         help_text=gettext_lazy("Inference instances take more of a card: 8 fit on one card instead of 16."),
     )
     # Host resources of the lab's pod; empty: the defaults of the kind (HOST_DEFAULTS).
-    cpu_request_millicores = forms.IntegerField(
-        label=gettext_lazy("CPU request (millicores)"),
+    # Host CPU in cores, kept as millicores (Kubernetes' unit) on the template.
+    cpu_request_millicores = CoresField(
+        label=gettext_lazy("CPU request (cores)"),
         required=False,
-        min_value=1,
-        help_text=gettext_lazy("Kept for the lab on its server; 1000 = one core. Empty: the default of the kind."),
+        min_value=Decimal("0.001"),
+        max_value=Decimal(HOST_CORES_MAX),
+        help_text=gettext_lazy("Kept for the lab on its server; 0.5 = half a core. Empty: the default of the kind."),
     )
-    cpu_limit_millicores = forms.IntegerField(label=gettext_lazy("CPU limit (millicores)"), required=False, min_value=1)
+    cpu_limit_millicores = CoresField(
+        label=gettext_lazy("CPU limit (cores)"), required=False, min_value=Decimal("0.001"), max_value=Decimal(HOST_CORES_MAX)
+    )
     # Host memory and scratch disk are typed in GiB on the 128 MiB grid (0.125 GiB), so the MiB
     # the model keeps are exact; at most what the model's column holds.
     host_memory_request_mib = GiBField(

@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from labs.domain.images import is_image_reference
 from labs.domain.placement import SharePolicy
-from labs.domain.reasons import MIB, amount
+from labs.domain.reasons import MIB, MILLICORES, amount
 from labs.domain.units import HOST_DEFAULTS, MEMORY_GRANULE_MIB, WHOLE_CARDS_MAX, Scenario
 from labs.drivers import get_driver
 from labs.drivers.base import launches_vllm_serve
@@ -20,6 +20,11 @@ from labs.models.cluster import Card, Node
 def gib_words(memory_mib: int) -> str:
     """Memory in GiB in the active language, as the forms ask for it ("1.5 GiB")."""
     return amount(memory_mib, MIB).render(gettext)
+
+
+def cores_words(millicores: int) -> str:
+    """Host CPU in cores in the active language, as the forms ask for it ("1.5 cores")."""
+    return amount(millicores, MILLICORES).render(gettext)
 
 
 def validate_memory_granule(value: int) -> None:
@@ -255,9 +260,10 @@ class LabTemplate(models.Model):
         cpu_request, cpu_limit = self.cpu_request_millicores, self.cpu_limit_millicores
         mib_request, mib_limit = self.host_memory_request_mib, self.host_memory_limit_mib
         if cpu_request and cpu_limit and cpu_limit < cpu_request:
-            errors["cpu_limit_millicores"] = gettext(
-                "The CPU limit (%(limit)s millicores) must be at least the request (%(request)s millicores)."
-            ) % {"limit": cpu_limit, "request": cpu_request}
+            errors["cpu_limit_millicores"] = gettext("The CPU limit (%(limit)s) must be at least the request (%(request)s).") % {
+                "limit": cores_words(cpu_limit),
+                "request": cores_words(cpu_request),
+            }
         if mib_request and mib_limit and mib_limit < mib_request:
             errors["host_memory_limit_mib"] = gettext(
                 "The memory limit (%(limit)s) must be at least the request (%(request)s)."
@@ -267,8 +273,8 @@ class LabTemplate(models.Model):
         largest_cpu, largest_mib = Node.objects.largest_host()
         if largest_cpu is not None and cpu_request and cpu_request > largest_cpu:
             errors["cpu_request_millicores"] = gettext(
-                "No node can give %(request)s millicores; the largest has %(largest)s for lab sessions."
-            ) % {"request": cpu_request, "largest": largest_cpu}
+                "No node can give %(request)s of CPU; the largest has %(largest)s for lab sessions."
+            ) % {"request": cores_words(cpu_request), "largest": cores_words(largest_cpu)}
         if largest_mib is not None and mib_request and mib_request > largest_mib:
             errors["host_memory_request_mib"] = gettext(
                 "No node can give %(request)s of memory; the largest has %(largest)s for lab sessions."

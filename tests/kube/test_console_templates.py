@@ -33,8 +33,8 @@ REFERENCES = {"jupyter": "registry.example.edu/jupyterlab:4", "vllm": "Qwen/Qwen
 # The image the allow-list names for serving the vLLM model (a console template takes it from there).
 VLLM_IMAGE = "registry.example.edu/vllm-ascend:0.9"
 OWN_HOST = {
-    "cpu_request_millicores": "1500",
-    "cpu_limit_millicores": "6000",
+    "cpu_request_millicores": "1.5",
+    "cpu_limit_millicores": "6",
     "host_memory_request_mib": "4",
     "host_memory_limit_mib": "12",
     "ephemeral_storage_mib": "20",

@@ -598,7 +598,7 @@ def test_a_template_is_refused_a_host_limit_below_its_request_or_more_memory_tha
     client = logged_in(world["instructor"])
     base = {"action": "create", "name": "t", "image": lab.pk, "core_percent": 10, "memory_mib": "8", "scenario": "development"}
 
-    below = client.post(url(course, "templates/"), {**base, "cpu_request_millicores": 2000, "cpu_limit_millicores": 1000})
+    below = client.post(url(course, "templates/"), {**base, "cpu_request_millicores": "2", "cpu_limit_millicores": "1"})
     beyond = client.post(
         url(course, "templates/"), {**base, "host_memory_request_mib": "40", "host_memory_limit_mib": "40"}
     )
@@ -614,7 +614,7 @@ def test_the_quota_may_cap_the_courses_host_cpu_and_memory_and_empty_means_no_ca
     course = world["course"]
     client = logged_in(world["instructor"])
 
-    capped = client.post(url(course, "quota/"), quota_data(host_cpu_cap_millicores=64000, host_memory_cap_mib=262144))
+    capped = client.post(url(course, "quota/"), quota_data(host_cpu_cap_millicores="64", host_memory_cap_mib="256"))
     quota = CourseQuota.objects.get(course=course)
     assert capped.status_code == 302
     assert (quota.host_cpu_cap_millicores, quota.host_memory_cap_mib) == (64000, 262144)
