@@ -15,9 +15,9 @@ PO = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 CJK = r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]"
 # An ASCII mark after a Chinese character (or a placeholder) and before one, a space between or not.
 ASCII_BETWEEN_CHINESE = re.compile(rf"(?:(?<={CJK})|(?<=\)s)|(?<=\)d))[:,;?!] ?(?={CJK})|(?<={CJK})[:,;?!] ?(?=%\()")
-# A translated label glued to a literal ": ", which stays ASCII in every language.
+# A translated label glued to a literal ": " (or "; ", ", " before more text), which stays ASCII in every language.
 TRANSLATED = r"""\{% *(translate|trans) +("[^"]*"|'[^']*')[^%]*%\}|\{% *endblocktranslate *%\}"""
-LITERAL_COLON_AFTER_TRANSLATION = re.compile(rf"({TRANSLATED}):")
+LITERAL_COLON_AFTER_TRANSLATION = re.compile(rf"({TRANSLATED})[:;,]")
 
 
 def ascii_marks(text: str) -> list[str]:
