@@ -66,11 +66,12 @@ locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po | $(VENV)/.instal
 	if command -v msgfmt >/dev/null; then msgfmt --check -o $@ $<; else $(PY) tools/compile_catalogue.py $< $@; fi
 
 ## demo: the embedded portal on http://127.0.0.1:8000/ (SQLite, local Redis, local JupyterLab driver)
-# Redis database 15 unless REDIS_URL says otherwise: a Redis already on 6379 is likely someone
-# else's, using database 0. `exec`: make's SIGTERM then reaches the demo, not a shell that would
+# Redis database 1 to 15 from PORTAL_PORT (15 for 8000, 14 for 8001: two demos side by side keep
+# apart; run_demo refuses a database another running demo holds) unless REDIS_URL says otherwise:
+# a Redis already on 6379 is likely someone else's, using database 0. `exec`: make's SIGTERM then reaches the demo, not a shell that would
 # die and leave it running.
 demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/field_encryption_key $(MO_FILES)
-	REDIS_URL="$${REDIS_URL:-redis://127.0.0.1:6379/15}" \
+	REDIS_URL="$${REDIS_URL:-redis://127.0.0.1:6379/$$(( 15 - ($${PORTAL_PORT:-8000} % 15 + 10) % 15 ))}" \
 	SECRET_KEY_FILE=$(CURDIR)/$(VAR)/secret_key LAB_AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token \
 	FIELD_ENCRYPTION_KEY_FILE=$(CURDIR)/$(VAR)/field_encryption_key \
 	AGENT_TOKEN_FILE=$(CURDIR)/$(VAR)/agent_token exec $(PY) manage.py run_demo

@@ -63,6 +63,17 @@ class Command(BaseCommand):
                     " e.g. PORTAL_PORT=8001 make demo."
                 )
         self.stdout.write(redis_ensure(settings.REDIS_URL, self.supervisor, data_dir=var_dir))
+        self.claim = f"the demo on http://{host}:{port}/ (folder {var_dir})"
+        other = redis_claim(settings.REDIS_URL, self.claim)
+        if other is not None:
+            self.claim = ""
+            database = int(redis.connection.parse_url(settings.REDIS_URL).get("db") or 0)
+            free = 14 if database == 15 else 15
+            raise CommandError(
+                f"Redis database {database} is {other}'s: a second demo on it would run the first one's Celery"
+                f" tasks. Give this one a database of its own, e.g. REDIS_URL=redis://127.0.0.1:6379/{free}"
+                f" PORTAL_PORT={port} make demo."
+            )
         logs = _shown_path(self.supervisor.log_dir)
         self.stdout.write(f"Preparing the database and starting the services (logs in {logs}/) ...")
         if not self.signals.requested:
@@ -79,10 +90,14 @@ class Command(BaseCommand):
             raise CommandError(f"The web server is not answering: {exc}.") from None
         summary = demo_summary(host=host, port=port, log_dir=self.supervisor.log_dir, metrics_token_file=token_file)
         self.stdout.write(summary)
+        renewed = time.monotonic()
         while not self.signals.requested:
             exited = self.supervisor.first_exited()
             if exited is not None:
                 raise CommandError(_exited_message(exited) + "; stopping the demo.")
+            if time.monotonic() - renewed > DEMO_CLAIM_SECONDS / 3:
+                redis_claim(settings.REDIS_URL, self.claim)
+                renewed = time.monotonic()
             time.sleep(0.5)
 
     def _prepare_database(self) -> None:
@@ -120,6 +135,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"stopped {ended} session(s)")
             except Exception as exc:  # keep going: the services must still be stopped
                 self.stderr.write(f"could not stop every session: {exc}")
+        if getattr(self, "claim", ""):
+            redis_release(settings.REDIS_URL, self.claim)
         self.supervisor.stop_all(report=lambda service: self.stdout.write(f"{service.name} stopped"))
         if portal_ran:
             # After the worker is gone, so a lab it started while the sessions were ending goes too.
@@ -138,6 +155,39 @@ def redis_server_path(path: str | None = None) -> str | None:
     except ImportError:
         return None
     return bundled if bundled and os.access(bundled, os.X_OK) else None
+
+
+# Two demos on one Redis database would share its Celery queue (each running the other's tasks
+# against its own SQLite file): a demo claims its database while it runs.
+DEMO_CLAIM_KEY = "npu-lab:demo:claimed-by"
+DEMO_CLAIM_SECONDS = 15
+
+
+def redis_claim(url: str, owner: str) -> str | None:
+    """Claim the demo's Redis database for ``owner`` for ``DEMO_CLAIM_SECONDS`` (a running demo
+    renews it); the other demo's name when another holds it, else ``None``. A Redis that does not
+    answer claims nothing and refuses nothing (the services will say so)."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        if client.set(DEMO_CLAIM_KEY, owner, nx=True, ex=DEMO_CLAIM_SECONDS):
+            return None
+        held = client.get(DEMO_CLAIM_KEY)
+        if held is not None and held.decode() != owner:
+            return held.decode()
+        client.set(DEMO_CLAIM_KEY, owner, ex=DEMO_CLAIM_SECONDS)
+    except redis.RedisError:
+        pass
+    return None
+
+
+def redis_release(url: str, owner: str) -> None:
+    """Let go of ``owner``'s claim (not another demo's)."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        if (client.get(DEMO_CLAIM_KEY) or b"").decode() == owner:
+            client.delete(DEMO_CLAIM_KEY)
+    except redis.RedisError:
+        pass
 
 
 def redis_ensure(url: str, supervisor: Supervisor, *, data_dir: Path, path: str | None = None) -> str:
