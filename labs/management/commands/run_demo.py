@@ -63,16 +63,16 @@ class Command(BaseCommand):
                     " e.g. PORTAL_PORT=8001 make demo."
                 )
         self.stdout.write(redis_ensure(settings.REDIS_URL, self.supervisor, data_dir=var_dir))
-        self.claim = f"the demo on http://{host}:{port}/ (folder {var_dir})"
+        self.claim = f"http://{host}:{port}/ (folder {var_dir})"
         other = redis_claim(settings.REDIS_URL, self.claim)
         if other is not None:
             self.claim = ""
             database = int(redis.connection.parse_url(settings.REDIS_URL).get("db") or 0)
-            free = 14 if database == 15 else 15
+            free = redis_unclaimed(settings.REDIS_URL)
+            suggestion = f"REDIS_URL={free} PORTAL_PORT={port} make demo" if free else "another REDIS_URL"
             raise CommandError(
-                f"Redis database {database} is {other}'s: a second demo on it would run the first one's Celery"
-                f" tasks. Give this one a database of its own, e.g. REDIS_URL=redis://127.0.0.1:6379/{free}"
-                f" PORTAL_PORT={port} make demo."
+                f"Another demo, the one on {other}, uses Redis database {database}: this one would run its Celery"
+                f" tasks. Give this demo a database of its own: {suggestion}."
             )
         logs = _shown_path(self.supervisor.log_dir)
         self.stdout.write(f"Preparing the database and starting the services (logs in {logs}/) ...")
@@ -175,6 +175,19 @@ def redis_claim(url: str, owner: str) -> str | None:
         if held is not None and held.decode() != owner:
             return held.decode()
         client.set(DEMO_CLAIM_KEY, owner, ex=DEMO_CLAIM_SECONDS)
+    except redis.RedisError:
+        pass
+    return None
+
+
+def redis_unclaimed(url: str) -> str | None:
+    """The URL of a database of ``url``'s Redis (15 down to 1) that no running demo claims, or ``None``."""
+    where = redis.connection.parse_url(url)
+    try:
+        for database in range(15, 0, -1):
+            client = redis.Redis(host=where.get("host", "127.0.0.1"), port=int(where.get("port") or 6379), db=database)
+            if client.get(DEMO_CLAIM_KEY) is None:
+                return f"redis://{where.get('host', '127.0.0.1')}:{where.get('port') or 6379}/{database}"
     except redis.RedisError:
         pass
     return None
