@@ -6,7 +6,7 @@ VAR := var
 # Checkov (the policy scan in tests/deploy) pins heavy dependencies: its own virtualenv.
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: checkov controlplane demo settings-doc test test-fast test-sqlite bench bench-classstart bench-kube bench-metrics bench-requests chaos load lint venv clean messages compilemessages
+.PHONY: checkov controlplane demo settings-doc test test-fast test-sqlite bench bench-asgi bench-classstart bench-kube bench-metrics bench-requests chaos load lint venv clean messages compilemessages
 
 $(VENV)/.installed-runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -104,8 +104,8 @@ test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 ## roster sync of 5,000 members, twice; a class of 128 starting on the portal beside JupyterHub, on
 ## the simulator and on the real control plane (the Kubernetes driver beside KubeSpawner: 128 three
 ## times, 1,024 once); a simulated week of one class with the time and fairness policies and without;
-## a class of 30 taking back the labs another course borrowed (PostgreSQL, Redis, npm; ~35 min, most
-## of it the week and the control plane)
+## a class of 30 taking back the labs another course borrowed; the portal under Daphne, uvicorn and granian
+## (PostgreSQL, Redis, npm; ~40 min, most of it the week and the control plane)
 bench: $(VENV)/.installed-dev controlplane
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench || status=1; \
@@ -117,6 +117,7 @@ bench: $(VENV)/.installed-dev controlplane
 	$(PY) -m bench.side_by_side --driver kubernetes --launches 1024 --repeats 1 || status=1; \
 	$(PY) -m bench.week || status=1; \
 	$(PY) -m bench.reclaim || status=1; \
+	$(PY) -m bench.asgi_servers || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status
 
 ## bench-classstart: the class start at 512 (4 servers) and 1,024 launches (8 servers) beside JupyterHub (~4 min)
@@ -124,6 +125,12 @@ bench-classstart: $(VENV)/.installed-dev
 	@began=$$(date +%s); status=0; \
 	$(PY) -m bench.side_by_side --launches 512,1024 --repeats 1 || status=1; \
 	echo "make bench-classstart took $$(( $$(date +%s) - began )) s"; exit $$status
+
+## bench-asgi: the portal's ASGI application under Daphne, uvicorn (uvloop, httptools) and granian, one process
+## each: requests/s, p50/p99 and server CPU per request of a trivial view and of launch + stop, a websocket burst
+## to 200 student pages; the ratio to Daphne, the load average, the responses compared (~2 min)
+bench-asgi: $(VENV)/.installed-dev $(MO_FILES)
+	$(PY) -m bench.asgi_servers
 
 ## bench-kube: 1,000 fake nodes x 8 cards on the real control plane; classes of 128, 512 and 1,024
 ## started and stopped by the lifecycle controller, with the portal's API requests per session (~11 min)
