@@ -43,7 +43,7 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -101,7 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--students", type=int, default=200, help="students, each with a page's socket open, default 200")
     parser.add_argument(
-        "--requests", type=int, default=600, help="requests of the trivial view and launch + stop pairs, default 600"
+        "--requests", type=int, default=400, help="requests of the trivial view and launch + stop pairs, default 400"
     )
     parser.add_argument("--concurrency", type=int, default=16, help="HTTP requests in flight, default 16")
     parser.add_argument("--events", type=int, default=10, help="publish rounds of the websocket burst, default 10")
@@ -138,6 +138,7 @@ def build_world(*, students: int) -> dict:
         "template": template.pk,
         "students": [{"id": u.pk, "cookie": cookies[u.pk][0], "csrf": cookies[u.pk][1]} for u in users],
         "sessions": sessions,
+        "messages": burst_messages(sessions),
     }
 
 
@@ -199,7 +200,7 @@ async def http_phase(base_url: str, world: dict, *, requests: int, concurrency: 
         return timed, time.perf_counter() - began
 
 
-async def socket_phase(base_url: str, world: dict, *, events: int, publish: Callable[[], None]) -> dict:
+async def socket_phase(base_url: str, world: dict, *, events: int, publish: Callable[[], Awaitable[None]]) -> dict:
     """Every student's page socket open; ``events`` rounds of ``publish``; when the last page had
     its ``events``-th message. Returns the seconds, and what each page received (for the comparison)."""
     import aiohttp
@@ -210,7 +211,9 @@ async def socket_phase(base_url: str, world: dict, *, events: int, publish: Call
     done = asyncio.Event()
     remaining = [len(world["students"])]
 
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as client:
+    # limit=0: a socket holds its connection, and aiohttp's default of 100 would keep the 101st page waiting.
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar()) as client:
         sockets = []
         for student in world["students"]:
             headers = {"Cookie": student["cookie"], "Origin": base_url}
@@ -231,7 +234,7 @@ async def socket_phase(base_url: str, world: dict, *, events: int, publish: Call
         readers = [asyncio.create_task(read(i, s)) for i, s in enumerate(sockets)]
         began = time.perf_counter()
         for _ in range(events):
-            await asyncio.to_thread(publish)
+            await publish()
         published = time.perf_counter() - began
         try:
             await asyncio.wait_for(done.wait(), timeout=60)
@@ -251,18 +254,37 @@ async def socket_phase(base_url: str, world: dict, *, events: int, publish: Call
     }
 
 
-def publisher(session_ids: list[str]) -> Callable[[], None]:
-    """One round of the portal's publish of these sessions to their pages (what a worker does after a change)."""
+def burst_messages(session_ids: list[str]) -> dict[str, dict]:
+    """What the portal's publish of these sessions sends (``labs.services.events``): per student's
+    group, a ``sessions.update`` with its sessions' payloads, built once by the portal's selectors so
+    that the burst measures the server delivering them, not this process building them."""
+    from collections import defaultdict
 
-    def publish() -> None:
-        from django.db import connection
+    from django.utils import translation
 
-        from labs.services.events import session_changes_publish
+    from labs.selectors.sessions import queue_facts, session_event_payload, sessions_for_events
+    from labs.services.events import student_group
 
-        try:
-            session_changes_publish(session_ids, queues_moved=False)
-        finally:
-            connection.close()  # this runs on a thread of asyncio's pool
+    sessions = sessions_for_events(set(session_ids), queues_moved=False)
+    places = queue_facts(sessions)
+    payloads: dict[str, list[dict]] = defaultdict(list)
+    for session in sessions:
+        payloads[student_group(session.student_id)].append(
+            session_event_payload(session, for_owner=True, queue=places.get(session.pk))
+        )
+    language = translation.get_language()
+    return {group: {"type": "sessions.update", "sessions": p, "language": language} for group, p in payloads.items()}
+
+
+def publisher(messages: dict[str, dict]) -> Callable[[], Awaitable[None]]:
+    """One round of the burst: every message to its group on the channel layer, as the portal's publish sends them."""
+
+    async def publish() -> None:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        for group, message in messages.items():
+            await layer.group_send(group, message)
 
     return publish
 
@@ -337,7 +359,7 @@ def measure_server(
                     )
                 )
         before = cpu_ticks(meter)
-        sockets = asyncio.run(socket_phase(base_url, world, events=args.events, publish=publisher(world["sessions"])))
+        sockets = asyncio.run(socket_phase(base_url, world, events=args.events, publish=publisher(world["messages"])))
         cpu_ms = (cpu_ticks(meter) - before) * 1000 / CLOCK_TICKS
         messages = len(world["students"]) * args.events
         rows.append(
