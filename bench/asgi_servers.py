@@ -20,10 +20,10 @@ The same client (aiohttp on one asyncio loop, keep-alive connections, in this pr
    sends them (the heaviest requests of ``make load``). Requests/s, p50/p99 latency and the
    server's CPU per request (utime + stime of the server's processes from ``/proc``, before and
    after).
-2. Websockets: ``--students`` student pages on ``/ws/sessions/``, then ``--events`` rounds of the
-   portal's own publish (``session_changes_publish``: read the sessions, build each page's
-   payload, send to each student's group on Redis) of one session per student: the time from the
-   first publish to the last page's last message, and the server's CPU over it.
+2. Websockets: ``--students`` student pages on ``/ws/sessions/``, then ``--events`` rounds of
+   what the portal's publish sends for one queued session per student (a ``sessions.update`` to
+   each student's group on Redis, built once by the portal's selectors): the time from the first
+   send to the last page's last message, and the server's CPU over it per message delivered.
 
 Each server's status codes and the messages each page received are compared with Daphne's: the
 bench fails (exit 1) when they differ. Beside each server's figures the load average

@@ -61,5 +61,5 @@ def test_a_tiny_run_serves_the_portal_under_three_servers_with_the_same_answers(
         assert by[(server, STOP)]["statuses"] == {"200": 6}
         assert by[(server, SOCKETS)]["statuses"] == {"complete": True}
         assert by[(server, SOCKETS)]["count"] == 3 * 2
-        assert by[(server, FLOOR)]["cpu_ms_per_item"] > 0
+        assert by[(server, LAUNCH)]["cpu_ms_per_item"] > 0  # 12 requests of ~40 ms: more than a clock tick
     assert "x daphne" in done.stdout and "same status codes and websocket messages" in done.stdout
