@@ -159,10 +159,22 @@ def env_database(name: str, default: str, *, pool_size: Callable[[], int]) -> di
     return config
 
 
+SESSION_LOCKS_MARK = "_portal_session_locks"
+
+
+def session_locks_may_be_held(connection) -> None:
+    """Mark a psycopg connection about to take a session-level advisory lock (``labs.services.locks``)."""
+    setattr(connection, SESSION_LOCKS_MARK, True)
+
+
 def _release_session_locks(connection) -> None:
     """A pooled connection goes back without session-level advisory locks (the controller's),
-    so a lock its user failed to release cannot outlive the use and block every other process."""
-    connection.execute("SELECT pg_advisory_unlock_all()")
+    so a lock its user failed to release cannot outlive the use and block every other process.
+    Only a connection marked as it took one is asked: the others (every web request's) go back
+    without a round trip and a transaction of their own."""
+    if getattr(connection, SESSION_LOCKS_MARK, False):
+        connection.execute("SELECT pg_advisory_unlock_all()")
+        setattr(connection, SESSION_LOCKS_MARK, False)
 
 
 def env_redis_url(name: str, default: str) -> str:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 from django.db import DatabaseError, connection
 
+from portal.env import session_locks_may_be_held
+
 logger = logging.getLogger(__name__)
 
 # An arbitrary constant: the advisory-lock key of the allocation pass ("NPU-ALOC" in ASCII hex).
@@ -47,6 +49,9 @@ def try_lock(key: int) -> Iterator[bool]:
         yield True
         return
     with connection.cursor() as cursor:
+        # Marked before the lock is asked for: a pooled connection so marked is given back
+        # without session-level locks (portal.env), the others without that round trip.
+        session_locks_may_be_held(connection.connection)
         cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
         held = cursor.fetchone()[0]
     try:

@@ -1,0 +1,93 @@
+"""What a student's launch POST, through the ASGI application, costs PostgreSQL in transactions
+(issue 32: a class start is a burst of launches, and each transaction is work for the database):
+the pooled connection's check as it is handed out, the session's and the user's reads (each a
+statement of its own, in autocommit) and the launch's own transaction, which is the one that
+writes. A pooled connection goes back without a statement of its own (``portal.env``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from django.db import connections
+
+from labs.models import LabSession
+from tests.asgi_client import AsgiClient
+from tests.served import POSTGRESQL_ONLY
+
+pytestmark = [POSTGRESQL_ONLY, pytest.mark.django_db(transaction=True)]
+
+
+def _settled(pool) -> None:
+    """Wait until every connection of ``pool`` is back in it and none is being opened."""
+    deadline = time.monotonic() + 30
+    while (stats := pool.get_stats())["pool_available"] != stats["pool_size"]:
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.02)
+
+
+def _close_every_connection() -> None:
+    for alias in connections:
+        connections[alias].close()
+        pool = getattr(connections[alias], "pool", None)
+        if pool is not None:
+            if not pool.closed:
+                _settled(pool)
+            connections[alias].close_pool()
+
+
+def _committed(action: Callable[[], object]) -> int:
+    """The transactions PostgreSQL counts as committed (``pg_stat_database.xact_commit``) while
+    ``action`` runs on a warm pool, as a serving process's is. A backend reports its counts at the latest when it exits, so every
+    connection is closed before each reading; what opening and closing costs is the same for every
+    action and cancels out between two windows."""
+    settings = connections["default"].settings_dict
+    name = settings["NAME"]
+    dsn = psycopg.conninfo.make_conninfo(
+        dbname=name,
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        host=settings["HOST"],
+        port=settings["PORT"] or None,
+    )
+
+    def reading() -> int:
+        _close_every_connection()
+        with psycopg.connect(dsn, autocommit=True) as stats:
+            deadline = time.monotonic() + 30
+            query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+            while stats.execute(query, [name]).fetchone()[0]:
+                assert time.monotonic() < deadline, "connections to the test database did not end"
+                time.sleep(0.02)
+            return stats.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [name]).fetchone()[0]
+
+    before = reading()
+    # The pool, with two connections open: a request takes one and the pool does not grow.
+    pool = connections["default"].pool
+    pool.open(wait=True)
+    warm = [pool.getconn(), pool.getconn()]
+    for raw in warm:
+        pool.putconn(raw)
+    _settled(pool)
+    action()
+    return reading() - before
+
+
+def test_a_launch_post_costs_four_transactions_one_of_them_writing(world):
+    student = world["students"][0]
+    client = AsgiClient(user=student)
+    client.get("/")  # the CSRF cookie
+    idle = _committed(lambda: None)
+    responses = []
+
+    commits = _committed(
+        lambda: responses.append(
+            client.post("/sessions/launch/", data={"course": world["course"].pk, "template": world["small"].pk})
+        )
+    )
+
+    assert responses[0].status_code == 302, responses[0].text[:500]
+    assert LabSession.objects.filter(student=student, state="queued").count() == 1
+    assert commits - idle == 4, (commits, idle)
