@@ -159,12 +159,9 @@ def env_database(name: str, default: str, *, pool_size: Callable[[], int]) -> di
     return config
 
 
+# Set on a psycopg connection about to take a session-level advisory lock, by
+# labs.services.locks.try_lock (its SESSION_LOCKS_MARK, the same name).
 SESSION_LOCKS_MARK = "_portal_session_locks"
-
-
-def session_locks_may_be_held(connection) -> None:
-    """Mark a psycopg connection about to take a session-level advisory lock (``labs.services.locks``)."""
-    setattr(connection, SESSION_LOCKS_MARK, True)
 
 
 def _release_session_locks(connection) -> None:

@@ -7,9 +7,11 @@ from collections.abc import Iterator
 
 from django.db import DatabaseError, connection
 
-from portal.env import session_locks_may_be_held
-
 logger = logging.getLogger(__name__)
+
+# The attribute of a psycopg connection that says it may hold session-level advisory locks
+# (portal.env.SESSION_LOCKS_MARK, the same name: apps do not import the project).
+SESSION_LOCKS_MARK = "_portal_session_locks"
 
 # An arbitrary constant: the advisory-lock key of the allocation pass ("NPU-ALOC" in ASCII hex).
 ALLOCATION_LOCK_KEY = 0x4E50_552D_414C_4F43
@@ -50,8 +52,9 @@ def try_lock(key: int) -> Iterator[bool]:
         return
     with connection.cursor() as cursor:
         # Marked before the lock is asked for: a pooled connection so marked is given back
-        # without session-level locks (portal.env), the others without that round trip.
-        session_locks_may_be_held(connection.connection)
+        # without session-level locks (portal.env._release_session_locks reads the mark), the
+        # others without that round trip.
+        setattr(connection.connection, SESSION_LOCKS_MARK, True)
         cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
         held = cursor.fetchone()[0]
     try:

@@ -61,3 +61,11 @@ def test_the_lock_is_released_at_the_end_of_the_block():
     with try_lock(KEY) as held:
         assert held and held_elsewhere()
     assert not held_elsewhere()
+
+
+def test_the_lock_and_the_pool_name_the_same_mark():
+    """try_lock marks the connection; the pool's reset reads the mark by the same name."""
+    from labs.services import locks
+    from portal import env
+
+    assert locks.SESSION_LOCKS_MARK == env.SESSION_LOCKS_MARK
