@@ -55,13 +55,20 @@ def _committed(action: Callable[[], object]) -> int:
 
     def reading() -> int:
         _close_every_connection()
-        with psycopg.connect(dsn, autocommit=True) as stats:
+        # One transaction, rolled back: the reading adds no commit of its own, however long it
+        # waits (each poll reads a fresh snapshot of the statistics).
+        with psycopg.connect(dsn) as stats:
             deadline = time.monotonic() + 30
             query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
-            while stats.execute(query, [name]).fetchone()[0]:
+            while True:
+                stats.execute("SELECT pg_stat_clear_snapshot()")
+                if not stats.execute(query, [name]).fetchone()[0]:
+                    break
                 assert time.monotonic() < deadline, "connections to the test database did not end"
                 time.sleep(0.02)
-            return stats.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [name]).fetchone()[0]
+            committed = stats.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [name]).fetchone()[0]
+            stats.rollback()
+            return committed
 
     before = reading()
     # The pool, with two connections open: a request takes one and the pool does not grow.
