@@ -96,3 +96,22 @@ def browser(live_server, platform, registration):
 
 def hidden_inputs(html: str) -> dict[str, str]:
     return {k: unescape(v) for k, v in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', html)}
+
+
+@pytest.fixture
+def context(world):
+    """The world's course linked to an LMS registered by hand (no platform behind it): for the
+    roster sync's services, given the members the platform would list."""
+    from lti.models import Context, Registration
+
+    issuer = "https://lms.uni-test.example"
+    registration = Registration.objects.create(
+        institution=world["course"].institution,
+        name="Moodle",
+        issuer=issuer,
+        client_id="tool",
+        auth_login_url=issuer + "/auth",
+        auth_token_url=issuer + "/token",
+        keyset_url=issuer + "/jwks",
+    )
+    return Context.objects.create(registration=registration, context_id="ctx-1", course=world["course"])

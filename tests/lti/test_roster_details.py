@@ -6,26 +6,11 @@ from __future__ import annotations
 import pytest
 
 from labs.models import AuditEvent, Enrollment
-from lti.models import Context, Identity, Registration
+from lti.models import Identity
 from lti.services import roster_sync
 from tests.factories import UserFactory, affiliate
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def context(world) -> Context:
-    issuer = "https://lms.uni-test.example"
-    registration = Registration.objects.create(
-        institution=world["course"].institution,
-        name="Moodle",
-        issuer=issuer,
-        client_id="tool",
-        auth_login_url=issuer + "/auth",
-        auth_token_url=issuer + "/token",
-        keyset_url=issuer + "/jwks",
-    )
-    return Context.objects.create(registration=registration, context_id="ctx-1", course=world["course"])
 
 
 def member(**fields) -> dict:

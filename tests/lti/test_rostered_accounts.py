@@ -11,28 +11,13 @@ from django.utils import timezone
 
 from labs.models import AuditEvent, Enrollment, Institution
 from labs.services.roster import roster_apply
-from lti.models import Context, Identity, Registration
+from lti.models import Context, Identity
 from lti.services import roster_sync
 from tests.factories import UserFactory, affiliate
 
 pytestmark = pytest.mark.django_db
 
 CSV = "username,email,first_name\nli.wei,Li.Wei@uni.example,Wei\n"
-
-
-@pytest.fixture
-def context(world) -> Context:
-    issuer = "https://lms.uni-test.example"
-    registration = Registration.objects.create(
-        institution=world["course"].institution,
-        name="Moodle",
-        issuer=issuer,
-        client_id="tool",
-        auth_login_url=issuer + "/auth",
-        auth_token_url=issuer + "/token",
-        keyset_url=issuer + "/jwks",
-    )
-    return Context.objects.create(registration=registration, context_id="ctx-1", course=world["course"])
 
 
 def rostered(context: Context):
