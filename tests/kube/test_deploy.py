@@ -72,6 +72,9 @@ def _rollout_state(cluster: DevCluster) -> str:
     for kind in ("deployments", "replicasets", "pods"):
         listed = cluster.kubectl("get", kind, "-n", PORTAL_NAMESPACE, "-o", "wide", check=False)
         lines.append(listed.stdout + listed.stderr)
+    nodes = cluster.kubectl("get", "nodes", "-o", "wide", check=False)
+    lines.append(nodes.stdout + nodes.stderr)
+    lines.append(f"node simulator: reconciled {cluster.simulator.reconciled}, errors {cluster.simulator.errors[-10:]}")
     described = cluster.kubectl("describe", "deployments", "-n", PORTAL_NAMESPACE, check=False)
     events = cluster.kubectl("get", "events", "-n", PORTAL_NAMESPACE, "--sort-by=.lastTimestamp", check=False)
     ended = [f"{c.name} ended ({c.process.returncode}):\n{c.tail()}" for c in cluster.components if c.process.poll() is not None]

@@ -120,8 +120,37 @@ def test_a_restart_fraction_outside_zero_to_one_is_refused(devcluster: DevCluste
     assert devcluster.simulator.restart_fraction == 0.0
 
 
-def test_a_lost_node_is_marked_not_ready_by_the_controller_manager(devcluster: DevCluster, core: client.CoreV1Api) -> None:
+def _ready_condition(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    conditions = core.read_namespaced_pod(name, namespace).status.conditions or []
+    return next((c.status for c in conditions if c.type == "Ready"), "")
+
+
+def _running_pod(devcluster: DevCluster, core: client.CoreV1Api, namespace: str, node: str) -> str:
+    core.create_namespaced_pod(namespace, pod_manifest("web", nodeName=node, restartPolicy="Always"))
+    wait_for("the pod Ready", lambda: _ready_condition(core, namespace, "web") == "True")
+    return "web"
+
+
+def test_a_running_pod_marked_not_ready_by_another_client_is_reported_ready_again(
+    devcluster: DevCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    """The node lifecycle controller marks a node's pods not Ready when the node misses its lease,
+    even for a moment; only the pod's kubelet lifts the mark (a Deployment stayed unavailable)."""
+    name = _running_pod(devcluster, core, namespace, devcluster.nodes[0].name)
+    conditions = core.read_namespaced_pod(name, namespace).status.conditions
+    marked = [{"type": c.type, "status": "False" if c.type == "Ready" else c.status} for c in conditions]
+
+    core.patch_namespaced_pod_status(name, namespace, {"status": {"conditions": marked}})
+
+    wait_for("the pod Ready again", lambda: _ready_condition(core, namespace, name) == "True", timeout=10)
+    assert devcluster.simulator.reconciled[f"{namespace}/{name}"] >= 1
+
+
+def test_a_lost_node_is_marked_not_ready_by_the_controller_manager(
+    devcluster: DevCluster, core: client.CoreV1Api, namespace: str
+) -> None:
     name = devcluster.nodes[0].name
+    pod = _running_pod(devcluster, core, namespace, name)
 
     def unreachable() -> client.V1Node | None:
         node = core.read_node(name)
@@ -134,9 +163,12 @@ def test_a_lost_node_is_marked_not_ready_by_the_controller_manager(devcluster: D
         node = wait_for("the node NotReady and tainted", unreachable, timeout=devcluster.node_monitor_grace_seconds + 15)
         ready = next(c for c in node.status.conditions if c.type == "Ready")
         assert (ready.reason, ready.message) == ("NodeStatusUnknown", "Kubelet stopped posting node status.")
+        wait_for("its pod marked not Ready", lambda: _ready_condition(core, namespace, pod) == "False")
     finally:
         devcluster.simulator.restore_node(name)
         devcluster.wait_for_nodes_ready()
+    # Back, its kubelet reports the pod as it left it: Ready.
+    wait_for("the pod Ready again", lambda: _ready_condition(core, namespace, pod) == "True", timeout=15)
 
 
 def test_a_restarted_node_reports_a_new_boot_fails_its_pods_and_brings_them_back(

@@ -29,7 +29,11 @@ What a kubelet tells the API server, and nothing it does on the host:
   pod runs and is Ready again with one restart more;
 * loses a node on request (``lose_node``): its lease is no longer renewed and its pods are left
   alone, so the controller-manager marks it NotReady after its grace period, as for a node that
-  died.
+  died;
+* reports Ready again a running pod the node lifecycle controller marked not Ready (it does so to
+  every pod of a node it finds NotReady, also when a lease renewal was only late on a busy
+  machine, and only the kubelet lifts the mark), and every such pod of a lost node once it is
+  back, as a kubelet's status manager does.
 
 The simulator's threads: one renews leases (spread evenly over the renewal period, onto a pool of
 their own, so a thousand nodes do not renew in one burst), one watches pods, one fires timed

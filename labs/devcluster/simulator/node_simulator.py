@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from labs.devcluster.simulator.node_status import NodeKubelet
-from labs.devcluster.simulator.pods import PodKubelet
+from labs.devcluster.simulator.pods import RECONCILE_SECONDS, PodKubelet
 from labs.devcluster.simulator.state import (
     FAILURES,
     RESTARTS,
@@ -86,8 +86,15 @@ class NodeSimulator(NodeKubelet, PodKubelet):
         self._known(name)
         with self._lock:
             self._lost.discard(name)
+            # Its pods' status as the kubelet left it: those the controller marked not Ready meanwhile
+            # are reported Ready again (``_reconcile``), as a kubelet's status manager does on return.
+            running = [p for p in self._pods.values() if p.node == name and p.stage == "running" and p.ready]
+            for pod in running:
+                pod.reconciling = True
         self._post_node_status(self.nodes[name])
         self._renew(name)
+        for pod in running:
+            self._later(RECONCILE_SECONDS, self._reconcile, pod.uid)
 
     def boot_id(self, name: str) -> str:
         """The ``status.nodeInfo.bootID`` node ``name`` reports now."""
@@ -116,6 +123,7 @@ class NodeSimulator(NodeKubelet, PodKubelet):
             ]
             for pod in pods:
                 pod.stage = "rebooted"
+                pod.ready = False
             manifests = [p.manifest for p in pods if p.manifest is not None]
         # The kubelet reports its node first, then the pods it cannot admit.
         self._post_node_status(self.nodes[name])

@@ -29,6 +29,25 @@ from labs.devcluster.simulator.state import (
     read_to_end,
 )
 
+# How soon a pod another client marked not Ready is reported Ready again (a kubelet's status manager
+# compares the API server's status with its own every 10 s; sooner here, tests wait on it).
+RECONCILE_SECONDS = 1.0
+
+
+def marked_not_ready(pod: dict[str, Any]) -> bool:
+    """Running with every container ready, yet not Ready: the node lifecycle controller's mark on
+    the pods of a node it found NotReady, which only the pod's kubelet lifts."""
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    return (
+        status.get("phase") == "Running"
+        and bool(containers)
+        and all(c.get("ready") for c in containers)
+        and ready is not None
+        and ready.get("status") != "True"
+    )
+
 
 def _pull_failure(reason: str, image: str) -> tuple[str, str, str]:
     """A kubelet's words for a failed pull of ``image``: (waiting message, event reason, event message)."""
@@ -98,6 +117,7 @@ class PodKubelet(KubeletState):
                 self._planned.pop((meta["namespace"], meta["name"]), None)
                 return
             known = self._pods.get(meta["uid"])
+            reconcile = False
             if known is not None:
                 known.manifest = pod
             if meta.get("deletionTimestamp"):
@@ -107,11 +127,18 @@ class PodKubelet(KubeletState):
                     self._pods[meta["uid"]] = known
                     self._pool.submit(self._guard, self._finish_delete, meta["namespace"], meta["name"], meta["uid"])
                 return
-            if known is not None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if known is not None:
+                reconcile = known.stage == "running" and known.ready and not known.reconciling and marked_not_ready(pod)
+                known.reconciling = known.reconciling or reconcile
+            elif (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                self._pods[meta["uid"]] = PodRecord(meta["uid"], meta["namespace"], meta["name"], node, manifest=pod)
+                self.bound_at.setdefault(f"{meta['namespace']}/{meta['name']}", time.time())
+            else:
                 return
-            self._pods[meta["uid"]] = PodRecord(meta["uid"], meta["namespace"], meta["name"], node, manifest=pod)
-            self.bound_at.setdefault(f"{meta['namespace']}/{meta['name']}", time.time())
-        self._pool.submit(self._guard, self._accept, pod)
+        if reconcile:
+            self._later(RECONCILE_SECONDS, self._reconcile, meta["uid"])  # ``_later`` takes the lock
+        elif known is None:
+            self._pool.submit(self._guard, self._accept, pod)
 
     def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         """Report ``status``, unless the pod is gone (deleted meanwhile: nobody to tell)."""
@@ -155,6 +182,7 @@ class PodKubelet(KubeletState):
                     failure = RESTART_ONCE
             pod.pod_ip = next(self._pod_ips)
             pod.stage = "running"
+            pod.ready = failure is None
             moment = now()
             pod.started_at = api_time(moment)
         if failure in RESTARTS:
@@ -183,6 +211,7 @@ class PodKubelet(KubeletState):
             if pod is None or pod.stage == "deleting":
                 return
             pod.stage = "failed"
+            pod.ready = False
             if not pod.pod_ip:
                 pod.pod_ip = next(self._pod_ips)
             network = {"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]}
@@ -250,6 +279,7 @@ class PodKubelet(KubeletState):
                 return
             if manifest["spec"].get("restartPolicy", "Always") == "Never":
                 pod.stage = "failed"
+            pod.ready = False
             network = {"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]}
             started_at, restarts, failed = pod.started_at, pod.restarts, pod.stage == "failed"
         moment = now()
@@ -278,6 +308,7 @@ class PodKubelet(KubeletState):
             if pod is None or pod.stage != "running" or pod.node in self._lost:
                 return
             pod.restarts += 1
+            pod.ready = True
             moment = now()
             pod.started_at = api_time(moment)
             network = {"podIP": pod.pod_ip, "podIPs": [{"ip": pod.pod_ip}]}
@@ -292,6 +323,36 @@ class PodKubelet(KubeletState):
         for entry in status["containerStatuses"]:
             entry.update(restartCount=restarts, lastState={"terminated": ended})
         self._patch_status(manifest, status)
+
+    def _reconcile(self, uid: str) -> None:
+        """Report Ready again a running pod another client marked not Ready (``marked_not_ready``),
+        as a kubelet's status manager does when the API server's status is not its own. While the
+        node is still NotReady the controller marks the pod again and this runs again."""
+        with self._lock:
+            pod = self._pods.get(uid)
+            if pod is None:
+                return
+            pod.reconciling = False
+            if pod.stage != "running" or not pod.ready or pod.node in self._lost:
+                return
+            namespace, name = pod.namespace, pod.name
+        try:
+            current = json.loads(self.core.read_namespaced_pod(name, namespace, _preload_content=False).data)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        if current["metadata"]["uid"] != uid or current["metadata"].get("deletionTimestamp") or not marked_not_ready(current):
+            return
+        stamp = api_time(now())
+        conditions = [
+            {"type": "Ready", "status": "True", "lastTransitionTime": stamp} if c.get("type") == "Ready" else c
+            for c in current["status"]["conditions"]
+        ]
+        self._patch_status(current, {"conditions": conditions})
+        with self._lock:
+            key = f"{namespace}/{name}"
+            self.reconciled[key] = self.reconciled.get(key, 0) + 1
 
     def _event(self, manifest: dict[str, Any], container: str, reason: str, message: str) -> None:
         meta = manifest["metadata"]

@@ -73,6 +73,8 @@ class PodRecord:
     started_at: str = ""
     manifest: dict[str, Any] | None = None
     restarts: int = 0
+    ready: bool = False  # last reported Running and Ready by the simulator
+    reconciling: bool = False  # a status reconcile is due (``PodKubelet._reconcile``)
 
 
 def pod_conditions(
@@ -203,6 +205,9 @@ class KubeletState:
         # reported Running and Ready: a benchmark splits its labs' start there.
         self.bound_at: dict[str, float] = {}
         self.ready_at: dict[str, float] = {}
+        # Pods, by namespace/name, reported Ready again after another client (the node lifecycle
+        # controller) marked them not Ready: how many times each.
+        self.reconciled: dict[str, int] = {}
 
     @property
     def restart_fraction(self) -> float:
