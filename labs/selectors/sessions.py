@@ -317,6 +317,31 @@ def session_event_payload(
     """
     if queue is None and read_queue and session.state == SessionState.QUEUED:
         queue = queue_facts([session]).get(session.pk)
+    others = _others_payload(session, queue, {})
+    return _owners_payload(session, others, {}) if for_owner else others
+
+
+def session_event_payload_pairs(
+    sessions: Sequence[LabSession], queues: dict[Any, QueueFacts]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(owner's, others')`` ``session_event_payload`` of each session, ``queues`` its queue facts
+    by pk (``queue_facts``; none read here).
+
+    What a published change sends to the student's and the course's pages, built once for both
+    (they differ only in what the owner alone sees) and with the words every card of one
+    template shares composed once: a controller round publishes hundreds of sessions.
+    """
+    words: dict[tuple, str] = {}
+    pairs = []
+    for session in sessions:
+        others = _others_payload(session, queues.get(session.pk), words)
+        pairs.append((_owners_payload(session, others, words), others))
+    return pairs
+
+
+def _others_payload(session: LabSession, queue: QueueFacts | None, words: dict[tuple, str]) -> dict[str, Any]:
+    """``session_event_payload`` for anyone but the owner; ``words`` keeps the texts composed so
+    far (one language throughout)."""
     allocation = getattr(session, "allocation", None)
     placement = ""
     if allocation is not None and allocation.released_at is None:
@@ -324,46 +349,73 @@ def session_event_payload(
     stops_at = session_stops_at(session)
     started = started_shown(session)
     quota = getattr(session.course, "quota", None)
-    extensions_left = 0
-    if for_owner and session.state == SessionState.RUNNING and quota is not None and session.reclaim_at is None:
-        extensions_left = max(0, quota.extensions_allowed - session.extensions_used)
+    template = session.template
+    share = (template.core_percent, template.memory_mib, template.card_count)
+    selftest = (session.selftest_visible_mib, session.selftest_over_cap)
     payload = {
         "id": str(session.pk),
         "version": session.version,
         "read_at_ms": int(time.time() * 1000),
         "state": session.state,
-        "state_label": str(LabSession.State(session.state).label),
+        "state_label": _said(words, ("state", session.state), lambda: str(LabSession.State(session.state).label)),
         "reason": session.reason,
         "reason_code": session.reason_code,
         "reason_params": session.reason_params,
-        "template": session.template.name,
+        "template": template.name,
         "course_id": session.course_id,
         "course": session.course.code,
         "student": session.student.get_username(),
-        "core_percent": session.template.core_percent,
-        "memory_mib": session.template.memory_mib,
-        "cards": session.template.card_count,
-        "share_text": share_text(session.template.core_percent, session.template.memory_mib, session.template.card_count),
+        "core_percent": template.core_percent,
+        "memory_mib": template.memory_mib,
+        "cards": template.card_count,
+        "share_text": _said(words, ("share", *share), lambda: share_text(*share)),
         "selftest_visible_mib": session.selftest_visible_mib,
         "selftest_over_cap": session.selftest_over_cap,
-        "selftest_text": selftest_text(session.selftest_visible_mib, session.selftest_over_cap),
+        "selftest_text": _said(words, ("selftest", *selftest), lambda: selftest_text(*selftest)),
         "placement": placement,
         "can_stop": session.can_stop,
-        "access_url": session.access_url if for_owner and session.state == LabSession.State.RUNNING else "",
+        "access_url": "",
         "created_at": session.created_at.isoformat(),
         "started_at": started.isoformat() if started else None,
         "stops_at": _iso(stops_at),
-        "extensions_left": extensions_left,
+        "extensions_left": 0,
         "extension_minutes": quota.extension_minutes if quota is not None else 0,
-        "extend_label": extend_label(quota.extension_minutes) if extensions_left else "",
+        "extend_label": "",
         # Warned as idle: the owner's card offers "Keep running".
-        "can_keep": for_owner and session.state == SessionState.RUNNING and session.cull_at is not None,
+        "can_keep": False,
         "queue_position": queue.position if queue else None,
         "queue_length": queue.length if queue else None,
         "wait_seconds": queue.wait_seconds if queue else None,
     }
-    payload["lines"] = card_lines(payload)
+    payload["lines"] = card_lines(payload)  # from what everyone sees: the same lines for the owner
     return payload
+
+
+def _owners_payload(session: LabSession, others: dict[str, Any], words: dict[tuple, str]) -> dict[str, Any]:
+    """The owner's ``session_event_payload``: ``others`` (``_others_payload``) with what only the owner sees."""
+    running = session.state == SessionState.RUNNING
+    quota = getattr(session.course, "quota", None)
+    extensions_left = 0
+    if running and quota is not None and session.reclaim_at is None:
+        extensions_left = max(0, quota.extensions_allowed - session.extensions_used)
+    extend = ""
+    if extensions_left:
+        extend = _said(words, ("extend", quota.extension_minutes), lambda: extend_label(quota.extension_minutes))
+    return {
+        **others,
+        "access_url": session.access_url if running else "",
+        "extensions_left": extensions_left,
+        "extend_label": extend,
+        "can_keep": running and session.cull_at is not None,
+    }
+
+
+def _said(words: dict[tuple, str], key: tuple, compose) -> str:
+    """The text ``compose()`` gives, composed once per ``key`` for as long as ``words`` is kept."""
+    text = words.get(key)
+    if text is None:
+        text = words[key] = compose()
+    return text
 
 
 def session_launched_payload(session: LabSession) -> dict[str, Any]:

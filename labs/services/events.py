@@ -136,7 +136,7 @@ def _event_hooks() -> tuple:
 
 
 def _send(session_ids: set[str], *, queues_moved: bool = True) -> None:
-    from labs.selectors.sessions import queue_facts, session_event_payload, sessions_for_events
+    from labs.selectors.sessions import queue_facts, session_event_payload_pairs, sessions_for_events
 
     layer = get_channel_layer()
     if layer is None:
@@ -144,11 +144,9 @@ def _send(session_ids: set[str], *, queues_moved: bool = True) -> None:
     try:
         messages: dict[str, list[dict]] = defaultdict(list)
         sessions = sessions_for_events(session_ids, queues_moved=queues_moved)
-        places = queue_facts(sessions)
-        for session in sessions:
-            place = places.get(session.pk)
-            messages[student_group(session.student_id)].append(session_event_payload(session, for_owner=True, queue=place))
-            messages[course_group(session.course_id)].append(session_event_payload(session, for_owner=False, queue=place))
+        for session, (owners, others) in zip(sessions, session_event_payload_pairs(sessions, queue_facts(sessions)), strict=True):
+            messages[student_group(session.student_id)].append(owners)
+            messages[course_group(session.course_id)].append(others)
         # The cluster page shows the cards' shares: they change when a session is admitted (its
         # allocation made; by the time a batch is sent it may be starting or running already)
         # or ends (released), not when one queues or is being stopped: a launch or a stop from
