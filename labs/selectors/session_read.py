@@ -9,7 +9,10 @@ statement is written out once per
 process (names from the models) and the rows become model instances as the ORM makes them
 (``Model.from_db``, the related objects cached on them), so the payload code and the templates
 see the same objects, and reading a column not listed here fails loudly in the tests
-(``django_assert_num_queries``) instead of costing a query.
+(``django_assert_num_queries``) instead of costing a query. The instances are made as
+``from_db`` leaves them without going through ``Model.__init__`` (``_made``): eight models a
+row, for every session of every controller round's publish, and ``__init__`` (signals sent,
+each field set through ``setattr``) cost more than the statement.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from functools import cache, cached_property
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Field, Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, LabTemplate, Node
 from labs.selectors import rows
@@ -76,16 +81,40 @@ def sessions_read(where: str, params: Sequence[object], *, student=None) -> list
         cursor.execute(_select_sql(student is None) + f" WHERE {where}", list(params))
         rows = cursor.fetchall()
     db = connection.alias
+    makers = [(alias, part, _made if _plain(part.model) else _from_db) for alias, part in parts]
     found = []
     for row in converted(rows, plan):
         objects: dict[str, Model | None] = {}
         at = 0
-        for alias, part in parts:
+        for alias, part, make in makers:
             values = row[at : at + len(part.fields)]
             at += len(part.fields)
-            objects[alias] = None if values[part.pk_at] is None else part.model.from_db(db, part.attnames, values)
+            objects[alias] = None if values[part.pk_at] is None else make(part.model, db, part.attnames, values)
         found.append(_linked(objects, student))
     return found
+
+
+def _plain(model: type[Model]) -> bool:
+    """Whether nothing listens for ``model``'s instances being made (``pre_init``, ``post_init``):
+    then ``_made`` gives what ``Model.from_db`` does."""
+    return not (pre_init.has_listeners(model) or post_init.has_listeners(model))
+
+
+def _made(model: type[Model], db: str, attnames: list[str], values: Sequence[object]) -> Model:
+    """``model.from_db(db, attnames, values)`` for a model nothing listens to (``_plain``), without
+    ``Model.__init__``: the loaded fields put in the instance's ``__dict__`` (a fresh instance has
+    nothing cached that setting a foreign key through its descriptor would clear), those not
+    loaded left out (deferred, as ``from_db`` leaves them)."""
+    instance = model.__new__(model)
+    state = instance._state = ModelState()
+    state.adding = False
+    state.db = db
+    instance.__dict__.update(zip(attnames, values, strict=True))
+    return instance
+
+
+def _from_db(model: type[Model], db: str, attnames: list[str], values: Sequence[object]) -> Model:
+    return model.from_db(db, attnames, values)
 
 
 @cache
