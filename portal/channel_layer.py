@@ -6,6 +6,10 @@ connects again on the next read and subscribes to every channel it had (``PubSub
 it calls on every connect after the first); channels_redis goes on as if nothing happened. Here
 that moment also puts one :data:`RESUBSCRIBED` message in every channel of the process, so each
 socket's consumer can tell its page to read again what it shows (``labs.consumers``).
+
+Its publishes (``group_send``) asked for in one turn of the event loop go to Redis together, in
+one pipeline: a controller round's page updates, one ``group_send`` to each student's group and
+each course's, started together (``labs.services.events``), cost one round trip, not one each.
 """
 
 from __future__ import annotations
@@ -35,6 +39,51 @@ class ResubscribedPubSub(PubSub):
 
 
 class _Shard(RedisSingleShardConnection):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._outbox: list[tuple[str, bytes, asyncio.Future]] = []
+        self._sending: asyncio.Task | None = None
+
+    async def publish(self, channel: str, message: bytes) -> None:
+        """PUBLISH, sent with the others asked for in this turn of the event loop (and while those
+        before are being sent); returns once Redis has answered (or raises what sending raised)."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._outbox.append((channel, message, done))
+        if self._sending is None or self._sending.done():  # the others of this turn join it before it runs
+            self._sending = loop.create_task(self._publish_outbox())
+        await done
+
+    async def _publish_outbox(self) -> None:
+        while self._outbox:
+            async with self._lock:
+                batch, self._outbox = self._outbox, []
+                await self._publish_batch(batch)
+
+    async def _publish_batch(self, batch: list[tuple[str, bytes, asyncio.Future]]) -> None:
+        outcome: BaseException | None = None
+        try:
+            self._ensure_redis()
+            if len(batch) == 1:
+                await self._redis.publish(batch[0][0], batch[0][1])
+            else:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for channel, message, _ in batch:
+                        pipe.publish(channel, message)
+                    await pipe.execute()
+        except BaseException as exc:  # cancelled too: no sender may wait for ever
+            outcome = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for _, _, done in batch:
+                if done.done():  # its sender was cancelled
+                    continue
+                if outcome is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(outcome)
+
     def _ensure_redis(self) -> None:
         super()._ensure_redis()
         if not isinstance(self._pubsub, ResubscribedPubSub):  # made just now, not connected yet

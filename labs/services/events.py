@@ -23,6 +23,7 @@ sessions (``sessions_transition``: a controller pass) makes one call with all of
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
@@ -162,10 +163,17 @@ def _send(session_ids: set[str], *, queues_moved: bool = True) -> None:
 
 
 async def _send_all(layer, messages: dict[str, list[dict]], cards: bool, language: str | None) -> None:
-    for group, sessions in messages.items():
-        await layer.group_send(group, {"type": "sessions.update", "sessions": sessions, "language": language})
+    """Every group's message, started together: the portal's layer (``portal.channel_layer``) sends
+    the publishes started in one turn of the event loop in one round trip to Redis."""
+    sends = [
+        layer.group_send(group, {"type": "sessions.update", "sessions": sessions, "language": language})
+        for group, sessions in messages.items()
+    ]
     if cards:  # the operators' cluster page reads it again
-        await layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"})
+        sends.append(layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"}))
+    for outcome in await asyncio.gather(*sends, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 # States a session reaches without taking or giving back a card share.
