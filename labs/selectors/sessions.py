@@ -21,7 +21,7 @@ from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_secon
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Course, Enrollment, LabSession
 from labs.presentation import card_lines, extend_label, selftest_text, share_text
-from labs.selectors.rows import column, marks, one, table
+from labs.selectors.rows import column, listed, marks, one, one_of, table
 from labs.selectors.session_read import sessions_read
 
 logger = logging.getLogger(__name__)
@@ -54,12 +54,12 @@ def sessions_for_events(session_ids: Iterable[str], *, queues_moved: bool = True
     ids = {pk.to_python(i) for i in session_ids}
     if not ids:
         return []
-    keys = [pk.get_db_prep_value(i, connection) for i in ids]
+    count, keys = listed([pk.get_db_prep_value(i, connection) for i in ids])
     if queues_moved:
         params = [*keys, SessionState.QUEUED.value, *keys, SessionState.ADMITTED.value, *_terminal_values()]
     else:
         params = keys
-    found = sessions_read(_events_where_sql(len(keys), queues_moved), params)
+    found = sessions_read(_events_where_sql(count, queues_moved), params)
     return [s for s in found if s.pk in ids] + [s for s in found if s.pk not in ids]
 
 
@@ -68,19 +68,20 @@ def _terminal_values() -> tuple[str, ...]:
     return tuple(sorted(state.value for state in TERMINAL))
 
 
-@lru_cache(maxsize=256)  # one per number of sessions and whether queues moved
-def _events_where_sql(count: int, queues_moved: bool) -> str:
-    """The changed sessions (by id) and, when ``queues_moved``, the queued sessions of every course
-    where one of them has just left the queue: admitted, or ended without an admission (an end
-    after one left the queue at the admission). Parameters: the ids; then the queued state, the
-    ids again, the admitted state and the terminal states."""
+@lru_cache(maxsize=256)  # one per number of sessions (on SQLite) and whether queues moved
+def _events_where_sql(count: int | None, queues_moved: bool) -> str:
+    """The changed sessions (by id: ``rows.one_of(count)``) and, when ``queues_moved``, the queued
+    sessions of every course where one of them has just left the queue: admitted, or ended without
+    an admission (an end after one left the queue at the admission). Parameters: the ids
+    (``rows.listed``); then the queued state, the ids again, the admitted state and the terminal
+    states."""
     s = lambda name: column(LabSession, name, "s")  # noqa: E731
     m = lambda name: column(LabSession, name, "m")  # noqa: E731
-    changed = f"{s('id')} IN ({marks(count)})"
+    changed = f"{s('id')} {one_of(count)}"
     if not queues_moved:
         return changed
     left = (
-        f"SELECT {m('course')} FROM {table(LabSession, 'm')} WHERE {m('id')} IN ({marks(count)})"
+        f"SELECT {m('course')} FROM {table(LabSession, 'm')} WHERE {m('id')} {one_of(count)}"
         f" AND ({m('state')} = %s OR ({m('state')} IN ({marks(len(TERMINAL))}) AND {m('admitted_at')} IS NULL))"
     )
     return f"({changed} OR ({s('state')} = %s AND {s('course')} IN ({left})))"
@@ -254,14 +255,14 @@ def _queue_places(pks: list) -> dict[Any, tuple[int, int]]:
     allocation pass's: ``queue_at``, then ``id``.
     """
     field = LabSession._meta.pk
-    params = [field.get_db_prep_value(pk, connection) for pk in pks]
+    count, params = listed([field.get_db_prep_value(pk, connection) for pk in pks])
     with connection.cursor() as cursor:
-        cursor.execute(_queue_places_sql(len(params)), [SessionState.QUEUED.value] * 3 + params)
+        cursor.execute(_queue_places_sql(count), [SessionState.QUEUED.value] * 3 + params)
         return {field.to_python(pk): (ahead + 1, length) for pk, ahead, length in cursor.fetchall()}
 
 
-@lru_cache(maxsize=256)  # one statement per number of sessions asked about
-def _queue_places_sql(count: int) -> str:
+@lru_cache(maxsize=256)  # one statement per number of sessions asked about (on SQLite)
+def _queue_places_sql(count: int | None) -> str:
     sessions = table(LabSession)
     pk, course, state, queue_at = (column(LabSession, name) for name in ("id", "course", "state", "queue_at"))
     return f"""
@@ -270,7 +271,7 @@ def _queue_places_sql(count: int) -> str:
                 AND (q.{queue_at} < s.{queue_at} OR (q.{queue_at} = s.{queue_at} AND q.{pk} < s.{pk}))),
             (SELECT COUNT(*) FROM {sessions} q WHERE q.{course} = s.{course} AND q.{state} = %s)
         FROM {sessions} s
-        WHERE s.{state} = %s AND s.{pk} IN ({marks(count)})
+        WHERE s.{state} = %s AND s.{pk} {one_of(count)}
     """
 
 
