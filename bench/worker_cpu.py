@@ -63,14 +63,20 @@ def one_run(argv: list[str]) -> tuple[float, int, float, str]:
     finally:
         classstart.cpu_meter = make_meter
     meter = meters[-1]
-    cpu_seconds = figures["cpu_percent_of_one_core"][WORKERS] / 100.0 * meter.seconds
+    counted = getattr(meter.meter, "ms", None)  # a meter that counts CPU milliseconds itself
+    if counted and WORKERS in counted:
+        cpu_seconds = counted[WORKERS] / 1000.0
+    else:
+        cpu_seconds = figures["cpu_percent_of_one_core"][WORKERS] / 100.0 * meter.seconds
     return cpu_seconds * 1000.0 / args.launches, args.launches, meter.seconds, " ".join(load)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ours, theirs = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="python -m bench.worker_cpu", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.worker_cpu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3, help="class starts to run, default 3")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a run, in this process
     args = parser.parse_args(ours)
