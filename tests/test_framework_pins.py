@@ -84,15 +84,17 @@ PINS = [
         section="The channel layer",
         recheck=(
             "check the private attributes it uses (RedisPubSubChannelLayer._layers and _get_layer, the loop layer's "
-            "_shards, channels and channel_layer, the shard's _redis, _pubsub and _ensure_redis) and that redis-py's "
-            "PubSub.on_connect is still called on every reconnect; run tests/consumers/test_resync.py and "
-            "tests/browser/test_resync.py"
+            "_shards, channels and channel_layer, the shard's _redis, _pubsub, _lock and _ensure_redis), that the "
+            "shard's publish still only takes the lock and PUBLISHes (the override batches them), and that redis-py's "
+            "PubSub.on_connect is still called on every reconnect; run tests/consumers/test_resync.py, "
+            "tests/consumers/test_publish_round_trips.py and tests/browser/test_resync.py"
         ),
         versions={"channels-redis": "4.3.0", "redis": "7.4.0"},
         sources={
             "channels_redis.pubsub:RedisPubSubChannelLayer._get_layer": "1862b87a25ac72b2",
             "channels_redis.pubsub:RedisSingleShardConnection.__init__": "9c8f408acb4c2d7b",
             "channels_redis.pubsub:RedisSingleShardConnection._ensure_redis": "ba228d3cee7116dc",
+            "channels_redis.pubsub:RedisSingleShardConnection.publish": "5a18093dbcb440f5",
             "channels_redis.pubsub:RedisPubSubLoopLayer.__init__": "fd9d37e275298a58",
             "redis.asyncio.client:PubSub.on_connect": "1f0ed7db5be28e52",
         },
@@ -169,13 +171,16 @@ PINS = [
         override="the written-out reads (labs.selectors.rows, session_read, courses, sessions, usage, console; webhooks.hooks)",
         section="The written-out reads",
         recheck=(
-            "check Model.from_db, the related-object cache (FieldCacheMixin.set_cached_value, _prefetched_objects_cache "
+            "check Model.from_db and what Model.__init__ leaves on an instance (session_read._made makes the same "
+            "without it: _state, the loaded fields in __dict__), the related-object cache (FieldCacheMixin.set_cached_value, _prefetched_objects_cache "
             "as prefetch_one_level sets it), the backends' value converters and, for rows.one, whether an ORDER BY still "
             "costs what it did (SQLCompiler.get_order_by); run tests/selectors"
         ),
         versions={"Django": "5.2.19"},
         sources={
             "django.db.models.base:Model.from_db": "eba347895d11fa79",
+            "django.db.models.base:Model.__init__": "2950c3a90d8343b5",
+            "django.db.models.base:ModelState": "1c36c15dcbfdd1a9",
             "django.db.models.fields.mixins:FieldCacheMixin.set_cached_value": "9f818c1ef6b0abe9",
             "django.db.models.query:prefetch_one_level": "80f1773ec0be528f",
             "django.db.backends.base.operations:BaseDatabaseOperations.get_db_converters": "7aa03e720078cf97",
