@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 import requests
@@ -63,6 +63,13 @@ def link_create(*, by, institution: Institution) -> str:
         )
         audit_record(by=by, action="lti.registration_link.create", target="LTI registration link", institution=institution)
     return token
+
+
+def links_prune(*, now: datetime | None = None) -> int:
+    """Delete the registration links past their expiry (used or not: a used link's registration and
+    the audit log keep what happened); returns how many went."""
+    deleted, _ = RegistrationLink.objects.filter(expires_at__lte=now or timezone.now()).delete()
+    return deleted
 
 
 def _link_claim(token: str) -> RegistrationLink:

@@ -7,7 +7,7 @@ import logging
 
 from celery import shared_task
 
-from lti import outbox, services
+from lti import dynamic_registration, outbox, services
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ def roster_sync_all_task() -> int:
 
 @shared_task(name="lti.tasks.launch_data_prune")
 def launch_data_prune_task() -> int:
-    return services.launch_data_prune()
+    """Expired OIDC state, nonces and launches, and expired Dynamic Registration links."""
+    return services.launch_data_prune() + dynamic_registration.links_prune()
 
 
 @shared_task(name="lti.tasks.scores_prune")

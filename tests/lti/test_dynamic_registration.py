@@ -4,6 +4,7 @@ registers itself, and the registration refuses launches until the operator appro
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import timedelta
 from html import unescape
@@ -16,6 +17,7 @@ from labs.models import AuditEvent, Institution, InstitutionRole
 from lti.dynamic_registration import LINK_MAX_ATTEMPTS, link_create
 from lti.models import Identity, Registration, RegistrationLink
 from lti.services import registration_save
+from lti.tasks import launch_data_prune_task
 from tests.asgi_client import AsgiClient
 from tests.factories import UserFactory
 from tests.lti.conftest import hidden_inputs
@@ -286,3 +288,16 @@ def test_an_operator_makes_links_only_for_their_own_institution(home):
 
     assert response.status_code == 302
     assert not RegistrationLink.objects.exists()
+
+
+def test_the_hourly_prune_deletes_expired_links_and_keeps_live_ones(home):
+    """``lti.tasks.launch_data_prune`` (beat, hourly), run as a worker runs it."""
+    live = link_create(by=home["operator"], institution=home["institution"])
+    link_create(by=home["operator"], institution=home["institution"])
+    RegistrationLink.objects.exclude(token_sha256=hashlib.sha256(live.encode()).hexdigest()).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert launch_data_prune_task.apply().get() == 1
+
+    assert list(RegistrationLink.objects.values_list("token_sha256", flat=True)) == [hashlib.sha256(live.encode()).hexdigest()]
