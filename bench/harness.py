@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -464,15 +465,19 @@ def machine_steal_ticks(text: str) -> int:
     return int(text.splitlines()[0].split()[8])
 
 
+def cpu_ticks(before: dict[str, dict[int, int]], after: dict[str, dict[int, int]]) -> dict[str, int]:
+    """Per group, the clock ticks its processes used between two readings (a process that started
+    in between counts from zero; one that ended in between counts as ``after`` last saw it)."""
+    return {group: sum(max(0, t - before.get(group, {}).get(pid, 0)) for pid, t in now.items()) for group, now in after.items()}
+
+
 def cpu_shares(before: dict[str, dict[int, int]], after: dict[str, dict[int, int]], seconds: float) -> dict[str, float]:
     """Per group, the CPU its processes used between two readings, in % of one core (a process that
     started in between counts from zero; one that ended in between is not seen)."""
-    shares = {}
-    for group, now in after.items():
-        then = before.get(group, {})
-        ticks = sum(max(0, t - then.get(pid, 0)) for pid, t in now.items())
-        shares[group] = 100.0 * ticks / CLOCK_TICKS / seconds if seconds > 0 else math.nan
-    return shares
+    return {
+        group: 100.0 * ticks / CLOCK_TICKS / seconds if seconds > 0 else math.nan
+        for group, ticks in cpu_ticks(before, after).items()
+    }
 
 
 class CpuMeter:
@@ -480,15 +485,29 @@ class CpuMeter:
 
     Linux only (``/proc``). ``groups`` maps a name to the root pids of that group; ``match`` maps
     a name to a test on a process's command line (PostgreSQL's backends name their database).
+    Processes come and go during a run (a Celery prefork child opens a connection per task, so
+    PostgreSQL starts a backend for it): with ``sample_period`` a thread reads the matched
+    processes that often as well, and one that ended in between counts with its last reading (what
+    it used after that reading, at most ``sample_period``, and one that lived less than that are
+    not seen). ``shares``: % of one core per group; ``ms``: CPU milliseconds per group.
     """
 
-    def __init__(self, groups: dict[str, list[int]], match: dict[str, Callable[[str], bool]]) -> None:
+    def __init__(
+        self, groups: dict[str, list[int]], match: dict[str, Callable[[str], bool]], *, sample_period: float | None = None
+    ) -> None:
         self.groups = groups
         self.match = match
+        self.sample_period = sample_period
         self.before: tuple[float, dict[str, dict[int, int]], tuple[int, int, int]] | None = None
+        self.seen: dict[str, dict[int, int]] = {}  # matched processes' latest readings, kept after they end
         self.shares: dict[str, float] = {}
+        self.ms: dict[str, float] = {}
+        self.stopping = threading.Event()
+        self.sampler: threading.Thread | None = None
 
-    def read(self) -> tuple[float, dict[str, dict[int, int]], tuple[int, int, int]]:
+    @staticmethod
+    def processes() -> dict[int, tuple[int, int, str]]:
+        """Every process: pid -> (ppid, utime + stime in ticks, command line)."""
         table: dict[int, tuple[int, int, str]] = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -499,6 +518,10 @@ class CpuMeter:
             except (OSError, ValueError, IndexError):
                 continue  # ended while being read
             table[int(entry.name)] = (ppid, ticks, command)
+        return table
+
+    def read(self) -> tuple[float, dict[str, dict[int, int]], tuple[int, int, int]]:
+        table = self.processes()
         children: dict[int, list[int]] = defaultdict(list)
         for pid, (ppid, _, _) in table.items():
             children[ppid].append(pid)
@@ -511,20 +534,44 @@ class CpuMeter:
                     found[pid] = table[pid][1]
                     stack.extend(children[pid])
             readings[group] = found
-        for group, test in self.match.items():
-            readings[group] = {pid: ticks for pid, (_, ticks, command) in table.items() if test(command)}
+        self.note_matched(table, readings)
         stat = Path("/proc/stat").read_text()
         return time.monotonic(), readings, (*machine_busy_ticks(stat), machine_steal_ticks(stat))
 
+    def note_matched(self, table: dict[int, tuple[int, int, str]], readings: dict[str, dict[int, int]] | None = None) -> None:
+        for group, test in self.match.items():
+            now = {pid: ticks for pid, (_, ticks, command) in table.items() if test(command)}
+            seen = self.seen.setdefault(group, {})
+            for pid, ticks in now.items():
+                seen[pid] = max(ticks, seen.get(pid, 0))
+            if readings is not None:
+                readings[group] = now
+
+    def _sample(self) -> None:
+        assert self.sample_period is not None
+        while not self.stopping.wait(self.sample_period):
+            self.note_matched(self.processes())
+
     def start(self) -> None:
         self.before = self.read()
+        self.seen = {group: dict(now) for group, now in self.before[1].items() if group in self.match}
+        if self.sample_period:
+            self.stopping.clear()
+            self.sampler = threading.Thread(target=self._sample, name="cpu-meter", daemon=True)
+            self.sampler.start()
 
     def stop(self) -> None:
         if self.before is None:
             return
+        if self.sampler is not None:
+            self.stopping.set()
+            self.sampler.join(timeout=10)
+            self.sampler = None
         began, before, (busy0, total0, steal0) = self.before
         ended, after, (busy1, total1, steal1) = self.read()
+        after.update(self.seen)  # the matched ones with those that ended in between
         seconds = ended - began
+        self.ms = {group: 1000.0 * ticks / CLOCK_TICKS for group, ticks in cpu_ticks(before, after).items()}
         self.shares = cpu_shares(before, after, seconds)
         processes = sum(self.shares.values())
         cores = os.cpu_count() or 1

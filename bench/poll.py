@@ -21,10 +21,11 @@ a database that commits).
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -113,13 +114,15 @@ def ok_json(response: Response):
     return response.json()
 
 
-def portal_fetch(base_url: str, token: str, course_id: int, *, page_size: int = PAGE_SIZE) -> Fetch:
-    """The class's sessions from the portal's LMS API: student -> the session's state."""
+def portal_fetch(base_url: str | Sequence[str], token: str, course_id: int, *, page_size: int = PAGE_SIZE) -> Fetch:
+    """The class's sessions from the portal's LMS API: student -> the session's state. Several URLs
+    (web processes of their own): each request goes to the next, as a Service spreads connections."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    urls = itertools.cycle([base_url] if isinstance(base_url, str) else base_url)
 
     def get_page(n: int) -> list:
         query = urlencode({"course": course_id, "page_size": page_size, "page": n + 1})
-        return ok_json(http_request("GET", f"{base_url}/api/v1/sessions/?{query}", headers=headers, timeout=30))["results"]
+        return ok_json(http_request("GET", f"{next(urls)}/api/v1/sessions/?{query}", headers=headers, timeout=30))["results"]
 
     def fetch() -> dict[str, str]:
         return {s["student"]: s["state"] for s in pages(get_page, page_size)}

@@ -6,7 +6,10 @@ What runs, all on this machine and all real processes, each run with its own res
   - a new PostgreSQL database (bench_classstart_<run>, migrated here, dropped at the end) and a
     Redis database number of its own (claimed with SET NX like the test suite does, emptied and
     released at the end);
-  - Daphne serving portal.asgi on a free port on 127.0.0.1, with DEBUG off and a generated SECRET_KEY;
+  - --web-processes Daphne processes (one per core by default: deploy/ adds web replicas for cores)
+    serving portal.asgi on 127.0.0.1, with DEBUG off and a generated SECRET_KEY, each on a free
+    port of its own, the bench's client sending each request to the next in turn as a Kubernetes
+    Service spreads connections over the web pods (--web-listen socket: all on one listening socket);
   - --workers Celery worker processes (python -m celery -A portal worker, prefork, --concurrency
     each) and one Celery beat (python -m celery -A portal beat, schedule file in a temp dir);
   - the simulator cluster driver (LAB_DRIVER=labs.drivers.simulator.SimulatorDriver), whose
@@ -45,8 +48,12 @@ running" needs all K students running.
 Printed: launches; time spent submitting; HTTP statuses; time from the first POST to the last
 session seen running; p50/p99 of launch -> running per session (client send time to the poll that
 saw it running); p50 of queued -> admitted (created_at -> admitted_at) and of admitted -> running
-(the portal's own timestamps, read from the database after the run: where the time went); the load
-average before and after, and the median time of a small write + fsync in the run's temp dir
-just before the result.
+(the portal's own timestamps, read from the database after the run: where the time went); the
+portal's CPU per session: the CPU milliseconds (utime + stime from /proc) of Daphne, of Celery
+(workers and beat, with their children) and of the PostgreSQL backends of the run's database
+(read every 0.05 s as well, so that a backend that ended during the run counts) from the first
+launch to the last lab running, divided by K, each and in total, with the share of it that the
+bench's own polling costs (10 polls measured after the run); the load average before and after,
+and the median time of a small write + fsync in the run's temp dir just before the result.
 Everything it started is stopped and every resource given back on exit, on Ctrl-C and on failure.
 """

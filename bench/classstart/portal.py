@@ -170,24 +170,37 @@ def login_cookies_http(base_url: str, students, threads: int) -> dict[int, tuple
         return dict(pool.map(login, students))
 
 
-def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace, rid: str, *, web_processes: int = 1) -> str:
-    """Daphne (``web_processes`` of them accepting on one listening socket), the workers and beat; the portal's URL."""
+def start_services(
+    res: Resources, env: dict[str, str], args: argparse.Namespace, rid: str, *, web_processes: int = 1, own_ports: bool = False
+) -> list[str]:
+    """Daphne (``web_processes`` of them), the workers and beat; the URLs the portal answers on.
+
+    ``own_ports``: each web process listens on a port of its own and the URLs are one per process,
+    for the client to spread its requests over them as a Kubernetes Service spreads connections
+    over the web pods (deploy/). Else they all accept on one listening socket bound here (as
+    supervisor's ``fcgi-program`` runs them on a machine of their own, deploy/README.md) and
+    there is one URL: the kernel hands each connection to whichever process accepts first.
+    """
     python = sys.executable
-    port = free_port()
     web_env = dict(env)
     if args.web_conn_max_age is not None:
         web_env["DATABASE_URL"] = f"{env['DATABASE_URL']}?conn_max_age={args.web_conn_max_age}"
-    if web_processes == 1:
+    if web_processes == 1 or own_ports:
+        ports = [free_port() for _ in range(web_processes)]
         webs = [
             res.start(
-                "daphne", [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"], env=web_env
+                "daphne" if web_processes == 1 else f"daphne{i + 1}",
+                [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+                env=web_env,
             )
+            for i, port in enumerate(ports)
         ]
     else:
         # One socket, bound here and inherited: the kernel hands each connection to one of the processes.
+        ports = [free_port()]
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", port))
+        listener.bind(("127.0.0.1", ports[0]))
         listener.listen(1024)
         res.on_close("close the web processes' listening socket", listener.close)
         fd = listener.fileno()
@@ -216,11 +229,12 @@ def start_services(res: Resources, env: dict[str, str], args: argparse.Namespace
         ],
         env=env,
     )  # fmt: skip
-    base_url = f"http://127.0.0.1:{port}"
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
     everyone = [*webs, beat, *workers]
-    wait_until(lambda: http_request("GET", f"{base_url}/accounts/login/", timeout=5).status == 200,
-               timeout=60, what="Daphne to answer", services=everyone)  # fmt: skip
+    for url in urls:
+        wait_until(lambda u=url: http_request("GET", f"{u}/accounts/login/", timeout=5).status == 200,
+                   timeout=60, what="Daphne to answer", services=everyone)  # fmt: skip
     for worker in workers:
         wait_until(lambda w=worker: " ready." in w.output(), timeout=60, what=f"{worker.name} to be ready", services=everyone)
     wait_until(lambda: "beat: Starting" in beat.output(), timeout=60, what="beat to start", services=everyone)
-    return base_url
+    return urls

@@ -9,13 +9,19 @@ from bench.classstart.portal import INSTANCES_PER_SERVER
 from bench.harness import fmt_seconds
 from bench.poll import fmt_machine, fmt_polling
 
+WEB_LISTEN = {
+    "ports": "each on a port of its own, the requests spread over them in turn (as a Service)",
+    "socket": "accepting on one socket",
+}
+
 
 def report(f: dict, args: argparse.Namespace) -> None:
     capacity = INSTANCES_PER_SERVER * args.servers
     where = "simulator" if args.driver == "simulator" else "Kubernetes driver, real control plane, node simulator"
     print(
         f"portal class start: {f['launches']} launches, {args.servers} server(s) x 8 x 910B 64 GiB, "
-        f"{args.workers} worker(s) x concurrency {args.concurrency} (prefork), {where}, start {args.start_delay:g} s"
+        f"{args.workers} worker(s) x concurrency {args.concurrency} (prefork), {where}, start {args.start_delay:g} s; "
+        f"{getattr(args, 'web_processes', 1)} Daphne process(es), {WEB_LISTEN[getattr(args, 'web_listen', 'socket')]}"
     )
     print("  the portal's database: PostgreSQL (a database of its own on 127.0.0.1:5432); API token: issued by the portal")
     print(f"  running: {fmt_polling(f)}")
@@ -59,6 +65,19 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
         f"(limit of the run's role {f['db_connection_limit']}; server max_connections {f['max_connections']})"
     )
+    if f.get("cpu_ms_per_session"):
+        ms = f["cpu_ms_per_session"]
+        print(
+            f"  the portal's CPU per session (utime + stime from /proc, first launch to the last lab running, / {f['launches']}):"
+        )
+        for name, value in ms.items():
+            print(f"    {value:7.2f} ms  {name}")
+        polling = f["polls"] * f["poll_cpu_ms"] / f["launches"]
+        print(
+            f"    of which the bench's polling, Daphne and PostgreSQL: about {polling:.2f} ms ({f['polls']} polls, "
+            f"{f['poll_cpu_ms']:.1f} ms each, as 10 polls after the run cost)"
+        )
+        print(f"    {fmt_machine(f.get('machine_before'), f.get('machine_after'))}")
     if f.get("cpu_percent_of_one_core"):
         print("  CPU from the first launch to the last lab running, in % of one core (the machine has "
               f"{os.cpu_count()}):")  # fmt: skip

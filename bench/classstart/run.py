@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
+import math
 import os
 import threading
 import time
@@ -57,6 +60,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--start-delay", type=float, default=1.0, help="seconds a lab takes to start (simulator, or node simulator), default 1.0"
     )
+    parser.add_argument(
+        "--web-processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="Daphne processes, default one per core (%(default)s here): one Daphne runs Python on one core, and deploy/ "
+        "adds cores by adding web replicas (deploy/base: 2) or, on a machine of its own, one process per core",
+    )
+    parser.add_argument(
+        "--web-listen",
+        choices=("ports", "socket"),
+        default="ports",
+        help="ports (default): each web process on a port of its own, the client sending each request to the next, as a "
+        "Kubernetes Service spreads connections over the web pods; socket: all accept on one listening socket (supervisor's "
+        "fcgi-program on one machine), the kernel handing each connection to whichever accepts first",
+    )
     parser.add_argument("--threads", type=int, default=32, help="client threads sending the launches, default 32")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds from the first launch to give up, default 180")
     parser.add_argument(
@@ -82,8 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the services' logs")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (used by bench.side_by_side)")
     args = parser.parse_args(argv)
-    if args.launches < 1 or args.servers < 1 or args.workers < 1 or args.concurrency < 1 or args.threads < 1:
-        parser.error("--launches, --servers, --workers, --concurrency and --threads must be >= 1")
+    if min(args.launches, args.servers, args.workers, args.concurrency, args.threads, args.web_processes) < 1:
+        parser.error("--launches, --servers, --workers, --concurrency, --threads and --web-processes must be >= 1")
     if args.poll_period <= 0:
         parser.error("--poll-period must be > 0")
     return args
@@ -100,22 +119,51 @@ def api_token(institution) -> str:
     return secret
 
 
+DAPHNE, WORKERS, BEAT, POSTGRESQL = "Daphne", "Celery workers", "Celery beat", "PostgreSQL (this run's backends)"
+# The portal's own processes, whose CPU per session is the issue's measure: group -> the meter's groups in it.
+PORTAL_CPU = {"Daphne": (DAPHNE,), "Celery (workers and beat)": (WORKERS, BEAT), POSTGRESQL: (POSTGRESQL,)}
+
+
 def cpu_meter(res: Resources, cluster, db_name: str) -> CpuMeter:
-    """The CPU of the run's processes from the first launch to the last lab running: where the time went."""
+    """The CPU of the run's processes from the first launch to the last lab running: where the time went.
+    The backends of the run's database are read every 0.05 s as well: each Celery prefork child
+    connects per task, and a backend that ended before the last reading would not be counted."""
     groups = {
-        "Daphne": [s.process.pid for s in res.services if s.name.startswith("daphne")],
-        "Celery workers": [s.process.pid for s in res.services if s.name.startswith("worker")],
-        "Celery beat": [s.process.pid for s in res.services if s.name == "beat"],
+        DAPHNE: [s.process.pid for s in res.services if s.name.startswith("daphne")],
+        WORKERS: [s.process.pid for s in res.services if s.name.startswith("worker")],
+        BEAT: [s.process.pid for s in res.services if s.name == "beat"],
     }
     if cluster is not None:
         groups.update({name: [pid] for name, pid in cluster.pids().items()})
     match = {
-        "PostgreSQL (this run's backends)": lambda command: f" {db_name} " in command,
+        POSTGRESQL: lambda command: f" {db_name} " in command,
         "Redis server (shared with other work)": lambda command: command.startswith("redis-server"),
     }
     # This process (the node simulator, the client threads, the polling) is in "everything else":
     # a group would count its children, the services above, twice.
-    return CpuMeter(groups, match)
+    return CpuMeter(groups, match, sample_period=0.05)
+
+
+def portal_cpu_ms(ms: dict[str, float], launches: int) -> dict[str, float]:
+    """CPU milliseconds per session of each of the portal's groups and of all three ("total")."""
+    per_session = {name: sum(ms.get(group, 0.0) for group in groups) / launches for name, groups in PORTAL_CPU.items()}
+    per_session["total"] = sum(per_session.values())
+    return per_session
+
+
+def poll_cpu_ms(res: Resources, cluster, db_name: str, fetch, polls: int = 10) -> float:
+    """What one poll of the class costs Daphne and PostgreSQL in CPU ms (``polls`` polls made after
+    the run, one after another, averaged: a clock tick is 10 ms): the bench's polling is in the CPU
+    per session, and this says how much of it is the bench's looking rather than the class start."""
+    meter = cpu_meter(res, cluster, db_name)
+    meter.start()
+    done = 0
+    for _ in range(polls):
+        with contextlib.suppress(PollFailed):
+            fetch()
+            done += 1
+    meter.stop()
+    return (meter.ms[DAPHNE] + meter.ms[POSTGRESQL]) / done if done else math.nan
 
 
 class ConnectionSampler(threading.Thread):
@@ -187,16 +235,19 @@ def run(args: argparse.Namespace) -> dict:
 
             apply_course_manifests(cluster, course.code, profile="flexnpu")
         token = api_token(course.institution)
-        base_url = start_services(res, env, args, rid)
+        urls = start_services(res, env, args, rid, web_processes=args.web_processes, own_ports=args.web_listen == "ports")
+        base_url = urls[0]
+        spread = itertools.cycle(urls)  # next(): the web process of the next connection, as a Service picks one
         if args.http_login:
             cookies = login_cookies_http(base_url, students, args.threads)
         else:
             cookies = login_cookies_direct(students)
-        # One logged-in page view, so a broken login shows up here and not as K failed launches.
+        # One logged-in page view per web process, so a broken login shows up here and not as K failed launches.
         cookie, _ = cookies[students[0].pk]
-        home = http_request("GET", f"{base_url}/", headers={"Cookie": cookie})
-        if home.status != 200:
-            raise RuntimeError(f"a logged-in student gets HTTP {home.status} for / (expected 200)")
+        for url in urls:
+            home = http_request("GET", f"{url}/", headers={"Cookie": cookie})
+            if home.status != 200:
+                raise RuntimeError(f"a logged-in student gets HTTP {home.status} for {url}/ (expected 200)")
         print(f"set-up (migrate, data, services, {args.launches} logins): {time.monotonic() - setup_started:.1f} s", flush=True)
 
         body = urlencode({"course": course.pk, "template": template.pk})
@@ -209,7 +260,7 @@ def run(args: argparse.Namespace) -> dict:
                 "Accept": "application/json",
                 "Content-Type": "application/x-www-form-urlencoded",
             }
-            return lambda: http_request("POST", f"{base_url}/sessions/launch/", headers=headers, body=body)
+            return lambda: http_request("POST", f"{next(spread)}/sessions/launch/", headers=headers, body=body)
 
         meter = cpu_meter(res, cluster, db_name)
         sampler = ConnectionSampler(POSTGRES_SERVER_URL, db_name)
@@ -234,7 +285,7 @@ def run(args: argparse.Namespace) -> dict:
         retrier.start()
         usernames = {u.username: u.pk for u in students}
         polled = poll_until_running(
-            portal_fetch(base_url, token, course.pk),
+            portal_fetch(urls, token, course.pk),
             set(usernames),
             deadline=started + args.timeout,
             period=args.poll_period,
@@ -244,6 +295,7 @@ def run(args: argparse.Namespace) -> dict:
         meter.stop()
         sampler.stop()
         retrier.join(timeout=1)
+        poll_ms = poll_cpu_ms(res, cluster, db_name, portal_fetch(urls, token, course.pk))
         running_at = {usernames[name]: at for name, at in polled.running_at.items()}
         figures.update(collect(course, fired, retried, started, submitted, args.launches, running_at))
         figures.update(
@@ -252,12 +304,15 @@ def run(args: argparse.Namespace) -> dict:
         figures["threads"] = args.threads
         figures["peak_db_connections"] = sampler.peak
         figures["cpu_percent_of_one_core"] = meter.shares
+        figures["cpu_ms"] = meter.ms
+        figures["cpu_ms_per_session"] = portal_cpu_ms(meter.ms, args.launches)
+        figures["poll_cpu_ms"] = poll_ms
         figures["max_connections"] = sampler.max_connections
         figures["db_connection_limit"] = args.db_connection_limit
         if cluster is not None:
             figures.update(start_split(cluster, course))
         if cluster is not None and figures["time_to_all_running"] is not None:
-            figures.update(stop_class(cluster, course, base_url, token, cookies, args))
+            figures.update(stop_class(cluster, course, urls, token, cookies, args))
         figures["machine_after"] = machine_state(temp)
         report(figures, args)
         return figures
@@ -293,7 +348,9 @@ def start_split(cluster, course) -> dict:
     }
 
 
-def stop_class(cluster, course, base_url: str, token: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace) -> dict:
+def stop_class(
+    cluster, course, urls: list[str], token: str, cookies: dict[int, tuple[str, str]], args: argparse.Namespace
+) -> dict:
     """Every student presses Stop at once; until every session is stopped (read through the API, as
     bench.jupyterhub reads the Hub's servers stopping) and the API server holds nothing of the class."""
     from labs.devcluster.portal import lab_objects_left
@@ -301,17 +358,18 @@ def stop_class(cluster, course, base_url: str, token: str, cookies: dict[int, tu
     from labs.models import Allocation, LabSession
 
     sessions = dict(LabSession.objects.filter(course=course).values_list("student_id", "pk"))
+    spread = itertools.cycle(urls)
 
     def stop(user_pk: int):
         cookie, csrf = cookies[user_pk]
         headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Accept": "application/json"}
-        return lambda: http_request("POST", f"{base_url}/sessions/{sessions[user_pk]}/stop/", headers=headers)
+        return lambda: http_request("POST", f"{next(spread)}/sessions/{sessions[user_pk]}/stop/", headers=headers)
 
     fired = fire_at_once([(str(pk), stop(pk)) for pk in sessions], threads=args.threads)
     started = min(f.sent_at for f in fired)
     deadline = started + args.timeout
     namespace = namespace_name(course.code, namespace_prefix="lab-")
-    fetch = portal_fetch(base_url, token, course.pk)
+    fetch = portal_fetch(urls, token, course.pk)
     stopped_after = left_after = None
     by_state: dict[str, int] = {}
     left: dict[str, list[str]] = {}

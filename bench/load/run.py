@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> dict:
             students=args.students, instructors=args.instructors, operators=args.operators, courses=args.courses, servers=servers
         )
         connections.close_all()  # this process is idle from here on: give its connections back
-        base_url = start_services(res, env, args, rid, web_processes=args.web_processes)
+        [base_url] = start_services(res, env, args, rid, web_processes=args.web_processes)
         print(f"set-up (migrate, data, services): {time.monotonic() - setup_started:.1f} s; {base_url}", flush=True)
         speed_before = reference_loop_ms()
         print(f"reference loop before the run: {speed_before:.0f} ms of CPU (bench.harness.reference_loop_ms)", flush=True)

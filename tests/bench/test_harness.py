@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 import time
 import uuid
@@ -94,3 +95,38 @@ def test_the_reference_loop_costs_cpu_in_proportion_to_its_length():
 
     short, long = reference_loop_ms(200_000, repeat=2), reference_loop_ms(800_000, repeat=2)
     assert 0 < short < long  # CPU time of the loop itself, not wall-clock or a constant
+
+
+def _burn_and_exit(marker: str, seconds: float) -> subprocess.Popen[bytes]:
+    """A process whose command line carries ``marker`` that spends ``seconds`` of CPU, then exits."""
+    program = f"import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass  # {marker}"
+    return subprocess.Popen([sys.executable, "-c", program])
+
+
+def test_the_cpu_meter_counts_a_matched_process_that_ended_during_the_measurement():
+    """As a PostgreSQL backend of one Celery task does: it starts, works and ends between start and stop."""
+    from bench.harness import CpuMeter
+
+    marker = f"cpu-meter-{uuid.uuid4().hex}"
+    sampled = CpuMeter({}, {"burner": lambda command: marker in command}, sample_period=0.02)
+    unsampled = CpuMeter({}, {"burner": lambda command: marker in command})
+    sampled.start()
+    unsampled.start()
+    _burn_and_exit(marker, 0.4).wait(timeout=30)
+    sampled.stop()
+    unsampled.stop()
+
+    assert sampled.ms["burner"] >= 300  # 0.4 s of CPU, less at most one sampling period and a clock tick
+    assert unsampled.ms["burner"] == 0  # gone by the reading: not seen, as before
+
+
+def test_the_portal_cpu_per_session_is_each_group_and_their_total_over_the_launches():
+    from bench.classstart.run import BEAT, DAPHNE, POSTGRESQL, WORKERS, portal_cpu_ms
+
+    ms = {DAPHNE: 800.0, WORKERS: 300.0, BEAT: 20.0, POSTGRESQL: 160.0, "Redis server (shared with other work)": 99.0}
+    assert portal_cpu_ms(ms, 128) == {
+        "Daphne": 6.25,
+        "Celery (workers and beat)": 2.5,
+        POSTGRESQL: 1.25,
+        "total": 10.0,
+    }

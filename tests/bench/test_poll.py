@@ -297,3 +297,27 @@ def test_the_hub_runs_on_postgresql_and_is_asked_with_the_token_it_issued(tmp_pa
         assert "api_token" not in (logs / "jupyterhub_config.py").read_text()
     finally:
         shutil.rmtree(logs, ignore_errors=True)
+
+
+def test_the_portal_report_carries_the_cpu_per_session_beside_the_load_average(capsys):
+    from bench.classstart.report import report
+
+    figures = {
+        "launches": 16, "submit_seconds": 0.3, "http_statuses": "201: 16", "retry_statuses": "", "time_to_all_running": 1.6,
+        "running": 16, "launch_to_running_p50": 1.5, "launch_to_running_p99": 1.6, "queued_to_admitted_p50": 0.1,
+        "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.01, "started_to_running_p50": 1.2,
+        "peak_db_connections": 9, "db_connection_limit": 80, "max_connections": 100,
+        "machine_before": MACHINE, "machine_after": MACHINE_AFTER, **POLLING,
+        "cpu_ms_per_session": {"Daphne": 4.5, "Celery (workers and beat)": 2.0, "PostgreSQL (this run's backends)": 1.0,
+                               "total": 7.5},
+        "poll_cpu_ms": 8.0,
+    }  # fmt: skip
+    args = argparse.Namespace(servers=1, workers=2, concurrency=4, driver="simulator", start_delay=1.0, threads=32,
+                              web_conn_max_age=None, timeout=60.0, web_processes=2, web_listen="ports")  # fmt: skip
+    report(figures, args)
+    out = capsys.readouterr().out
+    assert "2 Daphne process(es), each on a port of its own" in out
+    assert "   4.50 ms  Daphne" in out and "   7.50 ms  total" in out
+    assert "about 15.00 ms (30 polls, 8.0 ms each" in out
+    cpu = out[out.index("CPU per session") :]
+    assert "load average 1.25 1.50 1.75 -> 2.25 1.50 1.75" in cpu.splitlines()[6]
