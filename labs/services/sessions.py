@@ -327,8 +327,12 @@ def session_launch_of(*, student, course_id: int, template_id: int) -> LabSessio
     """``session_launch`` from the ids a page's form sends: the course is read with the student's
     enrolment (locked, in the launch's transaction) and the template among those of the course's
     institution, not before by the view; ``LaunchRefused`` when either is not there (the same
-    words for both: another tenant's template names must not be found by guessing ids)."""
-    with transaction.atomic():
+    words for both: another tenant's template names must not be found by guessing ids).
+
+    In the caller's transaction when it holds one (the launch view holds one for its whole
+    request), without a savepoint of its own: a refusal rolls the caller's back, and the caller
+    must not use the database after one."""
+    with transaction.atomic(savepoint=False):
         enrollment = _enrollment_locked(student=student, course_id=course_id)
         template = None
         if enrollment is not None:

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -70,9 +71,22 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
+def session_launch(request: HttpRequest) -> HttpResponse:
+    # The request's reads (the session's and the user's, by login_required) go in the launch's
+    # transaction: a launch costs PostgreSQL one commit, and a class start is a burst of them. The
+    # launched session's place in the queue is read after the commit (session_launched_payload).
+    with transaction.atomic():
+        outcome = _launch_signed_in(request)
+    if isinstance(outcome, LabSession):  # launched, and the page's script asked for JSON
+        return JsonResponse({"session": session_launched_payload(outcome)}, status=201)
+    return outcome
+
+
 @login_required
 @require_POST
-def session_launch(request: HttpRequest) -> HttpResponse:
+def _launch_signed_in(request: HttpRequest) -> HttpResponse | LabSession:
+    """The launch in the request's transaction: the answer, or the launched session when the
+    page's script asked for JSON (answered after the commit)."""
     form = LaunchForm(request.POST)
     error = None
     session = None
@@ -90,7 +104,7 @@ def session_launch(request: HttpRequest) -> HttpResponse:
     if _wants_json(request):
         if error:
             return JsonResponse({"error": error}, status=400)
-        return JsonResponse({"session": session_launched_payload(session)}, status=201)
+        return session
     if error:
         messages.error(request, error)
     else:
