@@ -8,9 +8,10 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
-from portal.handlers import SyncChainASGIHandler  # noqa: E402  (needs Django set up first)
+from portal.handlers import SyncChainASGIHandler, pool_slots  # noqa: E402  (needs Django set up first)
 
-django_asgi_app = SyncChainASGIHandler()
+# At most as many requests in their threads as the database pool has connections (portal/handlers.py).
+django_asgi_app = SyncChainASGIHandler(slots=pool_slots())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

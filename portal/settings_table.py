@@ -63,7 +63,8 @@ SECTIONS: dict[str, tuple[Setting, ...]] = {
           "`sqlite:///path` or `postgres://user:pass@host:5432/name` (production).",
           default_doc="`sqlite:///<PORTAL_VAR_DIR>/portal.sqlite3`"),
         S("DATABASE_POOL_SIZE", "int", 10,
-          "PostgreSQL connections each process keeps in its pool (0: no pool, a connection per request).", minimum=0),
+          "PostgreSQL connections each process keeps in its pool (0: no pool, a connection per request); a web process serves"
+          " at most as many requests at once in its threads, the others wait on its event loop.", minimum=0),
         S("REDIS_URL", "redis", "redis://127.0.0.1:6379/0",
           "Celery broker and Channels layer (`make demo` uses database 15)."),
         S("CHANNELS_LAYER", "str", "pubsub",

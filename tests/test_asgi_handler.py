@@ -226,3 +226,68 @@ def test_a_streamed_response_is_closed_once_after_all_of_it_has_been_sent(signal
 
     assert (start["status"], body) == (200, b"abc")
     assert [what for what, _ in events] == ["request_started", "view", "chunk a", "chunk b", "chunk c", "request_finished"]
+
+
+# --- no more requests in their threads than the database pool has connections ------------------------------
+
+
+def _scope(path: str) -> dict:
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+        "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+    }  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_beyond_the_slots_wait_on_the_event_loop_not_in_threads(settings):
+    import threading
+    import time
+
+    from django.http import HttpResponse
+    from django.urls import path
+
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def view(request):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.1)
+        with lock:
+            inside[0] -= 1
+        return HttpResponse("ok")
+
+    urlpatterns[:] = [path("slow/", view)]
+    settings.ROOT_URLCONF = __name__
+    app = SyncChainASGIHandler(slots=2)
+
+    async def one() -> int:
+        communicator = ApplicationCommunicator(app, _scope("/slow/"))
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await communicator.receive_output(timeout=10)
+        await communicator.receive_output(timeout=10)
+        await communicator.wait(timeout=10)
+        return start["status"]
+
+    async def at_once() -> list[int]:
+        return await asyncio.gather(*(one() for _ in range(6)))
+
+    assert asyncio.run(at_once()) == [200] * 6
+    assert most[0] == 2
+
+
+def test_the_slots_are_the_connections_of_the_database_pool(settings):
+    import portal.asgi
+    from portal.env import env_database
+    from portal.handlers import pool_slots
+
+    app = portal.asgi.application.application_mapping["http"]
+    assert app.slots == pool_slots()
+    settings.DATABASES = {"default": env_database("X", "postgres://u:p@127.0.0.1:5432/db", pool_size=lambda: 7)}
+    assert pool_slots() == 7
+    settings.DATABASES = {"default": env_database("X", "postgres://u:p@127.0.0.1:5432/db", pool_size=lambda: 0)}
+    assert pool_slots() is None  # no pool: a connection per request, no limit but the database's
+    settings.DATABASES = {"default": env_database("X", "sqlite:///tmp/x.sqlite3", pool_size=lambda: 7)}
+    assert pool_slots() is None
