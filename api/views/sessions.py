@@ -99,7 +99,7 @@ class SessionList(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return LabSession.objects.none()
-        return selectors.sessions_of(institution=_institution(self.request))
+        return selectors.session_list_of(institution=_institution(self.request))
 
     @extend_schema(
         summary="The institution's sessions",

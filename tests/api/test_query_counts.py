@@ -39,3 +39,15 @@ def test_the_course_list_and_roster_do_not_grow_with_their_rows(api, world):
     )
     assert queries_for(api, "/api/v1/courses/") == course_list
     assert queries_for(api, f"/api/v1/courses/{world['course'].pk}/roster/") == roster
+
+
+def test_the_session_list_reads_only_the_columns_it_answers_with(api, world):
+    add_sessions(world, 3)
+    api.call("GET", "/api/v1/sessions/")
+    with CaptureQueriesContext(connection) as queries:
+        assert api.call("GET", "/api/v1/sessions/").status_code == 200
+    [listing] = [q["sql"] for q in queries.captured_queries if '"labs_labsession"."reason_params"' in q["sql"]]
+    # Not the lab's secret, the driver's reference or the student's password hash: an LMS polling
+    # a class's start reads every row again and again.
+    for unread in ('"labs_labsession"."secret"', '"labs_labsession"."driver_ref"', '"auth_user"."password"'):
+        assert unread not in listing
