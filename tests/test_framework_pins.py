@@ -172,7 +172,8 @@ PINS = [
         section="The written-out reads",
         recheck=(
             "check Model.from_db and what Model.__init__ leaves on an instance (session_read._made makes the same "
-            "without it: _state, the loaded fields in __dict__), the related-object cache (FieldCacheMixin.set_cached_value, _prefetched_objects_cache "
+            "without it: _state, the loaded fields in __dict__), the related-object cache "
+            "(FieldCacheMixin.set_cached_value, _prefetched_objects_cache "
             "as prefetch_one_level sets it), the backends' value converters and, for rows.one, whether an ORDER BY still "
             "costs what it did (SQLCompiler.get_order_by); run tests/selectors"
         ),
