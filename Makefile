@@ -105,7 +105,8 @@ test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 ## bench: the allocation engine beside a naive reference; one allocation pass over 1,000 nodes on
 ## PostgreSQL; classes of 128, 512 and 1,024 on 1,000 fake nodes of the real control plane; the LMS
 ## roster sync of 5,000 members, twice; a class of 128 starting on the portal beside JupyterHub, on
-## the simulator and on the real control plane (the Kubernetes driver beside KubeSpawner: 128 three
+## the simulator (and 1,024 on 8 servers, 2,048 on 16, once, with issue 32's targets and the
+## portal's CPU per session) and on the real control plane (the Kubernetes driver beside KubeSpawner: 128 three
 ## times, 1,024 once); a simulated week of one class with the time and fairness policies and without;
 ## a class of 30 taking back the labs another course borrowed; the portal under Daphne, uvicorn and granian
 ## (PostgreSQL, Redis, npm; ~40 min, most of it the week and the control plane)
@@ -116,6 +117,7 @@ bench: $(VENV)/.installed-dev controlplane
 	$(PY) -m bench.kube_scale || status=1; \
 	$(PY) -m bench.roster_sync || status=1; \
 	$(PY) -m bench.side_by_side --launches 128 --repeats 3 || status=1; \
+	$(PY) -m bench.side_by_side --launches 1024,2048 --repeats 1 || status=1; \
 	$(PY) -m bench.side_by_side --driver kubernetes --launches 128 --repeats 3 || status=1; \
 	$(PY) -m bench.side_by_side --driver kubernetes --launches 1024 --repeats 1 || status=1; \
 	$(PY) -m bench.week || status=1; \

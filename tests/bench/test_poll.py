@@ -321,3 +321,22 @@ def test_the_portal_report_carries_the_cpu_per_session_beside_the_load_average(c
     assert "about 15.00 ms (30 polls, 8.0 ms each" in out
     cpu = out[out.index("CPU per session") :]
     assert "load average 1.25 1.50 1.75 -> 2.25 1.50 1.75" in cpu.splitlines()[6]
+
+
+def test_side_by_side_prints_the_portals_cpu_per_session_and_the_issues_targets(capsys, monkeypatch):
+    from bench import side_by_side
+
+    def fake_run(module: str, options: list[str]) -> dict:
+        k = int(options[options.index("--launches") + 1])
+        if module == "bench.jupyterhub":
+            return {"time_to_all_running": 9.0, "machine_before": MACHINE, "machine_after": MACHINE_AFTER}
+        cpu = {"Daphne": 10.0, "Celery": 5.0, "PostgreSQL": 6.0, "total": 21.0}
+        return {"time_to_all_running": 1.5 if k == 128 else 7.0, "cpu_ms_per_session": cpu, "machine_before": MACHINE}
+
+    monkeypatch.setattr(side_by_side, "run_bench", fake_run)
+    assert side_by_side.main(["--launches", "128,1024", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    cpu = "Daphne 10.0, Celery 5.0, PostgreSQL 6.0, total 21.0"
+    assert f"CPU per session, median of its runs (ms, polling included): {cpu}" in out
+    assert "target: all running <= 1.6 s: met" in out
+    assert "target: all running <= 6 s: MISSED" in out
