@@ -572,13 +572,25 @@ def session_stop(*, session_id, reason: Reason) -> bool:
     running one goes to ``stopping`` and a worker deletes its instance.
     """
     with transaction.atomic():
-        if _session_transition_in(
-            session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}
-        ):
-            # An admitted session freed its reservation: queued ones may now fit.
-            controller_wake()
-            return True
-        return _begin_stop_in(session_id, reason=reason, failed=False)
+        return _stop_in(session_id, reason=reason)
+
+
+def session_stop_joined(*, session_id, reason: Reason) -> bool:
+    """``session_stop`` in the caller's transaction when it holds one (the student's stop view
+    holds one for its whole request), without a savepoint of its own: a failure rolls the
+    caller's back, and the caller must not use the database after one."""
+    with transaction.atomic(savepoint=False):
+        return _stop_in(session_id, reason=reason)
+
+
+def _stop_in(session_id, *, reason: Reason) -> bool:
+    if _session_transition_in(
+        session_id, to=SessionState.STOPPED, reason=reason, only_from={SessionState.QUEUED, SessionState.ADMITTED}
+    ):
+        # An admitted session freed its reservation: queued ones may now fit.
+        controller_wake()
+        return True
+    return _begin_stop_in(session_id, reason=reason, failed=False)
 
 
 def session_begin_stop(session_id, *, reason: Reason, failed: bool) -> bool:
