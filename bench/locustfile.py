@@ -27,13 +27,16 @@ from locust import FastHttpUser, between, constant_pacing, events, task
 
 from bench.load.plan import (
     COURSE_PAGE,
+    CPU_HEADER,
     DASHBOARD,
+    FLOOR,
     LAUNCH,
     LOGIN_FORM,
     LOGIN_POST,
     MARK_PREFIX,
     OPS,
     PROGRESS_PREFIX,
+    SATURATION_RAMP,
     STOP,
     TEACH,
     WS_CONNECT,
@@ -75,6 +78,9 @@ class Run:
     stopped_before_running = 0
     login_seconds: float | None = None
     window: tuple[float, float] | None = None
+    saturation_window: tuple[float, float] | None = None
+    unpaced = PACE is None  # the students' pacing is dropped for the saturation phase
+    think = THINK
     ready_at_start = 0
     go = Event()  # set when the users may start work
     samples: list[list] = []
@@ -96,7 +102,9 @@ def in_window(moment: float) -> bool:
 def record(request_type, name, response_time, response=None, exception=None, start_time=None, **kwargs):
     status = getattr(response, "status_code", 0) or 0
     sent = start_time if start_time is not None else time.time() - response_time / 1000
-    Run.samples.append([request_type, name, sent, response_time, exception is None, int(status)])
+    headers = getattr(response, "headers", None) or {}
+    cpu_us = headers.get(CPU_HEADER)
+    Run.samples.append([request_type, name, sent, response_time, exception is None, int(status), cpu_us and int(cpu_us)])
 
 
 def socket_delay(name: str, sent: float, arrived: float | None) -> None:
@@ -157,6 +165,19 @@ def coordinate(environment) -> None:
     print(f"{MARK_PREFIX}window-open", flush=True)
     gevent.sleep(CONFIG["duration"])
     print(f"{MARK_PREFIX}window-closed", flush=True)
+    if CONFIG["saturation"]:
+        Run.unpaced = True
+        Run.think = tuple(CONFIG["saturation_think"])
+        progress(
+            f"window closed; no pacing from now, think {Run.think[0]:g}-{Run.think[1]:g} s: {SATURATION_RAMP:g} s to "
+            f"settle, then {CONFIG['saturation']:g} s measured for the saturation rate"
+        )
+        gevent.sleep(SATURATION_RAMP)
+        start = time.time()
+        Run.saturation_window = (start, start + CONFIG["saturation"])
+        print(f"{MARK_PREFIX}saturation-open", flush=True)
+        gevent.sleep(CONFIG["saturation"])
+        print(f"{MARK_PREFIX}saturation-closed", flush=True)
     write_results()
     environment.runner.quit()
 
@@ -172,6 +193,7 @@ def write_results() -> None:
     Run.written = True
     data = {
         "window": Run.window,
+        "saturation_window": Run.saturation_window,
         "samples": Run.samples,
         "users": {
             "Student": len(CONFIG["students"]),
@@ -361,8 +383,12 @@ class Student(PortalUser):
     """The dashboard with its socket: launch, use the lab a moment, stop, wait until it has ended; again."""
 
     fixed_count = len(CONFIG["students"])
-    # With a pace the wait after a loop is what is left of it (none when the loop took longer).
-    wait_time = constant_pacing(PACE) if PACE else between(*THINK)
+    paced = constant_pacing(PACE or 1.0)
+
+    def wait_time(self) -> float:
+        """With a pace, what is left of the loop (none when it took longer); without (--rate 0, or the
+        saturation phase), a think time."""
+        return random.uniform(*Run.think) if Run.unpaced else self.paced()
 
     def account(self) -> str:
         return next(_students)
@@ -377,7 +403,7 @@ class Student(PortalUser):
                 return
             token = csrf_token_of(page.text)
             course, template = launch_forms_of(page.text)[0]
-        gevent.sleep(random.uniform(*THINK))
+        gevent.sleep(random.uniform(*Run.think))
         headers = {"X-CSRFToken": token, "Accept": "application/json"}
         launched = time.time()
         with self.client.post(
@@ -388,7 +414,7 @@ class Student(PortalUser):
                 return
             session_id = answer.json()["session"]["id"]
         socket_delay(WS_LAUNCH, launched, self.socket.wait_for(session_id, ALL_STATES, SOCKET_TIMEOUT))
-        gevent.sleep(random.uniform(*THINK))  # running by now, or still on its way: the student stops it either way
+        gevent.sleep(random.uniform(*Run.think))  # running by now, or still on its way: the student stops it either way
         stopped = time.time()
         with self.client.post(f"/sessions/{session_id}/stop/", headers=headers, name=STOP, catch_response=True) as answer:
             if answer.status_code != 200:
@@ -405,7 +431,8 @@ class Student(PortalUser):
 
 
 class Instructor(PortalUser):
-    """The course page (with its socket for the course) and the console's home, in turn."""
+    """The course page (with its socket for the course) and the console's home, in turn; then the trivial
+    view (``/bench/floor/``, the same middleware) that ``bench.load`` sets the endpoints' CPU beside."""
 
     fixed_count = len(CONFIG["instructors"])
     wait_time = between(2, 5)
@@ -423,6 +450,9 @@ class Instructor(PortalUser):
                 page.failure(f"HTTP {page.status_code}")
         gevent.sleep(random.uniform(2, 5))
         with self.client.get("/teach/", name=TEACH, catch_response=True) as page:
+            if page.status_code != 200:
+                page.failure(f"HTTP {page.status_code}")
+        with self.client.get("/bench/floor/", name=FLOOR, catch_response=True) as page:
             if page.status_code != 200:
                 page.failure(f"HTTP {page.status_code}")
 

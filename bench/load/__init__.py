@@ -27,26 +27,34 @@ Users, each logging in once through the login form (GET for the CSRF token, POST
     in a loop: GET / (dashboard), POST /sessions/launch/ (Accept: application/json, CSRF
     token), POST /sessions/<id>/stop/ a moment later, then wait for the socket to show the lab
     ended (the course allows one session at a time); --think seconds between steps. The
-    students together aim at --rate launch + stop requests/s (default 60: the target and a
-    fifth): each starts its loop every 2 x students / rate seconds (10 s for 300 at 60/s), at
-    once when the last took longer, so a slow portal shows as a rate below the target. With
-    --rate 0 they loop as fast as they can: the portal's saturation point.
+    students together aim at --rate launch + stop requests/s (default 100): each starts its
+    loop every 2 x students / rate seconds (6 s for 300 at 100/s), at once when the last took
+    longer, so a slow portal shows as a rate below the target. With --rate 0 they loop as fast
+    as their think times let them.
     "launch -> socket" is the time from sending the launch to the first socket message carrying
     the new session (sent by the controller's run that admits it: the launch answer itself
     carries the queued session), "stop -> socket" from sending the stop to the first message
     showing it stopping or stopped (sent by the web process on commit). "launch -> running"
     (the simulator's start included) is shown for the labs that were running before their stop.
   - Instructor: keeps /ws/sessions/?course=<id> open like the course page; GET /courses/<id>/
-    and GET /teach/.
+    and GET /teach/, then GET /bench/floor/: a trivial view behind the same middleware (the
+    run serves bench.load.settings: the portal's settings, that view, and bench.load.cpu).
   - Operator: GET /ops/ (the cluster page). Answered 404 throughout, it is reported as missing,
     not as failures.
 
 Nobody works until every user has logged in with its socket open (or --login-timeout passed);
 then they start within 8 s (or one paced loop), and after --warmup seconds the clock runs for
---duration seconds; only requests sent inside that window count. Printed:
+--duration seconds; only requests sent inside that window count. Then (--saturation seconds,
+default 20; 0: none) the students drop their pacing, and after 8 s to settle the launch + stop
+rate is measured again: the saturation rate, reported beside its p99s and CPU, not judged. Printed:
 the logins and socket connections; per endpoint count, requests/s, p50, p99 and failures; the
 socket delays and message count; the CPU each part used over the window (Daphne, Celery,
-Locust, this run's PostgreSQL backends, the rest of the machine); and PASS/FAIL against the
-targets: p99 <= 300 ms for every page load and for launch and stop, launch + stop >= 50
-requests/s. The exit code is 0 on PASS, 1 on FAIL, 2 when the run broke.
+Locust, this run's PostgreSQL backends, the rest of the machine); the Daphne processes' CPU per
+request of each endpoint and of the trivial view: each request's own thread CPU (the whole
+middleware chain and the view run in one thread; bench.load.cpu sends time.thread_time() around
+it in a response header) plus an even share of the rest of the Daphne processes' CPU over the
+window (/proc; the ASGI server, websocket consumers and the publish after a commit, all on the
+event loop); the load average and the reference loop; and PASS/FAIL against the targets: p99 <=
+300 ms for every page load and for launch and stop, launch + stop >= 95 % of --rate (of 100
+with --rate 0). The exit code is 0 on PASS, 1 on FAIL, 2 when the run broke.
 """

@@ -26,7 +26,7 @@ from bench.harness import (
     reference_loop_ms,
     run_id,
 )
-from bench.load.plan import INSTANCES_PER_SERVER, LOCUSTFILE, MARK_PREFIX, PROGRESS_PREFIX, student_pace
+from bench.load.plan import INSTANCES_PER_SERVER, LOCUSTFILE, MARK_PREFIX, PROGRESS_PREFIX, SATURATION_RAMP, student_pace
 from bench.load.results import report, results_read, summarise
 
 
@@ -154,6 +154,8 @@ def run(args: argparse.Namespace) -> dict:
             start_delay=args.start_delay,
             channels_prefix=f"bench-{rid}",
         )
+        # The portal's settings with the trivial view and the request-thread CPU header (bench.load.cpu).
+        env["DJANGO_SETTINGS_MODULE"] = "bench.load.settings"
         os.environ.update(env)
 
         import django
@@ -182,6 +184,8 @@ def run(args: argparse.Namespace) -> dict:
             "warmup": args.warmup,
             "login_timeout": args.login_timeout,
             "think": list(args.think),
+            "saturation": args.saturation,
+            "saturation_think": list(args.think),
             "pace": student_pace(args.students, args.rate),
             "login_concurrency": args.login_concurrency,
             "results": str(results_path),
@@ -191,7 +195,7 @@ def run(args: argparse.Namespace) -> dict:
         config_path.write_text(json.dumps(config))
         users = args.students + args.instructors + args.operators
         # Locust's own bound: every login, the window and a margin; the locustfile normally ends sooner.
-        run_time = args.login_timeout + args.warmup + args.duration + 30
+        run_time = args.login_timeout + args.warmup + args.duration + args.saturation + SATURATION_RAMP + 30
         command = locust_command(
             config_path=config_path, base_url=base_url, users=users, spawn_rate=args.spawn_rate, run_time=run_time
         )
@@ -202,36 +206,59 @@ def run(args: argparse.Namespace) -> dict:
             flush=True,
         )
         by_name = {s.name: s.process.pid for s in res.services}
-        meter = CpuMeter(
-            {
-                "Daphne": [pid for name, pid in by_name.items() if name.startswith("daphne")],
-                "Celery workers": [pid for name, pid in by_name.items() if name.startswith("worker")],
-                "Celery beat": [by_name["beat"]],
-            },
-            {
-                "PostgreSQL (this run's backends)": lambda command: f" {db_name} {db_name} " in command,
-                "Redis server (shared with other work)": lambda command: command.startswith("redis-server"),
-            },
-        )
+
+        def new_meter() -> CpuMeter:
+            return CpuMeter(
+                {
+                    "Daphne": [pid for name, pid in by_name.items() if name.startswith("daphne")],
+                    "Celery workers": [pid for name, pid in by_name.items() if name.startswith("worker")],
+                    "Celery beat": [by_name["beat"]],
+                },
+                {
+                    "PostgreSQL (this run's backends)": lambda command: f" {db_name} {db_name} " in command,
+                    "Redis server (shared with other work)": lambda command: command.startswith("redis-server"),
+                },
+            )
+
+        meter, saturation_meter = new_meter(), new_meter()
+        loads = {}
 
         def on_mark(mark: str, locust_pid: int) -> None:
-            meter.groups["Locust"] = [locust_pid]
+            for m in (meter, saturation_meter):
+                m.groups["Locust"] = [locust_pid]
             if mark == "window-open":
                 meter.start()
             elif mark == "window-closed":
                 meter.stop()
+                loads["window"] = load_average()
+            elif mark == "saturation-open":
+                saturation_meter.start()
+            elif mark == "saturation-closed":
+                saturation_meter.stop()
+                loads["saturation"] = load_average()
 
         code = run_locust(command, env=locust_env, log_path=temp / "locust.log", timeout=run_time + 60, on_mark=on_mark)
         if not results_path.exists():
             tail = "\n".join((temp / "locust.log").read_text(errors="replace").splitlines()[-30:])
             raise RuntimeError(f"Locust exited with code {code} and wrote no results:\n{tail}")
-        summary = summarise(results_read(results_path))
+        results = results_read(results_path)
+        window = results.window
+        # The meter's shares are % of one core over its own span, which is the window's give or take a read of /proc.
+        web_cpu_ms = meter.shares["Daphne"] * 10 * (window[1] - window[0]) if window and meter.shares else None
+        summary = summarise(results, rate=args.rate, web_cpu_ms=web_cpu_ms)
         summary["cpu_percent_of_one_core"] = meter.shares
+        summary["saturation_cpu_percent_of_one_core"] = saturation_meter.shares
+        summary["load_average"] = loads
         summary["reference_loop_ms"] = [speed_before, reference_loop_ms()]
         summary["args"] = {k: v for k, v in vars(args).items() if k not in {"json", "keep_logs", "web_conn_max_age"}}
         summary["sessions_by_state"] = sessions_by_state()
         report(summary, args)
         print(f"  sessions in the database at the end, by state: {summary['sessions_by_state']}")
+        print(
+            "  load average (1, 5, 15 min) at the window's end: {}; at the saturation phase's end: {}".format(
+                loads.get("window", "n/a"), loads.get("saturation", "n/a")
+            )
+        )
         print(
             "  reference loop before and after the run: {:.0f} and {:.0f} ms of CPU (higher: a slower machine,"
             " and every figure above with it)".format(*summary["reference_loop_ms"])
@@ -239,6 +266,10 @@ def run(args: argparse.Namespace) -> dict:
         return summary
     finally:
         res.close()
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def sessions_by_state() -> dict[str, int]:
