@@ -45,7 +45,7 @@ Users, each logging in once through the login form (GET for the CSRF token, POST
 Nobody works until every user has logged in with its socket open (or --login-timeout passed);
 then they start within 8 s (or one paced loop), and after --warmup seconds the clock runs for
 --duration seconds; only requests sent inside that window count. Then (--saturation seconds,
-default 20; 0: none) the students drop their pacing, and after 8 s to settle the launch + stop
+default 20; 0: none) the students drop their pacing and think 0.5-1 s, and after 8 s to settle the launch + stop
 rate is measured again: the saturation rate, reported beside its p99s and CPU, not judged. Printed:
 the logins and socket connections; per endpoint count, requests/s, p50, p99 and failures; the
 socket delays and message count; the CPU each part used over the window (Daphne, Celery,

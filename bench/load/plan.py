@@ -15,6 +15,9 @@ PAGE_P99_TARGET_MS = 300.0
 DEFAULT_RATE = 100.0  # launch + stop requests/s aimed at (issue 32: with its instructors and operators, on 2 cores)
 RATE_MET = 0.95  # the achieved launch + stop rate must be at least this share of the rate aimed at
 SATURATION_RAMP = 8.0  # seconds between dropping the pacing and measuring the saturation rate
+# A student's think times in the saturation phase: short, so that 300 students offer far more than the
+# portal serves (with 1-3 s they offer at most about 90 launch + stop requests/s, under the target itself).
+SATURATION_THINK = (0.5, 1.0)
 LOCUSTFILE = ROOT / "bench" / "locustfile.py"
 # Lines the locustfile prints for the person watching; everything else Locust says goes to its log.
 PROGRESS_PREFIX = "load: "
@@ -92,7 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=20.0,
         metavar="SECONDS",
-        help="after the paced window: drop the pacing, wait 8 s and measure SECONDS more, default 20 (0: no such phase); "
+        help="after the paced window: drop the pacing, think 0.5-1 s, wait 8 s and measure SECONDS more, default 20 "
+        "(0: no such phase); "
         "the launch + stop rate there is the portal's saturation rate (reported, not judged)",
     )
     parser.add_argument("--start-delay", type=float, default=0.5, help="the simulator's start time in seconds, default 0.5")

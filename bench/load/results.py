@@ -19,6 +19,7 @@ from bench.load.plan import (
     PAGE_P99_TARGET_MS,
     PAGES,
     RATE_MET,
+    SATURATION_THINK,
     WS_CONNECT,
     pacing_text,
     target_rate,
@@ -351,8 +352,9 @@ def report(summary: dict, args: argparse.Namespace) -> None:
             print(line)
     if summary["saturation_seconds"]:
         print(
-            f"  saturation: then no pacing (every student as fast as its think times and the portal let it), 8 s to "
-            f"settle, {summary['saturation_seconds']:.0f} s measured: launch + stop "
+            f"  saturation: then no pacing and think times of {SATURATION_THINK[0]:g}-{SATURATION_THINK[1]:g} s (every "
+            f"student as fast as the portal lets it), 8 s to settle, {summary['saturation_seconds']:.0f} s measured: "
+            "launch + stop "
             f"{summary['saturation_launch_stop_rps']:.1f} requests/s (reported, not judged)"
         )
         for line in endpoint_table([EndpointStats(**row) for row in summary["saturation_endpoints"]]):

@@ -26,7 +26,15 @@ from bench.harness import (
     reference_loop_ms,
     run_id,
 )
-from bench.load.plan import INSTANCES_PER_SERVER, LOCUSTFILE, MARK_PREFIX, PROGRESS_PREFIX, SATURATION_RAMP, student_pace
+from bench.load.plan import (
+    INSTANCES_PER_SERVER,
+    LOCUSTFILE,
+    MARK_PREFIX,
+    PROGRESS_PREFIX,
+    SATURATION_RAMP,
+    SATURATION_THINK,
+    student_pace,
+)
 from bench.load.results import report, results_read, summarise
 
 
@@ -185,7 +193,7 @@ def run(args: argparse.Namespace) -> dict:
             "login_timeout": args.login_timeout,
             "think": list(args.think),
             "saturation": args.saturation,
-            "saturation_think": list(args.think),
+            "saturation_think": list(SATURATION_THINK),
             "pace": student_pace(args.students, args.rate),
             "login_concurrency": args.login_concurrency,
             "results": str(results_path),
