@@ -153,8 +153,9 @@ bench-requests: $(VENV)/.installed-dev $(MO_FILES)
 	$(PY) -m bench.request_cost
 
 ## load: Locust against Daphne: 300 students (dashboard, websocket, launch and stop on the simulator), 20 instructors,
-## 2 operators; the students paced to 60 launch + stop requests/s together ("--rate 0": as fast as they go); rates,
-## p50/p99 per endpoint, websocket delay, PASS/FAIL (2-5 min; LOAD_ARGS="--quick" for 30 users, 20 s)
+## 2 operators; the students paced to 100 launch + stop requests/s together ("--rate 0": as fast as they go), then
+## 20 s unpaced for the saturation rate; rates, p50/p99 per endpoint, websocket delay, Daphne CPU per request of each
+## endpoint beside a trivial view, PASS/FAIL (3-5 min; LOAD_ARGS="--quick" for 30 users, 20 s)
 load: $(VENV)/.installed-dev $(MO_FILES)
 	$(PY) -m bench.load $(LOAD_ARGS)
 
