@@ -88,9 +88,9 @@ SQLITE_TESTS := tests/views tests/lti
 test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES) controlplane
 	$(MAKE) lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py --ignore=tests/kube \
-	  --ignore=tests/views/test_launch_commits.py
+	  --ignore=tests/views/test_launch_commits.py --ignore=tests/views/test_stop_commits.py
 	$(VENV)/bin/pytest tests/api/test_schemathesis.py
-	$(VENV)/bin/pytest tests/views/test_launch_commits.py
+	$(VENV)/bin/pytest tests/views/test_launch_commits.py tests/views/test_stop_commits.py
 	$(VENV)/bin/pytest tests/kube
 	$(MAKE) test-sqlite
 
