@@ -270,6 +270,12 @@ CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 # Reconnect to a broker that is back within half a second, not after Celery's 2-30 s, and run the
 # controller then for what waited (labs/worker.py).
 CELERY_WORKER_CONSUMER = "labs.worker:PromptConsumer"
+# A prefork worker process keeps its database connection pool from task to task (Celery's Django
+# fixup closes it after every task unless told to reuse it): a new PostgreSQL connection costs
+# the server a backend process and its catalog caches, a few ms of CPU, and a class start runs
+# several tasks per session. The fixup still closes the pool once in this many tasks; between
+# tasks the connections go back to the pool (portal/celery.py), as a web request's do.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_ALWAYS_EAGER = env_setting("CELERY_TASK_ALWAYS_EAGER")
 # The lifecycle controller (labs.services.controller): its beat period (it is also woken by every
 # launch and stop), how many driver calls it makes at once, how often a failing create is tried.
