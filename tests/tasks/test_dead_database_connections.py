@@ -1,9 +1,8 @@
 """A worker whose pooled database connections were all ended (a PostgreSQL restart or failover)
 runs its next tasks as usual: a launch made after it still starts.
 
-A prefork worker's processes (the deployment's) close their pool after every task (Celery's
-Django fixup), so they never hold a connection between tasks; a solo or threads worker keeps its
-pool, as the web server does, and is the one tested here."""
+A worker keeps its pool between tasks, as the web server does: a solo worker in its one process,
+a prefork worker (the deployment's) in each of its processes (``CELERY_DB_REUSE_MAX``, portal/celery.py)."""
 
 from __future__ import annotations
 
@@ -31,8 +30,9 @@ def tasks(log: str, what: str) -> set[str]:
     return set(re.findall(rf"Task \S+\[([0-9a-f-]+)\] {what}", log))
 
 
-def test_a_launch_starts_after_the_database_ended_every_connection_of_the_worker(world, start_worker):
-    worker = start_worker(pool="solo", concurrency=1, PGAPPNAME=APPLICATION, LAB_SIMULATOR_DELAY_SECONDS="0.2")
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_a_launch_starts_after_the_database_ended_every_connection_of_the_worker(world, start_worker, pool):
+    worker = start_worker(pool=pool, concurrency=1, PGAPPNAME=APPLICATION, LAB_SIMULATOR_DELAY_SECONDS="0.2")
     first = session_launch(student=world["students"][0], course=world["course"], template=world["small"])
     wait_for(lambda: state_of(first) == "running", timeout=60, message=lambda: f"running; log:\n{worker.output()[-3000:]}")
     wait_for(lambda: connections_of(APPLICATION) >= 1, timeout=10, message="the worker's pools hold connections")
