@@ -149,11 +149,12 @@ def env_database(name: str, default: str, *, pool_size: Callable[[], int]) -> di
         config["CONN_MAX_AGE"] = 0
         # Django's backend with each pooled connection checked as it is handed out (portal/postgresql).
         config["ENGINE"] = "portal.postgresql"
+        # psycopg prepares a statement only when its cursor asks (labs.selectors.rows.prepared_cursor;
+        # Django's own cursors bind on the client and never do), and only on a connection whose
+        # prepare_threshold is set (Django leaves it unset): high, so nothing is prepared unasked.
+        config["OPTIONS"] = {**config.get("OPTIONS", {}), "prepare_threshold": 1_000_000}
         if size:
-            config["OPTIONS"] = {
-                **config.get("OPTIONS", {}),
-                "pool": {"min_size": 1, "max_size": size, "timeout": 30, "reset": _release_session_locks},
-            }
+            config["OPTIONS"]["pool"] = {"min_size": 1, "max_size": size, "timeout": 30, "reset": _release_session_locks}
         else:
             config["CONN_HEALTH_CHECKS"] = True
     return config
