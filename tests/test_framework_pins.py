@@ -129,6 +129,39 @@ PINS = [
         },
     ),
     Pin(
+        override="CELERY_DB_REUSE_MAX and portal.celery.connections_back_to_the_pool",
+        section="The worker's database connections kept between tasks",
+        recheck=(
+            "check that DjangoWorkerFixup still reads CELERY_DB_REUSE_MAX, that close_database then closes (and a "
+            "prefork process's pool with it) only once in that many tasks, and that task_postrun still runs for every "
+            "task; run tests/tasks/test_worker_database_connections.py and tests/tasks/test_dead_database_connections.py"
+        ),
+        versions={"celery": "5.7.0", "Django": "5.2.19"},
+        sources={
+            "celery.fixups.django:DjangoWorkerFixup.__init__": "f7662483be764827",
+            "celery.fixups.django:DjangoWorkerFixup.close_database": "886a5f0b2c37f5ba",
+            "celery.fixups.django:DjangoWorkerFixup._close_database": "38c5a1bca1e28805",
+            "celery.fixups.django:DjangoWorkerFixup.on_task_postrun": "bf5528dff9b582d2",
+        },
+    ),
+    Pin(
+        override="labs.selectors.rows.prepared_cursor (and prepare_threshold in portal.env.env_database)",
+        section="The prepared statement",
+        recheck=(
+            "diff BaseDatabaseWrapper._cursor and _prepare_cursor against prepared_cursor; check that the PostgreSQL "
+            "backend still leaves psycopg's prepare_threshold to OPTIONS and its cursors bind on the client, and that "
+            "psycopg still prepares a statement asked with prepare=True only when prepare_threshold is not None; run "
+            "tests/selectors/test_usage_spans_prepared.py"
+        ),
+        versions={"Django": "5.2.19", "psycopg": "3.3.9"},
+        sources={
+            "django.db.backends.base.base:BaseDatabaseWrapper._cursor": "bb632516d005185c",
+            "django.db.backends.base.base:BaseDatabaseWrapper._prepare_cursor": "92079d0eed95d59d",
+            "django.db.backends.postgresql.base:DatabaseWrapper.get_connection_params": "c3b08b880d604ccb",
+            "psycopg._preparing:PrepareManager.get": "92bd487924222918",
+        },
+    ),
+    Pin(
         override="labs.exposition (the /metrics text)",
         section="The Prometheus exposition",
         recheck=(
