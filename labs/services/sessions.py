@@ -7,11 +7,9 @@ the student stops it — exactly one wins and the other sees it did not.
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from collections.abc import Iterable
 from datetime import timedelta
-from functools import cache
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -25,8 +23,9 @@ from labs.dispatch import controller_wake, session_ended
 from labs.domain.fairness import queue_delay_seconds
 from labs.domain.reasons import Reason
 from labs.domain.states import LEAVES_QUEUE, TERMINAL, SessionState, sources_of
-from labs.models import Allocation, Course, CourseQuota, Enrollment, LabSession, LabTemplate, UsageRecord
-from labs.selectors.rows import Conversion, column, conversion, converted, one, table
+from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate, UsageRecord
+from labs.selectors.launch_read import enrollment_and_template_locked
+from labs.selectors.rows import one
 from labs.selectors.sessions import CLAIMABLE, launch_facts
 from labs.selectors.usage import launch_usage
 from labs.services.events import session_changes_publish, session_event, session_events_record
@@ -335,71 +334,10 @@ def session_launch_of(*, student, course_id: int, template_id: int) -> LabSessio
     request), without a savepoint of its own: a refusal rolls the caller's back, and the caller
     must not use the database after one."""
     with transaction.atomic(savepoint=False):
-        enrollment, template = _enrollment_and_template_locked(student=student, course_id=course_id, template_id=template_id)
+        enrollment, template = enrollment_and_template_locked(student=student, course_id=course_id, template_id=template_id)
         if enrollment is None or template is None:
             raise LaunchRefused(_("That course or template does not exist, or you are not enrolled in it."))
         return _launch(student=student, enrollment=enrollment, template=template)
-
-
-def _enrollment_and_template_locked(*, student, course_id: int, template_id: int) -> tuple[Enrollment | None, LabTemplate | None]:
-    """The student's enrolment in the course, locked until the transaction ends (as
-    ``_enrollment_locked``), with its course and quota, and the template if it is one of the
-    course's institution's: one statement written out (names from the models), not three
-    composed by the ORM, whose composing cost the web process more than running them (issue 32:
-    a class start is a burst of launches). The objects are the ORM's own (``Model.from_db``,
-    related objects cached as ``select_related`` leaves them)."""
-    db = connection.alias
-    (e_names, c_names, q_names, t_names), plan = _launch_layout()
-    ends = list(itertools.accumulate(len(names) for names in (e_names, c_names, q_names, t_names)))
-    with connection.cursor() as cursor:
-        cursor.execute(_launch_read_sql(), [template_id, student.pk, course_id])
-        rows = list(converted(cursor.fetchall(), plan))
-    if not rows:
-        return None, None
-    row = rows[0]
-    enrollment = Enrollment.from_db(db, e_names, row[: ends[0]])
-    course = Course.from_db(db, c_names, row[ends[0] : ends[1]])
-    quota_values, template_values = row[ends[1] : ends[2]], row[ends[2] :]
-    quota = None  # the left join found none: all its columns are NULL, its key too
-    if quota_values[q_names.index(CourseQuota._meta.pk.attname)] is not None:
-        quota = CourseQuota.from_db(db, q_names, quota_values)
-        CourseQuota._meta.get_field("course").set_cached_value(quota, course)
-    Course.quota.related.set_cached_value(course, quota)
-    Enrollment._meta.get_field("course").set_cached_value(enrollment, course)
-    Enrollment._meta.get_field("user").set_cached_value(enrollment, student)
-    template = None
-    if template_values[t_names.index(LabTemplate._meta.pk.attname)] is not None:
-        template = LabTemplate.from_db(db, t_names, template_values)
-    return enrollment, template
-
-
-@cache
-def _launch_layout() -> tuple[tuple[list[str], list[str], list[str], list[str]], Conversion]:
-    """The columns of ``_launch_read_sql`` (attribute names of the enrolment's, the course's, the
-    quota's and the template's fields) and how they are converted: worked out once per process."""
-    metas = (Enrollment._meta, Course._meta, CourseQuota._meta, LabTemplate._meta)
-    names = tuple([f.attname for f in meta.concrete_fields] for meta in metas)
-    return names, conversion([f for meta in metas for f in meta.concrete_fields])  # type: ignore[return-value]
-
-
-@cache
-def _launch_read_sql() -> str:
-    """The enrolment of a student in a course with its course, its quota (if any) and the
-    template (if it is the course's institution's), the enrolment's row locked where the
-    database locks rows (not SQLite, whose transactions here lock the whole database).
-    Parameters: the template, the student, the course."""
-    cols = lambda model, alias: ", ".join(column(model, f.name, alias) for f in model._meta.concrete_fields)  # noqa: E731
-    lock = " FOR UPDATE OF e" if connection.features.has_select_for_update_of else ""
-    return (
-        f"SELECT {cols(Enrollment, 'e')}, {cols(Course, 'c')}, {cols(CourseQuota, 'q')}, {cols(LabTemplate, 't')}"
-        f" FROM {table(Enrollment, 'e')}"
-        f" INNER JOIN {table(Course, 'c')} ON {column(Course, 'id', 'c')} = {column(Enrollment, 'course', 'e')}"
-        f" LEFT OUTER JOIN {table(CourseQuota, 'q')} ON {column(CourseQuota, 'course', 'q')} = {column(Course, 'id', 'c')}"
-        f" LEFT OUTER JOIN {table(LabTemplate, 't')} ON {column(LabTemplate, 'id', 't')} = %s"
-        f" AND {column(LabTemplate, 'institution', 't')} = {column(Course, 'institution', 'c')}"
-        f" WHERE {column(Enrollment, 'user', 'e')} = %s AND {column(Enrollment, 'course', 'e')} = %s"
-        f"{lock}"
-    )
 
 
 def _enrollment_locked(*, student, course_id: int) -> Enrollment | None:
