@@ -13,6 +13,7 @@ import pytest
 
 from lti.models import Identity
 from lti.services import registration_save
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.factories import InstitutionFactory
 from tests.lti.platform import Platform
 
@@ -35,6 +36,24 @@ def lms(portal_server):
     registration_save(by=None, institution=institution, fields=fields, deployment_ids=[platform.deployment_id])
     yield platform
     platform.stop()
+
+
+@pytest.fixture
+def browser_page(monkeypatch):
+    """The suite's browser with the tool's frame kept in the LMS page's process: across sites
+    (``localhost`` in ``127.0.0.1``) Chromium moves a frame to a process of its own at each
+    navigation, and Playwright sometimes lost it there (in CI its frame stopped answering after the
+    LMS's form post while the tool's pages arrived). Cookies are kept apart by site all the same."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    args = [*CHROMIUM_ARGS, "--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process"]
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
+        context = browser.new_context()
+        page = context.new_page()
+        yield page
+        context.close()
+        browser.close()
 
 
 def _open_course(browser_page, lms: Platform, portal_server: str, language: str):
