@@ -13,7 +13,7 @@ import pytest
 
 from lti.models import Identity
 from lti.services import registration_save
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import chromium_page
 from tests.factories import InstitutionFactory
 from tests.lti.platform import Platform
 
@@ -44,16 +44,8 @@ def browser_page(monkeypatch):
     (``localhost`` in ``127.0.0.1``) Chromium moves a frame to a process of its own at each
     navigation, and Playwright sometimes lost it there (in CI its frame stopped answering after the
     LMS's form post while the tool's pages arrived). Cookies are kept apart by site all the same."""
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    args = [*CHROMIUM_ARGS, "--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process"]
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
-        context = browser.new_context()
-        page = context.new_page()
-        yield page
-        context.close()
-        browser.close()
+    same_process = ("--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process")
+    yield from chromium_page(monkeypatch, same_process)
 
 
 def _open_course(browser_page, lms: Platform, portal_server: str, language: str):
