@@ -29,6 +29,7 @@ from api.serializers import (
     LaunchSerializer,
     ProgressStreamEventSerializer,
     SessionSerializer,
+    session_rows_data,
 )
 from api.views.common import (
     AUTH_ERRORS,
@@ -100,6 +101,11 @@ class SessionList(generics.ListAPIView):
         if getattr(self, "swagger_fake_view", False):
             return LabSession.objects.none()
         return selectors.session_list_of(institution=_institution(self.request))
+
+    def list(self, request, *args, **kwargs):
+        # As ListAPIView lists, but each page read as rows and answered without a serializer per row.
+        page = self.paginate_queryset(selectors.session_rows(self.filter_queryset(self.get_queryset())))
+        return self.get_paginated_response(session_rows_data(page))
 
     @extend_schema(
         summary="The institution's sessions",
