@@ -65,8 +65,8 @@ FAULTS = (
     FaultPlan("postgres", 40, 40, (15, 15), "PostgreSQL stopped (fast shutdown), started again after --down s"),
     FaultPlan("backends", 40, 40, (15, 15), "pg_terminate_backend of every portal connection, every 0.2 s for 3 s"),
     FaultPlan("inject", 40, 40, None, "three running instances fail (inject_failure) as the burst lands"),
-    FaultPlan("agent-pause", 35, 35, (15, 15), "node n1's agent stopped (SIGSTOP) for --agent-down s, then continued"),
-    FaultPlan("agent-kill", 35, 35, (15, 15), "node n1's agent killed for --agent-down s, started again (it forgets)"),
+    FaultPlan("agent-pause", 40, 40, (15, 15), "node n1's agent stopped (SIGSTOP) for --agent-down s, then continued"),
+    FaultPlan("agent-kill", 40, 40, (15, 15), "node n1's agent killed for --agent-down s, started again (it forgets)"),
     # The storm is the fault: it lands as its last stop is pressed.
     FaultPlan("storm", 0, -1, None, "every running lab stopped at once", lead=0.0),
 )
