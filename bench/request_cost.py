@@ -52,6 +52,7 @@ STOP = "POST /sessions/<id>/stop/"
 COURSE_PAGE = "GET /courses/<id>/"
 OPS = "GET /ops/"
 OPS_JSON = "GET /ops/cluster.json"
+API_LIST = "GET /api/v1/sessions/ (LMS token, every session)"
 PUBLISH = "websocket publish (launch -> groups)"
 DELIVER = "websocket deliver (one message, one socket)"
 
@@ -211,7 +212,11 @@ def build_world(*, students: int) -> dict:
         for a, s in zip(released, ended, strict=True)
     )
     assert len(live) == len(busy)
+    from api.services import token_create
+
+    _token, api_token = token_create(institution=institution, name="bench", scopes=["sessions:read"], expires_at=None)
     return {
+        "api_token": api_token,
         "course": course,
         "template": template,
         "busy": busy,  # students with a running lab (the dashboard's usual case)
@@ -302,6 +307,8 @@ def _launch_body(world: dict) -> dict:
 
 
 def _count_queries(world: dict) -> dict[str, int]:
+    from django.test import Client
+
     course = world["course"]
     student = logged_in_client(world["busy"][0])
     instructor = logged_in_client(world["instructor"])
@@ -315,6 +322,10 @@ def _count_queries(world: dict) -> dict[str, int]:
         (OPS_JSON, operator, "/ops/cluster.json"),
     ):
         counts[name] = queries_of(lambda c=client, u=url, n=name: check(c.get(u), 200, n))
+    lms = Client(headers={**HEADERS, "authorization": f"Bearer {world['api_token']}"})
+    counts[API_LIST] = queries_of(
+        lambda: check(lms.get(f"/api/v1/sessions/?course={course.pk}&page_size=500"), 200, API_LIST)
+    )
     client = logged_in_client(world["idle"][-1])
     headers = {"HTTP_ACCEPT": "application/json", "HTTP_X_CSRFTOKEN": client.csrf}
     answer = {}
@@ -343,6 +354,7 @@ async def _timed(call) -> float:
 
 async def _time_all(world: dict, *, repeat: int) -> dict[str, list[float]]:
     from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
 
     course = world["course"]
     student = await logged_in_async_client(world["busy"][0])
@@ -350,9 +362,9 @@ async def _time_all(world: dict, *, repeat: int) -> dict[str, list[float]]:
     operator = await logged_in_async_client(world["operator"])
     times: dict[str, list[float]] = {}
 
-    async def page(name: str, client, url: str) -> None:
+    async def page(name: str, client, url: str, headers: dict | None = None) -> None:
         async def get():
-            check(await client.get(url), 200, name)
+            check(await client.get(url, headers=headers), 200, name)
 
         for _ in range(2):
             await get()
@@ -364,6 +376,9 @@ async def _time_all(world: dict, *, repeat: int) -> dict[str, list[float]]:
     await page(COURSE_PAGE, instructor, f"/courses/{course.pk}/")
     await page(OPS, operator, "/ops/")
     await page(OPS_JSON, operator, "/ops/cluster.json")
+    # AsyncClient(headers=...) sends its headers under WSGI names (http-authorization): given per request.
+    bearer = {"authorization": f"Bearer {world['api_token']}"}
+    await page(API_LIST, AsyncClient(), f"/api/v1/sessions/?course={course.pk}&page_size=500", bearer)
     publish = sync_to_async(await sync_to_async(_publish_one)(world))
     for _ in range(2):
         await publish()
