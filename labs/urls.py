@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labs.views import instructor, instructor_students, operator, student
+from labs.views import instructor, instructor_students, operator, planner, student
 
 app_name = "labs"
 
@@ -26,6 +26,7 @@ urlpatterns = [
     path("courses/<int:course_id>/roster/import/done/", instructor_students.roster_import_done, name="roster-import-done"),
     path("courses/<int:course_id>/sessions/stop-all/", instructor.sessions_stop_all, name="sessions-stop-all"),
     path("courses/<int:course_id>/usage/", instructor_students.course_usage_view, name="course-usage"),
+    path("courses/<int:course_id>/planner/", planner.course_planner, name="course-planner"),
     path("courses/<int:course_id>/reservations/", instructor_students.course_reservations_view, name="course-reservations"),
     path(
         "courses/<int:course_id>/reservations/<int:reservation_id>/cancel/",
@@ -41,6 +42,7 @@ urlpatterns = [
     path("ops/nodes/<int:node_id>/evacuate/", operator.node_evacuate, name="ops-node-evacuate"),
     path("ops/sessions/<uuid:session_id>/stop/", operator.session_stop, name="ops-session-stop"),
     path("ops/usage/", operator.usage_view, name="ops-usage"),
+    path("ops/planner/", planner.ops_planner, name="ops-planner"),
     path("ops/tenancy/", operator.tenancy, name="ops-tenancy"),
     path("ops/repairs/", operator.repairs_view, name="ops-repairs"),
     path("ops/audit/", operator.audit_view, name="ops-audit"),

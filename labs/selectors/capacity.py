@@ -17,8 +17,10 @@ from django.db.models import CharField, F, FloatField, Func
 from django.db.models.functions import Cast
 
 from labs.domain.placement import CardCapacity, Instance, NodeCapacity, PlacementConfig, Policy, ScoreWeights
+from labs.domain.quota import CourseQuota as QuotaRule
+from labs.domain.quota import Resources
 from labs.domain.units import CORE_PERCENT_MAX, MEMORY_GRANULE_MIB, Scenario
-from labs.models import Allocation, Card, Node
+from labs.models import Allocation, Card, CourseQuota, Node
 from labs.models.cluster import node_allocatable
 
 
@@ -42,6 +44,24 @@ def _placement_config_from(options: dict) -> PlacementConfig:
         )
     except (ValueError, TypeError) as exc:
         raise ImproperlyConfigured(f"LAB_PLACEMENT is invalid: {exc} (policies are binpack or spread)") from exc
+
+
+def _limit(*values: int | None) -> Resources | None:
+    return None if any(v is None for v in values) else Resources(*values)  # type: ignore[arg-type]
+
+
+def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int] | None) -> QuotaRule:
+    """A course's quota (the model) as the engine's rule; ``allowed_templates`` ``None``: any."""
+    return QuotaRule(
+        guarantee=Resources(quota.core_percent, quota.memory_mib, quota.instance_count),
+        cohort=quota.cohort or None,
+        borrowing_limit=_limit(quota.borrow_core_percent, quota.borrow_memory_mib, quota.borrow_instances),
+        lending_limit=_limit(quota.lend_core_percent, quota.lend_memory_mib, quota.lend_instances),
+        sessions_per_student=quota.sessions_per_student,
+        allowed_templates=allowed_templates,
+        host_cpu_cap_millicores=quota.host_cpu_cap_millicores,
+        host_memory_cap_mib=quota.host_memory_cap_mib,
+    )
 
 
 def capacity_snapshot() -> list[NodeCapacity]:

@@ -23,27 +23,10 @@ from labs.domain.states import HOLDS_ALLOCATION, RECLAIMABLE, SessionState
 from labs.domain.units import CORE_PERCENT_MAX, Scenario
 from labs.drivers import get_driver
 from labs.models import Allocation, Card, Course, CourseQuota, LabSession, RepairEvent
-from labs.selectors.capacity import capacity_snapshot, placement_config
+from labs.selectors.capacity import capacity_snapshot, placement_config, quota_rule
 from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
 from labs.services.sessions import reason_fields, session_stop, session_transition
-
-
-def _limit(*values: int | None) -> Resources | None:
-    return None if any(v is None for v in values) else Resources(*values)  # type: ignore[arg-type]
-
-
-def quota_rule(quota: CourseQuota, allowed_templates: frozenset[int]) -> QuotaRule:
-    return QuotaRule(
-        guarantee=Resources(quota.core_percent, quota.memory_mib, quota.instance_count),
-        cohort=quota.cohort or None,
-        borrowing_limit=_limit(quota.borrow_core_percent, quota.borrow_memory_mib, quota.borrow_instances),
-        lending_limit=_limit(quota.lend_core_percent, quota.lend_memory_mib, quota.lend_instances),
-        sessions_per_student=quota.sessions_per_student,
-        allowed_templates=allowed_templates,
-        host_cpu_cap_millicores=quota.host_cpu_cap_millicores,
-        host_memory_cap_mib=quota.host_memory_cap_mib,
-    )
 
 
 def _cohort_fair(queued: list[LabSession]) -> list[LabSession]:
