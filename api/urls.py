@@ -3,7 +3,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from oauth2_provider.views import RevokeTokenView, TokenView
 
-from api.views import courses, quota, roster, sessions, templates, usage, webhooks
+from api.views import courses, planner, quota, roster, sessions, templates, usage, webhooks
 from api.views.oauth import ClientIntrospectTokenView
 
 app_name = "api"
@@ -33,6 +33,8 @@ urlpatterns = [
     ),
     path("courses/<str:course_id>/roster/", roster.CourseRoster.as_view(), name="course-roster"),
     path("courses/<str:course_id>/usage/", usage.CourseUsage.as_view(), name="course-usage"),
+    path("courses/<str:course_id>/planner/", planner.CoursePlanner.as_view(), name="course-planner"),
+    path("courses/<str:course_id>/planner/what-if/", planner.CourseWhatIf.as_view(), name="course-what-if"),
     path("templates/", templates.Catalogue.as_view(), name="templates"),
     path("sessions/", sessions.SessionList.as_view(), name="sessions"),
     path("sessions/<str:session_id>/", sessions.SessionDetail.as_view(), name="session"),

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 from django import forms
 from django.utils import timezone
@@ -12,6 +12,19 @@ from django.utils.translation import gettext, gettext_lazy
 from labs.domain.planner import DEFAULT_HISTORY_WEEKS, MAX_CLASS_SIZE, MAX_HISTORY_WEEKS, MAX_WEEKS
 from labs.forms.students import WEEKDAYS
 from labs.models import Course, LabTemplate
+
+# How far from today a plan may start: a year back (to compare with what was), two years ahead.
+DAYS_BACK = 366
+DAYS_AHEAD = 2 * 366
+
+
+def plan_date_error(day: date) -> str | None:
+    """Why ``day`` cannot start (or end) a plan, in the reader's language; ``None`` when it can."""
+    today = timezone.localdate()
+    if not today - timedelta(days=DAYS_BACK) <= day <= today + timedelta(days=DAYS_AHEAD):
+        return gettext("Choose a date from a year ago to two years ahead.")
+    return None
+
 
 _DATE = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
 _TIME = forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
@@ -30,6 +43,12 @@ class PlanForm(forms.Form):
         required=False,
         help_text=gettext_lazy("The usual self-paced use of each hour is its 90th percentile over these weeks."),
     )
+
+    def clean_first(self) -> date | None:
+        first = self.cleaned_data.get("first")
+        if first is not None and (error := plan_date_error(first)):
+            raise forms.ValidationError(error)
+        return first
 
     def clean(self) -> dict:
         data = super().clean()
@@ -77,7 +96,10 @@ class WhatIfForm(forms.Form):
         if start is not None and end is not None and end <= start:
             self.add_error("end", gettext("A class must end after it starts."))
         first, last = data.get("first"), data.get("last")
-        if first is not None and last is not None:
+        for name, day in (("first", first), ("last", last)):
+            if day is not None and (error := plan_date_error(day)):
+                self.add_error(name, error)
+        if first is not None and last is not None and not self.errors:
             if last < first:
                 self.add_error("last", gettext("The last date is before the first."))
             elif last - first > timedelta(weeks=MAX_WEEKS):

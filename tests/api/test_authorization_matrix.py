@@ -37,6 +37,7 @@ ENDPOINTS = [
     ("GET", "courses/{course}/roster/", "roster:read", None, 200, 404),
     ("PUT", "courses/{course}/roster/", "roster:write", "{roster}", 200, 404),
     ("GET", "courses/{course}/usage/", "usage:read", None, 200, 404),
+    ("GET", "courses/{course}/planner/", "usage:read", None, 200, 404),
     ("GET", "sessions/", "sessions:read", None, 200, 200),
     ("POST", "sessions/", "sessions:write", "{launch}", 201, 400),
     ("GET", "sessions/{session}/", "sessions:read", None, 200, 404),

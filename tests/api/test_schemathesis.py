@@ -85,6 +85,11 @@ RULES_BEYOND_THE_SCHEMA = {
     "PATCH /api/v1/webhooks/{webhook_id}/": {"url", "courses"},
     # until after since.
     "GET /api/v1/courses/{course_id}/usage/": {"until"},
+    # The first week from a year back to two years ahead (labs.forms.planner.plan_date_error).
+    "GET /api/v1/courses/{course_id}/planner/": {"first"},
+    # Those dates too; the last not before the first, within 26 weeks; the end after the start; the
+    # template offered in the course; the course with a quota and the template on a share of one card.
+    "GET /api/v1/courses/{course_id}/planner/what-if/": {"first", "last", "end", "template", "non_field_errors"},
 }
 # Refused in any string: PostgreSQL text cannot hold NUL; a string of spaces is a blank one.
 STRING_RULES = {"Null characters are not allowed.", "This field may not be blank."}

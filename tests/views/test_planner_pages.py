@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -107,7 +107,8 @@ def test_a_class_too_large_for_its_quota_does_not_fit(world):
     [
         ("class-end", "09:00", "A class must end after it starts."),
         ("class-count", "0", "Ensure this value is greater than or equal to 1."),
-        ("class-last", "2000-01-01", "The last date is before the first."),
+        ("class-last", "the day before", "The last date is before the first."),
+        ("class-first", "2000-01-01", "Choose a date from a year ago to two years ahead."),
     ],
 )
 def test_bad_what_if_input_is_answered_with_the_fields_message(world, field, value, message):
@@ -119,8 +120,8 @@ def test_bad_what_if_input_is_answered_with_the_fields_message(world, field, val
         "class-end": "12:00",
         "class-first": next_tuesday(),
         "class-last": next_tuesday(),
-        field: value,
     }
+    query[field] = (date.fromisoformat(next_tuesday()) - timedelta(days=1)).isoformat() if value == "the day before" else value
     response = AsgiClient(user=world["instructor"]).get(page(world["course"]), params=query)
     assert response.status_code == 200
     assert message in response.text
