@@ -104,9 +104,7 @@ def _hours(first: date, weeks: int) -> list[datetime]:
     """Every hour of ``weeks`` weeks from the Monday of ``first``, wall-clock hours in the portal's zone."""
     zone = timezone.get_default_timezone()
     monday = monday_of(first)
-    return [
-        datetime.combine(monday + timedelta(days=h // 24), time(h % 24), tzinfo=zone) for h in range(weeks * HOURS_PER_WEEK)
-    ]
+    return [datetime.combine(monday + timedelta(days=h // 24), time(h % 24), tzinfo=zone) for h in range(weeks * HOURS_PER_WEEK)]
 
 
 def _shapes(template_ids: Iterable[int]) -> dict[int, tuple]:

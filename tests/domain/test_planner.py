@@ -98,6 +98,9 @@ def test_the_same_needs_in_another_week_are_placed_once():
     assert plan.evaluated == 1
     assert [h.start for h in plan.hours] == hours
     assert [h.bookings for h in plan.hours] == [(f"w{n}",) for n in range(15)]
+    # A repeated hour has the figures of that hour placed on its own.
+    (alone,) = plan_hours([node()], hours[-1:], bookings=bookings[-1:]).hours
+    assert plan.hours[-1] == alone
 
 
 def test_an_hour_counts_the_most_instances_live_at_once_in_it():

@@ -89,7 +89,10 @@ def hold(*, student, course, template, card, start: datetime, minutes: int) -> N
         student=student, course=course, template=template, state="stopped", end_state="stopped", ended_at=end
     )
     allocation = Allocation.objects.create(
-        session=session, card=card, course=course, core_percent=template.core_percent,
+        session=session,
+        card=card,
+        course=course,
+        core_percent=template.core_percent,
         memory_mib=template.memory_mib,
         scenario="development",
     )
@@ -127,9 +130,12 @@ def test_the_usual_use_of_an_hour_is_learnt_from_the_ledgers_past_weeks(world):
     assert wednesday_20.usual.core_percent == 15
     assert report.hours[2 * 24 + 21].usual.instances == 0
     # Learning from the last week only: 3 as well.
-    assert term_plan(scope=course_scope(world["course"]), first=next_week_monday(), weeks=1, history_weeks=1).hours[
-        2 * 24 + 20
-    ].usual.instances == 3
+    assert (
+        term_plan(scope=course_scope(world["course"]), first=next_week_monday(), weeks=1, history_weeks=1)
+        .hours[2 * 24 + 20]
+        .usual.instances
+        == 3
+    )
 
 
 def test_the_csv_file_has_a_row_per_hour_and_card_type_and_one_for_the_whole_cluster(world):

@@ -31,6 +31,8 @@ PAGES = [
     "usage/?format=csv",
     "sessions/stop-all/",
     "reservations/",
+    "planner/",
+    "planner/?format=csv",
 ]
 MANAGE_PAGES = {"edit/", "archive/", "quota/"}
 
