@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -132,3 +132,31 @@ def test_bad_weeks_are_refused_with_a_message(world):
     response = AsgiClient(user=world["instructor"]).get(page(world["course"]) + "?weeks=99")
     assert "Ensure this value is less than or equal to 26." in response.text
     assert 'id="planner-data"' not in response.text
+
+
+def test_the_page_reads_in_as_many_queries_whatever_the_number_of_bookings(world):
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from labs.services.reservations import reservation_book
+
+    client = Client()
+    client.force_login(world["instructor"])
+    monday = monday_of(timezone.localdate()) + timedelta(weeks=1)
+    zone = timezone.get_default_timezone()
+
+    def book(day: int) -> None:
+        start = timezone.make_aware(datetime.combine(monday + timedelta(days=day), time(10)), zone)
+        reservation_book(course=world["course"], template=world["small"], count=2, slots=[(start, start + timedelta(hours=1))])
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(page(world["course"]) + f"?first={monday.isoformat()}").status_code == 200
+        return len(captured)
+
+    book(0)
+    one = queries()
+    for day in range(1, 5):
+        book(day)
+    assert queries() == one
