@@ -160,3 +160,18 @@ def test_the_page_reads_in_as_many_queries_whatever_the_number_of_bookings(world
     for day in range(1, 5):
         book(day)
     assert queries() == one
+
+
+def test_an_institutions_operator_tries_classes_only_for_its_own_courses(world):
+    from labs.models import InstitutionRole
+
+    other = CourseFactory(institution=InstitutionFactory(slug="elsewhere"), code="OTHER1")
+    CourseQuotaFactory(course=other)
+    operator = UserFactory(username="uni-op")
+    InstitutionRole.objects.create(user=operator, institution=world["course"].institution, role="operator")
+    client = AsgiClient(user=operator)
+    response = client.get("/ops/planner/")
+    assert response.status_code == 200
+    assert world["course"].code in response.text and "OTHER1" not in response.text
+    refused = client.get("/ops/planner/", params={"class-course": other.pk, "class-count": 1})
+    assert "Select a valid choice." in refused.text and "data-verdict" not in refused.text
