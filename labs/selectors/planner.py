@@ -91,6 +91,16 @@ class PlanReport:
     def named(self, hour: HourFigures) -> list[str]:
         return [self.bookings[key].text() for key in hour.bookings]
 
+    @property
+    def hours_short(self) -> int:
+        """Hours in which something finds no card or a guarantee is not covered."""
+        return sum(1 for h in self.hours if not h.fits)
+
+    @property
+    def busiest(self) -> HourFigures | None:
+        """The hour with the highest load (the first of equals)."""
+        return max(self.hours, key=lambda h: h.load_percent, default=None)
+
 
 def monday_of(day: date) -> date:
     return day - timedelta(days=day.weekday())

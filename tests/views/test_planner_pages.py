@@ -50,6 +50,15 @@ def test_an_instructor_sees_their_course_and_not_another(world):
     assert teacher.get("/ops/planner/").status_code == 404
 
 
+def test_the_page_says_how_many_hours_do_not_fit_and_which_is_the_busiest(world):
+    teacher = AsgiClient(user=world["instructor"])
+    assert "0 hours do not fit." in teacher.get(page(world["course"])).text
+    # Another course guaranteed the whole node again: every hour is short, twice the cluster taken.
+    CourseQuotaFactory(course=CourseFactory(institution=InstitutionFactory(slug="elsewhere"), code="OTHER1"))
+    text = teacher.get(page(world["course"])).text
+    assert "168 hours do not fit." in text and ", 200 % taken." in text
+
+
 def test_an_assistant_sees_the_course_planner(world):
     assistant = UserFactory(username="ta")
     EnrollmentFactory(user=assistant, course=world["course"], role="assistant")
