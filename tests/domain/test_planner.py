@@ -8,6 +8,8 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labs.domain.placement import CardCapacity, NodeCapacity
 from labs.domain.planner import (
@@ -189,3 +191,36 @@ def test_bad_input_is_refused_with_a_message():
         what_if([node()], [booking(1, TUESDAY_10, SMALL, 1)], quotas={})
     with pytest.raises(ValueError, match="aware"):
         plan_hours([node()], [datetime(2027, 3, 2, 10)])
+
+
+SHAPES = [SMALL, MEDIUM, BIG, lab_shape(25, 16 * GIB)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    bookings=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(1, 3), st.integers(1, 40), st.sampled_from(SHAPES)),
+        max_size=6,
+    ),
+    usual=st.lists(st.tuples(st.integers(0, 5), st.sampled_from(SHAPES), st.integers(1, 30)), max_size=4),
+    cards=st.integers(1, 8),
+)
+def test_every_instance_asked_for_is_placed_or_counted_unplaced_and_no_card_type_holds_more_than_it_has(bookings, usual, cards):
+    hours = [MONDAY + timedelta(hours=h) for h in range(6)]
+    booked = [
+        Booking(course, MONDAY + timedelta(hours=start), MONDAY + timedelta(hours=start + length), shape, count, n)
+        for n, (start, course, length, count, shape) in enumerate(bookings)
+    ]
+    needs = {(0, h): [UsualNeed(9, shape, count) for h2, shape, count in usual if h2 == h] for h in range(6)}
+    plan = plan_hours(
+        [node(cards=cards), node("n2", cards=2, memory_mib=48 * GIB, chip_type="Ascend310P")], hours, bookings=booked, usual=needs
+    )
+    for hour in plan.hours:
+        present = [b for b in booked if b.starts_at < hour.start + timedelta(hours=1) and b.ends_at > hour.start]
+        asked = sum((b.shape.charge(b.count) for b in present), Resources())
+        assert hour.booked + hour.unplaced_booked == asked
+        wanted = sum((u.shape.charge(u.count) for u in needs[(0, hour.start.hour)]), Resources())
+        assert hour.usual + hour.unplaced_usual == wanted
+        for t in hour.card_types:
+            assert (t.booked + t.usual).fits_in(t.capacity)
+        assert sorted(hour.bookings) == sorted(b.key for b in present)
