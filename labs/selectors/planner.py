@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext
 
 from labs.domain.planner import (
     DEFAULT_HISTORY_WEEKS,
@@ -211,9 +211,10 @@ class WhatIfReport:
     bookings: dict[int, BookingInfo]
     slots: int
 
-    def collisions(self) -> list[tuple[ClassHour, list[str]]]:
-        """Each hour of the class shared with other bookings, and those bookings in words."""
-        return [(h, [self.bookings[k].text() for k in h.collisions]) for h in self.hours if h.collisions]
+    def collisions(self) -> list[tuple[ClassHour, str]]:
+        """Each hour of the class shared with other bookings, and those bookings in words (one list)."""
+        between = pgettext("between the items of a list", "; ")
+        return [(h, between.join(self.bookings[k].text() for k in h.collisions)) for h in self.hours if h.collisions]
 
 
 class WhatIfRefused(ValueError):

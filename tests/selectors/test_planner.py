@@ -162,5 +162,5 @@ def test_a_what_if_names_the_booking_it_collides_with_only_as_far_as_the_reader_
     )
     assert answer.verdict == Verdict.FITS
     assert [(timezone.localtime(h.start).hour, names) for h, names in answer.collisions()] == [
-        (11, ["another institution's class"])
+        (11, "another institution's class")
     ]
