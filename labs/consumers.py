@@ -14,7 +14,7 @@ from django.utils.translation import trans_real
 
 from labs.models import LabSession
 from labs.models.sessions import stored_reason_text
-from labs.presentation import card_lines, extend_label, selftest_text, share_text
+from labs.presentation import card_lines, extend_label, selftest_text, share_text, smaller_offer_text
 from labs.realtime import RESUBSCRIBED
 from labs.selectors.courses import is_course_staff
 from labs.selectors.operations import operator_scope
@@ -116,6 +116,7 @@ def localised(payload: dict) -> dict:
         "selftest_text": selftest_text(payload.get("selftest_visible_mib"), bool(payload.get("selftest_over_cap"))),
         "extend_label": extend_label(payload["extension_minutes"]) if payload.get("extensions_left") else "",
         "lines": card_lines(payload),
+        "smaller_offer_text": smaller_offer_text(payload.get("smaller_offer")),
     }
 
 

@@ -108,6 +108,18 @@ def _share_words(core_percent: int, memory_mib: int, cards: int) -> str:
     }
 
 
+def smaller_offer_text(offer: dict[str, Any] | None) -> str:
+    """The smaller lab a queued session is offered (its ``smaller_offer``) in words: "A 10 % / 4 GiB
+    lab can start now instead" (AI Core and NPU memory in all); empty without one."""
+    if not offer:
+        return ""
+    cards = offer.get("cards", 1)
+    return units_kept_together(
+        gettext("A %(core)s %% / %(memory)s lab can start now instead")
+        % {"core": offer["core_percent"] * cards, "memory": gib_text(offer["memory_mib"] * cards)}
+    )
+
+
 def selftest_text(visible_mib: int | None, over_cap: bool) -> str:
     """The lab's isolation self-test in words; empty before the lab has reported one."""
     return units_kept_together(_selftest_words(visible_mib, over_cap))

@@ -120,3 +120,34 @@ def course_with_students(
     Enrollment.objects.bulk_create(Enrollment(user=u, course=course, role=Enrollment.Role.STUDENT) for u in users)
     affiliate(users, institution)
     return course, templates, users, instructor
+
+
+def smaller_lab_world(students: int = 2) -> dict:
+    """One 64 GiB card and two courses: "LLM1" offers big (50 % / 32 GiB), medium (30 % / 16 GiB)
+    and small (10 % / 4 GiB); "CV1" offers filler (60 % / 40 GiB: once it runs, big waits for the
+    card while medium and small fit) and other_medium (30 % / 16 GiB: takes the room medium wants)."""
+    node_with_cards(cards=1)
+    institution = InstitutionFactory(slug="uni-test", name="Test University")
+
+    def template(name: str, core_percent: int, memory_gib: int) -> LabTemplate:
+        slug = name.replace(" ", "-")
+        return TemplateFactory(
+            institution=institution, name=name, slug=slug, core_percent=core_percent, memory_mib=memory_gib * 1024
+        )
+
+    big, medium, small = template("big", 50, 32), template("medium", 30, 16), template("small", 10, 4)
+    course, _, users, instructor = course_with_students(students, templates=[big, medium, small], code="LLM1")
+    filler, other_medium = template("filler", 60, 40), template("other medium", 30, 16)
+    other, _, others, _ = course_with_students(2, templates=[filler, other_medium], code="CV1")
+    return {
+        "course": course,
+        "students": users,
+        "instructor": instructor,
+        "big": big,
+        "medium": medium,
+        "small": small,
+        "other_course": other,
+        "other_students": others,
+        "filler": filler,
+        "other_medium": other_medium,
+    }

@@ -182,6 +182,17 @@ class LabTemplate(models.Model):
     ephemeral_storage_mib = models.PositiveIntegerField(
         _("scratch disk (MiB)"), default=_JUPYTER_HOST["ephemeral_storage_mib"], validators=[MinValueValidator(1)]
     )
+    # While a lab of this template waits for free cards (not for the course's quota), its student
+    # is offered a smaller template of the course that would start at once (labs.domain.offers).
+    offers_smaller_lab = models.BooleanField(
+        _("offer a smaller lab while this one waits"),
+        default=True,
+        db_default=True,
+        help_text=_(
+            "When a lab of this template waits for free NPU capacity and a smaller template of the course "
+            "would start at once, its student is offered that one instead."
+        ),
+    )
 
     class Meta:
         ordering = ["core_percent", "name"]

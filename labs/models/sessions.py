@@ -93,6 +93,10 @@ class LabSession(models.Model):
         "labs.ReservationSlot", null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # Queued for capacity: the smaller template of the course the last allocation pass found would
+    # start at once ({"template": id, "core_percent", "memory_mib", "cards"}); empty: none
+    # (labs.domain.offers, written by labs.services.allocation).
+    smaller_offer = models.JSONField(default=dict, db_default={}, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -20,7 +20,7 @@ from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
 from labs.models import Course, Enrollment, LabSession
-from labs.presentation import card_lines, extend_label, selftest_text, share_text
+from labs.presentation import card_lines, extend_label, selftest_text, share_text, smaller_offer_text
 from labs.selectors.rows import column, listed, marks, one, one_of, table
 from labs.selectors.session_read import sessions_read
 
@@ -402,12 +402,16 @@ def _owners_payload(session: LabSession, others: dict[str, Any], words: dict[tup
     extend = ""
     if extensions_left:
         extend = _said(words, ("extend", quota.extension_minutes), lambda: extend_label(quota.extension_minutes))
+    # Queued for capacity with a smaller template that would start now (labs.domain.offers).
+    offer = (session.smaller_offer or None) if session.state == SessionState.QUEUED else None
     return {
         **others,
         "access_url": session.access_url if running else "",
         "extensions_left": extensions_left,
         "extend_label": extend,
         "can_keep": running and session.cull_at is not None,
+        "smaller_offer": offer,
+        "smaller_offer_text": _said(words, ("offer", *sorted(offer.items())), lambda: smaller_offer_text(offer)) if offer else "",
     }
 
 

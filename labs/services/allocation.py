@@ -12,10 +12,11 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from labs.domain.allocation import Placed, Refused, Waiting, allocate
+from labs.domain.allocation import Allocator, Placed, Refused, Waiting
 from labs.domain.fairness import Waiting as FairWaiting
 from labs.domain.fairness import cohort_fair_order, dominant_share
-from labs.domain.placement import LaunchRequest, SharePolicy
+from labs.domain.offers import smaller_offers, waits_for_capacity
+from labs.domain.placement import Cluster, LaunchRequest, SharePolicy
 from labs.domain.quota import CourseQuota as QuotaRule
 from labs.domain.quota import Resources
 from labs.domain.reasons import Reason
@@ -173,7 +174,72 @@ def _with_reservations(rules: dict[int, QuotaRule]) -> dict[int, QuotaRule]:
     return rules
 
 
-def _ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
+def best_effort_nodes() -> tuple[tuple[str, str], ...]:
+    """The node selector of a best-effort instance: only where the device plugin runs one."""
+    return tuple(sorted((get_driver().best_effort_nodes() or {}).items()))
+
+
+def launch_request(session: LabSession, best_effort_selector: tuple[tuple[str, str], ...]) -> LaunchRequest:
+    """What the engine is asked to place for ``session`` (read with its template)."""
+    template = session.template
+    return LaunchRequest(
+        key=str(session.pk),
+        course_id=session.course_id,
+        student_id=session.student_id,
+        core_percent=template.core_percent_total,
+        memory_mib=template.memory_mib,
+        scenario=Scenario(template.scenario),
+        cards=template.card_count,
+        template_id=session.template_id,
+        pooled=session.reservation_slot_id is not None and session.claimed_at is None,
+        cpu_millicores=template.cpu_request_millicores,
+        host_memory_mib=template.host_memory_request_mib,
+        share_policy=SharePolicy(template.share_policy),
+        node_selector=best_effort_selector if template.share_policy == SharePolicy.BEST_EFFORT else (),
+    )
+
+
+def _smaller_offers(
+    allocator: Allocator,
+    requests: list[LaunchRequest],
+    decisions: list,
+    by_key: dict[str, LabSession],
+    best_effort_selector: tuple[tuple[str, str], ...],
+) -> dict[str, dict[str, int]]:
+    """The smaller template offered to each session the pass leaves waiting for capacity
+    (``labs.domain.offers.smaller_offers``), by key, as its ``smaller_offer`` stores it. Reads the
+    courses' templates only when some session waits for capacity with a template that allows offers."""
+    waiting = [
+        (request, d.reason)
+        for request, d in zip(requests, decisions, strict=True)
+        if isinstance(d, Waiting) and by_key[d.key].template.offers_smaller_lab and waits_for_capacity(d.reason)
+    ]
+    if not waiting:
+        return {}
+    candidates: dict[int, list[LaunchRequest]] = defaultdict(list)
+    shown: dict[int, dict[str, int]] = {}
+    offered = Course.templates.through.objects.filter(course_id__in={r.course_id for r, _ in waiting}).select_related(
+        "labtemplate"
+    )
+    for row in offered:
+        template = row.labtemplate
+        candidates[row.course_id].append(
+            replace(
+                launch_request(LabSession(course_id=row.course_id, student_id=0, template=template), best_effort_selector),
+                key=f"offer-{row.course_id}-{template.pk}",
+            )
+        )
+        shown[template.pk] = {
+            "template": template.pk,
+            "core_percent": template.core_percent,
+            "memory_mib": template.memory_mib,
+            "cards": template.card_count,
+        }
+    offering = {r.template_id for r, _ in waiting}
+    return {key: shown[template_id] for key, template_id in smaller_offers(allocator, waiting, candidates, offering).items()}
+
+
+def ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
     """An Allocation row for each placed session; one on whole cards holds 100 % and the whole
     memory of each of its cards (the charge the engine made), its first card as ``card``."""
     whole = [d for d in placed if len(d.card_ids) > 1]
@@ -234,44 +300,30 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
             .values("course_id", "student_id")
             .annotate(n=Count("id"))
         }
-        best_effort_selector = tuple(sorted((get_driver().best_effort_nodes() or {}).items()))
-        requests = [
-            LaunchRequest(
-                key=str(s.pk),
-                course_id=s.course_id,
-                student_id=s.student_id,
-                core_percent=s.template.core_percent_total,
-                memory_mib=s.template.memory_mib,
-                scenario=Scenario(s.template.scenario),
-                cards=s.template.card_count,
-                template_id=s.template_id,
-                pooled=s.reservation_slot_id is not None and s.claimed_at is None,
-                cpu_millicores=s.template.cpu_request_millicores,
-                host_memory_mib=s.template.host_memory_request_mib,
-                share_policy=SharePolicy(s.template.share_policy),
-                # A best-effort instance goes only where the device plugin runs one.
-                node_selector=best_effort_selector if s.template.share_policy == SharePolicy.BEST_EFFORT else (),
-            )
-            for s in queued
-        ]
+        best_effort_selector = best_effort_nodes()
+        requests = [launch_request(s, best_effort_selector) for s in queued]
         by_key = {str(s.pk): s for s in queued}
         warned = {str(pk) for pk in LabSession.objects.filter(reclaim_at__isnull=False).values_list("pk", flat=True)}
-        decisions = allocate(
-            capacity_snapshot(),
-            requests,
+        allocator = Allocator(
+            Cluster(capacity_snapshot(), placement_config()),
             course_rules(course_ids),
             student_active,
             now=timezone.now().timestamp(),
-            config=placement_config(),
             warned=warned,
         )
+        decisions = allocator.decide(requests)
+        offers = _smaller_offers(allocator, requests, decisions, by_key, best_effort_selector)
 
         placed = [d for d in decisions if isinstance(d, Placed)]
         if placed:
-            _ledger_write(placed, by_key)
+            ledger_write(placed, by_key)
             result.admitted = [d.key for d in placed]
             LabSession.objects.filter(pk__in=result.admitted, state=SessionState.QUEUED).update(
-                state=SessionState.ADMITTED, admitted_at=timezone.now(), version=F("version") + 1, **reason_fields(None)
+                state=SessionState.ADMITTED,
+                admitted_at=timezone.now(),
+                version=F("version") + 1,
+                smaller_offer={},
+                **reason_fields(None),
             )
         for d in decisions:
             if isinstance(d, Refused):
@@ -286,15 +338,16 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         }
         result.reclaim = _reclaim_follow(needed)
         changed.extend(result.reclaim.changed)
-        waiting_by_reason: dict[Reason, list[str]] = defaultdict(list)
+        waiting_by_reason: dict[tuple[Reason, int | None], list[str]] = defaultdict(list)
         now = timezone.now()
         for d in decisions:
             if isinstance(d, Waiting):
                 reason = d.reason if d.reclaim is None else _returning(d.reclaim.victims, result.reclaim.stops_at, now)
-                waiting_by_reason[reason].append(d.key)
-        for reason, keys in waiting_by_reason.items():
+                offer = offers.get(d.key)
+                waiting_by_reason[reason, offer["template"] if offer else None].append(d.key)
+        for (reason, _offered), keys in waiting_by_reason.items():
             result.waiting += len(keys)
-            stored = reason_fields(reason)
+            stored = {**reason_fields(reason), "smaller_offer": offers.get(keys[0], {})}
             stale = list(LabSession.objects.filter(pk__in=keys).exclude(**stored).values_list("pk", flat=True))
             if stale:
                 LabSession.objects.filter(pk__in=stale).update(**stored, version=F("version") + 1)
