@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/stop/", student.session_stop, name="session-stop"),
     path("sessions/<uuid:session_id>/extend/", student.session_extend, name="session-extend"),
     path("sessions/<uuid:session_id>/keep/", student.session_keep, name="session-keep"),
+    path("sessions/<uuid:session_id>/smaller/", student.session_switch_smaller, name="session-smaller"),
     path("sessions/<uuid:session_id>/", student.session_detail, name="session-detail"),
     path("sessions/<uuid:session_id>/selftest", student.session_selftest, name="session-selftest"),
     path("teach/", instructor.console_home, name="console"),

@@ -88,6 +88,8 @@ MESSAGES: dict[str, str] = {
         "stopped: pre-started for the class at %(time)s and not claimed by a student within %(minutes)s minutes"
     ),
     "session.reservation_cancelled": gettext_noop("stopped: the class reservation it was pre-started for was cancelled"),
+    # The student took the smaller lab offered while this one waited for capacity (labs.domain.offers).
+    "session.switched_smaller": gettext_noop("withdrawn: you switched to the smaller lab %(template)s"),
     "session.stop_retry": gettext_noop("stopping: the cluster has not removed the instance yet (%(error)s)"),
     # -- what a cluster driver reports of an instance (labs/drivers: ``Observed.reason``) ---------------
     # ``detail``, ``output`` and a Kubernetes ``reason`` are the platform's own words, passed on as they are.

@@ -40,6 +40,7 @@ from labs.services.sessions import LaunchRefused
 from labs.services.sessions import session_extend as extend_service
 from labs.services.sessions import session_launch_of as launch_service
 from labs.services.sessions import session_stop_joined as stop_service
+from labs.services.smaller_lab import session_switch_smaller as switch_service
 
 
 def _wants_json(request: HttpRequest) -> bool:
@@ -177,6 +178,26 @@ def session_keep(request: HttpRequest, session_id) -> HttpResponse:
         return {}
 
     return _own_session_action(request, session_id, keep, _("It keeps running."))
+
+
+@login_required
+@require_POST
+def session_switch_smaller(request: HttpRequest, session_id) -> HttpResponse:
+    """Take the smaller lab the card offers instead of the queued one (``labs.services.smaller_lab``)."""
+
+    def switch():
+        try:
+            template_id = int(request.POST.get("template", ""))
+        except ValueError:
+            raise ValidationError(_("Choose the smaller lab to switch to.")) from None
+        switched = switch_service(session_id=session_id, student=request.user, template_id=template_id)
+        started, withdrawn = (session_for_user(user=request.user, session_id=s.pk) for s in switched)
+        return {
+            "session": session_event_payload(started, for_owner=True),
+            "withdrawn": session_event_payload(withdrawn, for_owner=True),
+        }
+
+    return _own_session_action(request, session_id, switch, _("Switched: the smaller lab is starting."))
 
 
 @login_required

@@ -100,6 +100,8 @@
     if (extend) extend.action = stopUrl(session.id).replace(/stop\/$/, "extend/");
     const keep = el.querySelector('[data-role="keep"]');
     if (keep) keep.action = stopUrl(session.id).replace(/stop\/$/, "keep/");
+    const smaller = el.querySelector('[data-role="smaller"]');
+    if (smaller) smaller.action = stopUrl(session.id).replace(/stop\/$/, "smaller/");
     const empty = list.querySelector(".empty");
     if (empty) empty.remove();
     if (courseId) list.append(el); else list.prepend(el);
@@ -136,6 +138,13 @@
     if (extend) extend.hidden = !session.extensions_left;
     const keep = el.querySelector('[data-role="keep"]');
     if (keep) keep.hidden = !session.can_keep;
+    // Queued for capacity with a smaller template that starts now: one click switches to it.
+    const smaller = el.querySelector('[data-role="smaller"]');
+    if (smaller) {
+      const offer = session.smaller_offer;
+      smaller.hidden = !offer;
+      if (offer) smaller.querySelector('input[name="template"]').value = offer.template;
+    }
     if (courseId && ended.has(session.state)) el.remove();
   }
 
@@ -156,7 +165,8 @@
     const isLaunch = form.classList.contains("js-launch");
     const isStop = form.dataset.role === "stop";
     const isExtend = form.dataset.role === "extend" || form.dataset.role === "keep";
-    if (!isLaunch && !isStop && !isExtend) return;
+    const isSwitch = form.dataset.role === "smaller";
+    if (!isLaunch && !isStop && !isExtend && !isSwitch) return;
     event.preventDefault();
     if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
     const button = form.querySelector("button");
@@ -164,6 +174,10 @@
     try {
       const result = await post(form.action, new FormData(form));
       if (isLaunch && result.ok) apply(result.data.session);
+      else if (isSwitch && result.ok) {
+        apply(result.data.withdrawn);
+        apply(result.data.session);
+      }
       else if (!result.ok) flash(result.data.error || list.dataset.msgFailed + " (HTTP " + result.status + ")", "error");
     } catch (e) {
       flash(list.dataset.msgUnreachable, "error");
