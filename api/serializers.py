@@ -145,6 +145,10 @@ class TemplateSerializer(serializers.Serializer):
     host_memory_request_mib = serializers.IntegerField(help_text="Host memory kept for the lab on its node, MiB.")
     host_memory_limit_mib = serializers.IntegerField(help_text="Host memory the lab may use at most, MiB.")
     ephemeral_storage_mib = serializers.IntegerField(help_text="Scratch disk of the lab, MiB.")
+    offers_smaller_lab = serializers.BooleanField(
+        help_text="While a lab of this template waits for free NPU capacity (not for the course's quota), its student "
+        "is offered a smaller template of the course that would start at once."
+    )
     course = serializers.IntegerField(source="course_id", allow_null=True, help_text="A course's own template; null: catalogue.")
 
 

@@ -144,9 +144,10 @@ class LabTemplateAdmin(admin.ModelAdmin):
         "scenario",
         "cpu_request_millicores",
         "host_memory_request_mib",
+        "offers_smaller_lab",
         "institution",
     ]
-    list_filter = ["kind", "scenario", "institution"]
+    list_filter = ["kind", "scenario", "offers_smaller_lab", "institution"]
     search_fields = ["name", "slug", "image"]
     prepopulated_fields = {"slug": ["name"]}
 

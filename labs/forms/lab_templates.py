@@ -93,6 +93,15 @@ class TemplateForm(forms.Form):
         label=gettext_lazy("Scenario"),
         help_text=gettext_lazy("Inference instances take more of a card: 8 fit on one card instead of 16."),
     )
+    offers_smaller_lab = forms.BooleanField(
+        label=gettext_lazy("Offer a smaller lab while this one waits"),
+        required=False,
+        initial=True,
+        help_text=gettext_lazy(
+            "When a student's lab of this template waits for free NPU capacity and a smaller template of this "
+            "course would start at once, the student is offered it. Not when the course's quota is what it waits for."
+        ),
+    )
     # Host resources of the lab's pod; empty: the defaults of the kind (HOST_DEFAULTS).
     # Host CPU in cores, kept as millicores (Kubernetes' unit) on the template.
     cpu_request_millicores = CoresField(
@@ -205,6 +214,7 @@ class TemplateForm(forms.Form):
             "card_count": data["card_count"],
             "share_policy": data["share_policy"],
             "scenario": data["scenario"],
+            "offers_smaller_lab": data["offers_smaller_lab"],
             **{name: data[name] for name in self.HOST_FIELDS},
         }
 
