@@ -188,15 +188,15 @@ class Allocator:
                 decisions[position] = self._place(request, need, borrowed=admission.borrowing)
         return decisions  # type: ignore[return-value]  # every position was filled above
 
-    def fits_now(self, request: LaunchRequest) -> bool:
+    def fits_now(self, request: LaunchRequest, *, student_limit: bool = True) -> bool:
         """Whether ``request`` would be placed now were it next in the queue: it can ever fit, its
         course's quota admits it (within the guarantee or borrowing), the course's host caps and
-        the student's session limit leave room, and the placement engine finds it a place on the
-        cluster as this pass leaves it (its placements and planned reclaims counted, so
-        fragmentation counts). Changes nothing."""
+        (``student_limit``) the student's session limit leave room, and the placement engine finds
+        it a place on the cluster as this pass leaves it (its placements and planned reclaims
+        counted, so fragmentation counts). Changes nothing."""
         card_mib = self.cluster.whole_card_memory(request.memory_mib) if request.cards > 1 else 0
         need = request_resources(request, card_mib)
-        if self._never_fits(request, need) is not None or self._student_wait(request) is not None:
+        if self._never_fits(request, need) is not None or (student_limit and self._student_wait(request) is not None):
             return False
         if not self.ledger.check(request.course_id, need).admitted or self._host_quota_wait(request) is not None:
             return False

@@ -19,7 +19,6 @@ pass, on the cluster after the pass's own placements.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
 
 from labs.domain.allocation import Allocator
 from labs.domain.placement import LaunchRequest
@@ -50,14 +49,25 @@ def _largest_first(candidate: LaunchRequest) -> tuple[int, int, int]:
     return (-candidate.core_percent, -candidate.memory_mib * candidate.cards, candidate.template_id or 0)
 
 
-def smaller_offer(allocator: Allocator, queued: LaunchRequest, candidates: Iterable[LaunchRequest]) -> int | None:
+def smaller_offer(
+    allocator: Allocator,
+    queued: LaunchRequest,
+    candidates: Iterable[LaunchRequest],
+    fits: dict[tuple[int, int | None], bool] | None = None,
+) -> int | None:
     """The template id of the largest of ``candidates`` smaller than ``queued`` (``is_smaller``) that
-    ``allocator`` would place now for ``queued``'s student, or ``None``. ``candidates`` are the
-    course's templates as requests (any key and student: the queued one's are used)."""
+    ``allocator`` would place now, or ``None``. ``candidates`` are the course's templates as
+    requests (any key and student); the queued session's student must have room for one more
+    session (``Allocator.student_room``), which is not looked at here. ``fits`` keeps what
+    ``Allocator.fits_now`` answered for a (course, template) across calls on one allocator."""
+    fits = {} if fits is None else fits
     for candidate in sorted((c for c in candidates if is_smaller(c, queued)), key=_largest_first):
         if candidate.course_id != queued.course_id:
             raise ValueError(f"a smaller lab must be of course {queued.course_id}, not of {candidate.course_id}")
-        if allocator.fits_now(replace(candidate, key=queued.key, student_id=queued.student_id)):
+        known = (candidate.course_id, candidate.template_id)
+        if known not in fits:
+            fits[known] = allocator.fits_now(candidate, student_limit=False)
+        if fits[known]:
             return candidate.template_id
     return None
 
@@ -71,19 +81,20 @@ def smaller_offers(
     """The offer of each session of ``waiting`` (its request and the reason it waits, after the
     pass decided the batch with ``allocator``): ``key -> template id``, for those that wait for
     capacity (``waits_for_capacity``), whose template is in ``offering`` (the templates that allow
-    offers) and for which a smaller template of ``candidates[course_id]`` fits now.
+    offers), whose student has room for a session, and for which a smaller template of
+    ``candidates[course_id]`` fits now.
 
-    Worked out once per course and queued template; a student at their session limit (possible
-    when a session of theirs was placed later in the same pass) gets none.
+    Worked out once per course and queued template, each candidate placed (or not) once per course.
     """
     by_template: dict[tuple[int, int | None], int | None] = {}
+    fits: dict[tuple[int, int | None], bool] = {}
     offers: dict[str, int] = {}
     for request, reason in waiting:
         if request.template_id not in offering or not waits_for_capacity(reason) or not allocator.student_room(request):
             continue
         known = (request.course_id, request.template_id)
         if known not in by_template:
-            by_template[known] = smaller_offer(allocator, request, candidates.get(request.course_id, ()))
+            by_template[known] = smaller_offer(allocator, request, candidates.get(request.course_id, ()), fits)
         offer = by_template[known]
         if offer is not None:
             offers[request.key] = offer

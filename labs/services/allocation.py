@@ -212,7 +212,10 @@ def _smaller_offers(
     waiting = [
         (request, d.reason)
         for request, d in zip(requests, decisions, strict=True)
-        if isinstance(d, Waiting) and by_key[d.key].template.offers_smaller_lab and waits_for_capacity(d.reason)
+        if isinstance(d, Waiting)
+        and waits_for_capacity(d.reason)
+        and by_key[d.key].template.offers_smaller_lab
+        and by_key[d.key].reservation_slot_id is None  # pre-started for a class: nobody's to switch
     ]
     if not waiting:
         return {}
