@@ -118,6 +118,7 @@ POSTS: dict[str, dict[str, str | list[str]]] = {
     "labs:session-stop": {},
     "labs:session-extend": {},
     "labs:session-keep": {},
+    "labs:session-smaller": {},
     "labs:course-new": {"institution": "{institution}", "code": "NEW101", "title": "New course", "term": "2027 Spring"},
     "labs:course-edit": {"code": "C000", "title": "AI Practice", "term": "2026 Autumn"},
     "labs:course-archive": {"confirm": "yes"},
