@@ -23,7 +23,7 @@ from labs.domain.reasons import Reason
 from labs.domain.states import HOLDS_ALLOCATION, RECLAIMABLE, SessionState
 from labs.domain.units import CORE_PERCENT_MAX, Scenario
 from labs.drivers import get_driver
-from labs.models import Allocation, Card, Course, CourseQuota, LabSession, RepairEvent
+from labs.models import Allocation, Card, Course, CourseQuota, LabSession, LabTemplate, RepairEvent
 from labs.selectors.capacity import capacity_snapshot, placement_config, quota_rule
 from labs.services.events import events_batch, session_changes_publish
 from labs.services.locks import allocation_lock
@@ -179,23 +179,42 @@ def best_effort_nodes() -> tuple[tuple[str, str], ...]:
     return tuple(sorted((get_driver().best_effort_nodes() or {}).items()))
 
 
-def launch_request(session: LabSession, best_effort_selector: tuple[tuple[str, str], ...]) -> LaunchRequest:
-    """What the engine is asked to place for ``session`` (read with its template)."""
-    template = session.template
+def template_request(
+    template: LabTemplate,
+    *,
+    key: str,
+    course_id: int,
+    student_id: int,
+    best_effort_selector: tuple[tuple[str, str], ...],
+    pooled: bool = False,
+) -> LaunchRequest:
+    """What the engine is asked to place for a lab of ``template`` in ``course_id``."""
     return LaunchRequest(
-        key=str(session.pk),
-        course_id=session.course_id,
-        student_id=session.student_id,
+        key=key,
+        course_id=course_id,
+        student_id=student_id,
         core_percent=template.core_percent_total,
         memory_mib=template.memory_mib,
         scenario=Scenario(template.scenario),
         cards=template.card_count,
-        template_id=session.template_id,
-        pooled=session.reservation_slot_id is not None and session.claimed_at is None,
+        template_id=template.pk,
+        pooled=pooled,
         cpu_millicores=template.cpu_request_millicores,
         host_memory_mib=template.host_memory_request_mib,
         share_policy=SharePolicy(template.share_policy),
         node_selector=best_effort_selector if template.share_policy == SharePolicy.BEST_EFFORT else (),
+    )
+
+
+def launch_request(session: LabSession, best_effort_selector: tuple[tuple[str, str], ...]) -> LaunchRequest:
+    """What the engine is asked to place for ``session`` (read with its template)."""
+    return template_request(
+        session.template,
+        key=str(session.pk),
+        course_id=session.course_id,
+        student_id=session.student_id,
+        best_effort_selector=best_effort_selector,
+        pooled=session.reservation_slot_id is not None and session.claimed_at is None,
     )
 
 
@@ -227,9 +246,12 @@ def _smaller_offers(
     for row in offered:
         template = row.labtemplate
         candidates[row.course_id].append(
-            replace(
-                launch_request(LabSession(course_id=row.course_id, student_id=0, template=template), best_effort_selector),
+            template_request(
+                template,
                 key=f"offer-{row.course_id}-{template.pk}",
+                course_id=row.course_id,
+                student_id=0,
+                best_effort_selector=best_effort_selector,
             )
         )
         shown[template.pk] = {
@@ -242,7 +264,7 @@ def _smaller_offers(
     return {key: shown[template_id] for key, template_id in smaller_offers(allocator, waiting, candidates, offering).items()}
 
 
-def ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
+def _ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
     """An Allocation row for each placed session; one on whole cards holds 100 % and the whole
     memory of each of its cards (the charge the engine made), its first card as ``card``."""
     whole = [d for d in placed if len(d.card_ids) > 1]
@@ -269,6 +291,31 @@ def ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
             for d in whole
             for card_id in d.card_ids[1:]
         )
+
+
+def session_place_now(session: LabSession) -> bool:
+    """The allocation pass for one queued ``session`` out of turn (a switch to the smaller lab
+    offered, ``labs.services.smaller_lab``): the engine decides it on the cluster as it is now, with
+    its course's quota and its student's limit. Placed: its Allocation is written and it is
+    admitted (``True``). Otherwise ``False`` and nothing is written. In the caller's transaction,
+    which must hold the allocation lock (``allocation_lock``)."""
+    held = LabSession.objects.filter(
+        course_id=session.course_id, student_id=session.student_id, state__in=HOLDS_ALLOCATION
+    ).count()
+    allocator = Allocator(
+        Cluster(capacity_snapshot(), placement_config()),
+        course_rules({session.course_id}),
+        {(session.course_id, session.student_id): held},
+        now=timezone.now().timestamp(),
+    )
+    (decision,) = allocator.decide([launch_request(session, best_effort_nodes())])
+    if not isinstance(decision, Placed):
+        return False
+    _ledger_write([decision], {decision.key: session})
+    LabSession.objects.filter(pk=session.pk, state=SessionState.QUEUED).update(
+        state=SessionState.ADMITTED, admitted_at=timezone.now(), version=F("version") + 1, **reason_fields(None)
+    )
+    return True
 
 
 def allocation_pass(*, batch: int | None = None) -> PassResult:
@@ -319,7 +366,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
 
         placed = [d for d in decisions if isinstance(d, Placed)]
         if placed:
-            ledger_write(placed, by_key)
+            _ledger_write(placed, by_key)
             result.admitted = [d.key for d in placed]
             LabSession.objects.filter(pk__in=result.admitted, state=SessionState.QUEUED).update(
                 state=SessionState.ADMITTED,

@@ -7,20 +7,17 @@ from typing import NamedTuple
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, F
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from labs.dispatch import controller_wake
-from labs.domain.allocation import Allocator, Placed
 from labs.domain.offers import is_smaller
-from labs.domain.placement import Cluster
 from labs.domain.reasons import Reason
-from labs.domain.states import HOLDS_ALLOCATION, SessionState
+from labs.domain.states import SessionState
 from labs.models import LabSession, LabTemplate
-from labs.selectors.capacity import capacity_snapshot, placement_config
 from labs.selectors.rows import one
-from labs.services.allocation import best_effort_nodes, course_rules, launch_request, ledger_write
+from labs.services.allocation import best_effort_nodes, launch_request, session_place_now, template_request
 from labs.services.events import session_changes_publish, session_event
 from labs.services.locks import allocation_lock
 from labs.services.sessions import reason_fields, session_transition
@@ -64,13 +61,15 @@ def session_switch_smaller(*, session_id, student, template_id: int) -> Switched
         template = one(LabTemplate.objects.filter(pk=template_id, courses=queued.course_id))
         selector = best_effort_nodes()
         if template is None or not is_smaller(
-            launch_request(LabSession(course_id=queued.course_id, student_id=student.pk, template=template), selector),
+            template_request(
+                template, key="smaller", course_id=queued.course_id, student_id=student.pk, best_effort_selector=selector
+            ),
             launch_request(queued, selector),
         ):
             raise SwitchRefused(_("That template is not a smaller lab of this course."))
         try:
             with transaction.atomic():
-                started = _launch_placed(queued, template, selector)
+                started = _launch_placed(queued, template)
         except _NoRoom:
             no_longer_fits = True
             LabSession.objects.filter(pk=queued.pk).update(smaller_offer={}, version=F("version") + 1)
@@ -97,36 +96,21 @@ class _NoRoom(Exception):
     """The engine would not place the smaller lab now."""
 
 
-def _launch_placed(queued: LabSession, template: LabTemplate, selector: tuple[tuple[str, str], ...]) -> LabSession:
-    """The smaller session, admitted on the place the engine chose; ``_NoRoom`` (raised inside the
-    caller's savepoint, which then undoes the session's creation) when it chose none."""
-    now = timezone.now()
+def _launch_placed(queued: LabSession, template: LabTemplate) -> LabSession:
+    """The smaller session, admitted where the engine placed it (``session_place_now``);
+    ``_NoRoom`` (raised inside the caller's savepoint, which then undoes the session's creation)
+    when the engine placed it nowhere."""
     session = LabSession.objects.create(
         student_id=queued.student_id,
         course_id=queued.course_id,
         template=template,
         state=SessionState.QUEUED,
-        queue_at=queued.queue_at or now,
+        queue_at=queued.queue_at or timezone.now(),
         secret=secrets.token_urlsafe(32),
         **reason_fields(Reason.of("session.queued")),
     )
-    held = (
-        LabSession.objects.filter(course_id=queued.course_id, student_id=queued.student_id, state__in=HOLDS_ALLOCATION)
-        .aggregate(n=Count("id"))["n"]
-    )
-    allocator = Allocator(
-        Cluster(capacity_snapshot(), placement_config()),
-        course_rules({queued.course_id}),
-        {(queued.course_id, queued.student_id): held},
-        now=now.timestamp(),
-    )
-    (decision,) = allocator.decide([launch_request(session, selector)])
-    if not isinstance(decision, Placed):
+    if not session_place_now(session):
         raise _NoRoom
-    ledger_write([decision], {decision.key: session})
-    LabSession.objects.filter(pk=session.pk).update(
-        state=SessionState.ADMITTED, admitted_at=timezone.now(), version=F("version") + 1, **reason_fields(None)
-    )
     session_event("session.queued", session.pk)
     session.refresh_from_db()
     return session
