@@ -3,11 +3,11 @@ the CSRF token, a clear answer when the room went, and the home page showing the
 
 import pytest
 
-from labs.models import Allocation, LabSession
+from labs.models import Allocation, InstitutionRole, LabSession
 from labs.services.allocation import allocation_pass
 from labs.services.sessions import session_launch
 from tests.asgi_client import AsgiClient
-from tests.factories import smaller_lab_world
+from tests.factories import InstitutionFactory, UserFactory, smaller_lab_world
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,8 +54,15 @@ def test_without_the_csrf_token_nothing_happens(queued):
     assert not LabSession.objects.filter(template=queued["medium"]).exists()
 
 
-def test_another_student_and_the_instructor_cannot_switch_it(queued):
-    for user in (queued["students"][1], queued["instructor"], queued["other_students"][1]):
+def test_another_student_the_instructor_an_operator_and_another_institution_cannot_switch_it(queued):
+    institution = queued["course"].institution
+    operator = UserFactory(username="op")
+    InstitutionRole.objects.create(user=operator, institution=institution, role="operator")
+    elsewhere = InstitutionFactory(slug="elsewhere", name="Elsewhere")
+    foreign = UserFactory(username="foreign")
+    InstitutionRole.objects.create(user=foreign, institution=elsewhere, role="operator")
+    people = (queued["students"][1], queued["instructor"], queued["other_students"][1], operator, foreign)
+    for user in people:
         answer = AsgiClient(user=user).post(url(queued), {"template": queued["medium"].pk})
         assert answer.status_code == 404, user
     assert LabSession.objects.get(pk=queued["session"].pk).state == "queued"
