@@ -17,9 +17,21 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from labs import gateway  # noqa: E402
 from labs.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+
+class PortalRouter(ProtocolTypeRouter):
+    """Channels' router, with the course model endpoint's gateway (``/gateway/``, labs/gateway.py)
+    in front of Django's handler: it streams on the event loop, without Django's request cycle."""
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith(gateway.PREFIX):
+            return await gateway.application(scope, receive, send)
+        return await super().__call__(scope, receive, send)
+
+
+application = PortalRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),

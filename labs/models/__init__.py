@@ -1,5 +1,6 @@
 from labs.models.catalog import AllowedImage, LabTemplate
 from labs.models.cluster import Card, Node
+from labs.models.gateway import CourseEndpoint, EndpointKey, TokenUsage
 from labs.models.operations import AuditEvent, InstanceSample, RepairEvent, ResidualCandidate
 from labs.models.reservations import Reservation, ReservationSlot
 from labs.models.sessions import Allocation, LabSession
@@ -14,7 +15,9 @@ __all__ = [
     "Allocation",
     "Card",
     "Course",
+    "CourseEndpoint",
     "CourseQuota",
+    "EndpointKey",
     "Enrollment",
     "InstanceSample",
     "Institution",
@@ -26,5 +29,6 @@ __all__ = [
     "Reservation",
     "ReservationSlot",
     "ResidualCandidate",
+    "TokenUsage",
     "UsageRecord",
 ]
