@@ -35,12 +35,12 @@ from limits import RateLimitItemPerMinute
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 
-from labs.selectors.gateway import Grant, Refusal, key_grant
+from labs.selectors.gateway import GATEWAY_PREFIX, Grant, Refusal, key_grant
 from labs.services.gateway import token_usage_record
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/gateway/"
+PREFIX = GATEWAY_PREFIX
 MAX_REQUEST_BYTES = 1024 * 1024  # a chat's prompt is text: a megabyte is a long book
 ROUTES = {"chat/completions": "POST", "completions": "POST", "models": "GET"}
 _PATH = re.compile(r"/gateway/([1-9][0-9]{0,9})/v1/(chat/completions|completions|models)/?")

@@ -17,6 +17,7 @@ from labs.forms.courses import (
     quota_form_field,
     quota_messages,
 )
+from labs.forms.endpoint import EndpointForm
 from labs.forms.lab_templates import (
     HOST_GIB_MAX,
     HOST_GIB_MIN,
@@ -44,6 +45,7 @@ __all__ = [
     "BudgetGrantForm",
     "CoresField",
     "CourseForm",
+    "EndpointForm",
     "GiBField",
     "LaunchForm",
     "PreviewForm",

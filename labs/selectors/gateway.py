@@ -15,6 +15,8 @@ from django.utils import timezone
 from labs.models import CourseEndpoint, EndpointKey, Enrollment, TokenUsage
 from labs.selectors.usage import week_start
 
+# Where portal.asgi routes the gateway (labs.gateway), and the start of every endpoint's URL.
+GATEWAY_PREFIX = "/gateway/"
 # npk_<key id>_<secret>: the id finds the row, the secret is compared (by its SHA-256) in constant time.
 KEY_PATTERN = re.compile(r"npk_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})")
 

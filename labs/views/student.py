@@ -26,6 +26,7 @@ from labs.forms import LaunchForm
 from labs.models import Enrollment, LabSession
 from labs.selectors.console import is_teacher
 from labs.selectors.courses import enrollments_of_user
+from labs.selectors.gateway import courses_with_endpoint
 from labs.selectors.sessions import (
     session_event_payload,
     session_for_user,
@@ -68,6 +69,7 @@ def home(request: HttpRequest) -> HttpResponse:
             "budget_warning_percent": settings.LAB_BUDGET_WARNING_PERCENT,
             "staff_enrollments": [e for e in enrollments if e.role in Enrollment.STAFF_ROLES],
             "sessions": sessions_of_student(user=request.user),
+            "endpoint_courses": courses_with_endpoint(user=request.user) if studies else set(),
         },
     )
 

@@ -152,6 +152,14 @@ POSTS: dict[str, dict[str, str | list[str]]] = {
         "dates": "{tomorrow}",
     },
     "labs:reservation-cancel": {"confirm": "yes"},
+    # The walk's course has no vLLM template: the form refuses the Jupyter one (tests/gateway/test_pages.py saves one).
+    "labs:course-endpoint": {
+        "template": "{small}",
+        "served_model_name": "walk",
+        "upstream_url": "http://127.0.0.1:9/v1",
+        "requests_per_minute": "10",
+    },
+    "labs:student-endpoint": {"action": "new"},  # the walk's course has no endpoint: 404 (tests/gateway/test_pages.py)
     "labs:ops-card-health": REASON,
     "labs:ops-card-isolation-clear": {},
     "labs:ops-node-drain": REASON,
