@@ -84,7 +84,7 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 ## flows again on SQLite, the demo's database (~1 min); tests/kube runs apart, in one process, so one
 ## control plane serves it all (built by `make controlplane` first: a second's check once built)
 TEST_WORKERS ?= 2
-SQLITE_TESTS := tests/views tests/lti
+SQLITE_TESTS := tests/views tests/lti tests/gateway
 test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES) controlplane
 	$(MAKE) lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py --ignore=tests/kube \
@@ -108,7 +108,8 @@ test-fast: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES)
 ## the simulator (and 1,024 on 8 servers, 2,048 on 16, once, with issue 32's targets and the
 ## portal's CPU per session) and on the real control plane (the Kubernetes driver beside KubeSpawner: 128 three
 ## times, 1,024 once); a simulated week of one class with the time and fairness policies and without;
-## a class of 30 taking back the labs another course borrowed; the portal under Daphne, uvicorn and granian
+## a class of 30 taking back the labs another course borrowed; the course model endpoint's gateway (added latency
+## per streamed response, the rate at which its p99 doubles); the portal under Daphne, uvicorn and granian
 ## (PostgreSQL, Redis, npm; ~40 min, most of it the week and the control plane)
 bench: $(VENV)/.installed-dev controlplane
 	@began=$$(date +%s); status=0; \
@@ -124,6 +125,7 @@ bench: $(VENV)/.installed-dev controlplane
 	$(PY) -m bench.reclaim || status=1; \
 	$(PY) -m bench.planner || status=1; \
 	$(PY) -m bench.smaller_offer || status=1; \
+	$(PY) -m bench.gateway || status=1; \
 	$(PY) -m bench.asgi_servers || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status
 

@@ -65,7 +65,14 @@ async def application(scope, receive, send) -> None:
     del key
     if isinstance(grant, Refusal):
         return await _error(send, grant.status, grant.code, grant.message)
-    if not await _limiter().hit(RateLimitItemPerMinute(grant.requests_per_minute), str(grant.endpoint_id), str(grant.student_id)):
+    try:
+        allowed = await _limiter().hit(
+            RateLimitItemPerMinute(grant.requests_per_minute), str(grant.endpoint_id), str(grant.student_id)
+        )
+    except Exception as exc:  # Redis down: refuse rather than serve without a limit
+        log.warning("gateway: endpoint %s rate limiter unavailable: %s", grant.endpoint_id, type(exc).__name__)
+        return await _error(send, 503, "rate_limiter_unavailable", "The portal cannot count requests now; try again soon.")
+    if not allowed:
         return await _error(
             send, 429, "rate_limit_exceeded", f"Rate limit reached: {grant.requests_per_minute} requests per minute."
         )

@@ -128,3 +128,27 @@ class FakeOpenAI:
             f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n".encode() + data
         )
         await writer.drain()
+
+
+def main() -> None:
+    """``python -m labs.devcluster.fake_openai --port P [--tokens N] [--delay S]``: serve until killed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--delay", type=float, default=0.0)
+    args = parser.parse_args()
+    fake = FakeOpenAI(tokens=args.tokens, delay=args.delay)
+
+    async def serve() -> None:
+        server = await asyncio.start_server(fake._connection, "127.0.0.1", args.port)
+        print(f"fake OpenAI server on http://127.0.0.1:{args.port}/v1", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

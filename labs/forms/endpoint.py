@@ -13,11 +13,18 @@ REQUESTS_PER_MINUTE_MAX = 6000
 class EndpointForm(forms.ModelForm):
     """Template (the institution's vLLM templates), model name, upstream, per-student limits, on/off."""
 
+    # A model server inside the cluster is reached over plain HTTP: a URL without a scheme means http.
+    upstream_url = forms.URLField(
+        label=_("upstream URL"),
+        max_length=300,
+        assume_scheme="http",
+        help_text=_("The vLLM server's OpenAI base URL, ending in /v1, e.g. http://vllm.example:8000/v1."),
+    )
+
     class Meta:
         model = CourseEndpoint
         fields = ["template", "served_model_name", "upstream_url", "requests_per_minute", "weekly_tokens_per_student", "enabled"]
         help_texts = {
-            "upstream_url": _("The vLLM server's OpenAI base URL, ending in /v1, e.g. http://vllm.example:8000/v1."),
             "served_model_name": _("The name students put in a request's \"model\" (vLLM's --served-model-name)."),
         }
 

@@ -7,6 +7,7 @@ from labs.gateway import MAX_REQUEST_BYTES
 from labs.models import CourseEndpoint
 from labs.services.gateway import endpoint_key_issue, token_usage_record
 from tests.asgi_client import AsgiClient
+from tests.conftest import free_port
 from tests.gateway.conftest import chat
 
 
@@ -58,4 +59,12 @@ def test_a_body_that_is_not_a_json_object_is_refused(class_endpoint, upstream):
     for content in (b"not json", b"[1, 2]"):
         response = post(class_endpoint["endpoint"].pk, class_endpoint["key"], content=content, json=None)
         assert response.status_code == 400
+    assert upstream.requests == []
+
+
+def test_without_redis_the_gateway_refuses_rather_than_serve_unlimited(class_endpoint, upstream, settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    response = post(class_endpoint["endpoint"].pk, class_endpoint["key"])
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "rate_limiter_unavailable"
     assert upstream.requests == []
