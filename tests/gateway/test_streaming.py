@@ -63,3 +63,21 @@ def test_a_client_that_asked_for_usage_keeps_its_other_stream_options(class_endp
     assert response.status_code == 200
     sent, _headers = upstream.requests[0]
     assert sent["stream_options"] == {"include_usage": True, "continuous_usage_stats": False}
+
+
+@pytest.fixture
+def portal_server_env():
+    return {"LOG_LEVEL": "DEBUG"}  # the server logs all it can: the key must be in none of it
+
+
+def test_the_servers_access_log_and_logs_never_hold_the_key(class_endpoint, upstream, portal_server, tmp_path):
+    key = class_endpoint["key"]
+    path, headers, body = chat(class_endpoint["endpoint"].pk, key, stream=True)
+    with httpx.Client(base_url=portal_server, timeout=30) as http:
+        assert http.post(path, json=body, headers=headers).status_code == 200
+        assert http.post(path, json=body, headers={"Authorization": f"Bearer {key}x"}).status_code == 401
+        CourseEndpoint.objects.filter(pk=class_endpoint["endpoint"].pk).update(upstream_url="http://127.0.0.1:9/v1")
+        assert http.post(path, json=body, headers=headers).status_code == 502
+    log = wait_for(lambda: (text := (tmp_path / "web.log").read_text()) and "upstream unreachable" in text and text)
+    assert f"/gateway/{class_endpoint['endpoint'].pk}/v1/chat/completions" in log  # the access log, with the path
+    assert key.split("_", 2)[2] not in log
