@@ -36,12 +36,15 @@ from limits.aio.storage import RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 
 from labs.selectors.gateway import GATEWAY_PREFIX, Grant, Refusal, key_grant
-from labs.services.gateway import token_usage_record
+from labs.services.gateway import endpoint_session_wake, token_usage_record
 
 log = logging.getLogger(__name__)
 
 PREFIX = GATEWAY_PREFIX
-MAX_REQUEST_BYTES = 1024 * 1024  # a chat's prompt is text: a megabyte is a long book
+MAX_REQUEST_BYTES = 1024 * 1024
+STARTING_RETRY_SECONDS = (
+    30  # a vLLM takes a minute or more to load its model  # a chat's prompt is text: a megabyte is a long book
+)
 ROUTES = {"chat/completions": "POST", "completions": "POST", "models": "GET"}
 _PATH = re.compile(r"/gateway/([1-9][0-9]{0,9})/v1/(chat/completions|completions|models)/?")
 # The database reads and writes go to a few threads of their own, never the event loop's.
@@ -99,6 +102,15 @@ async def application(scope, receive, send) -> None:
             options = payload.get("stream_options") if isinstance(payload.get("stream_options"), dict) else {}
             payload["stream_options"] = {**options, "include_usage": True}
             body = json.dumps(payload).encode()
+    if not grant.upstream_url:  # the portal runs the model: wake it, the client retries
+        await _in_db_thread(endpoint_session_wake, endpoint_id=grant.endpoint_id)
+        return await _error(
+            send,
+            503,
+            "model_starting",
+            "The course's model is starting; try again in a minute.",
+            headers=[(b"retry-after", str(STARTING_RETRY_SECONDS).encode())],
+        )
     await _forward(send, grant, scope["method"], route, body)
 
 
@@ -108,7 +120,11 @@ async def _forward(send, grant: Grant, method: str, route: str, body: bytes) -> 
         method,
         f"{grant.upstream_url}/{route}",
         content=body or None,
-        headers={"content-type": "application/json"} if body else {},
+        headers={
+            **({"content-type": "application/json"} if body else {}),
+            # The portal's own lab takes its session's key; the student's key never goes upstream.
+            **({"authorization": f"Bearer {grant.upstream_token}"} if grant.upstream_token else {}),
+        },
     )
     try:
         upstream = await _client().send(request, stream=True)
@@ -216,7 +232,7 @@ async def _read_body(scope, receive) -> bytes | None:
             return bytes(body)
 
 
-async def _error(send, status: int, code: str, message: str) -> None:
+async def _error(send, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
     """An error as the OpenAI API writes one."""
     kind = "invalid_request_error" if status < 429 else ("rate_limit_error" if status == 429 else "api_error")
     if code == "insufficient_quota":
@@ -226,7 +242,7 @@ async def _error(send, status: int, code: str, message: str) -> None:
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
         }
     )
     await send({"type": "http.response.body", "body": body})

@@ -11,14 +11,18 @@ REQUESTS_PER_MINUTE_MAX = 6000
 
 
 class EndpointForm(forms.ModelForm):
-    """Template (the institution's vLLM templates), model name, upstream, per-student limits, on/off."""
+    """Template (the course's vLLM templates), model name, upstream, per-student limits, on/off."""
 
     # A model server inside the cluster is reached over plain HTTP: a URL without a scheme means http.
     upstream_url = forms.URLField(
         label=_("upstream URL"),
         max_length=300,
         assume_scheme="http",
-        help_text=_("The vLLM server's OpenAI base URL, ending in /v1, e.g. http://vllm.example:8000/v1."),
+        required=False,
+        help_text=_(
+            "Empty: the portal runs the template's vLLM as a lab of the course, from the first request until it is idle. "
+            "Or a vLLM server of your own: its OpenAI base URL, ending in /v1."
+        ),
     )
 
     class Meta:
@@ -30,9 +34,8 @@ class EndpointForm(forms.ModelForm):
 
     def __init__(self, *args, course: Course, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["template"].queryset = LabTemplate.objects.filter(
-            institution_id=course.institution_id, kind=LabTemplate.Kind.VLLM
-        ).order_by("name")
+        # The course's own offer: the allocation pass admits a course's lab only of a template it offers.
+        self.fields["template"].queryset = course.templates.filter(kind=LabTemplate.Kind.VLLM).order_by("name")
         self.fields["template"].empty_label = None
         self.fields["requests_per_minute"].max_value = REQUESTS_PER_MINUTE_MAX
         self.fields["requests_per_minute"].widget.attrs.update(min=1, max=REQUESTS_PER_MINUTE_MAX)
@@ -45,6 +48,6 @@ class EndpointForm(forms.ModelForm):
 
     def clean_upstream_url(self) -> str:
         value = self.cleaned_data["upstream_url"].rstrip("/")
-        if not value.startswith(("http://", "https://")):
+        if value and not value.startswith(("http://", "https://")):
             raise forms.ValidationError(_("An http:// or https:// URL."))
         return value

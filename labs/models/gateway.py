@@ -11,19 +11,24 @@ class CourseEndpoint(models.Model):
     """A course's shared model server and the limits each student has on it.
 
     Students reach it at ``/gateway/<pk>/v1/`` with a key of theirs for this course; the gateway
-    forwards to ``upstream_url`` (the vLLM server's base URL, ending in ``/v1``).
+    forwards to ``upstream_url`` (a vLLM server's base URL, ending in ``/v1``) when one is given.
+    Empty, the portal runs the template's vLLM as a lab of the course (``session``, owned by
+    ``holder``, an inactive account as a class reservation's): queued by the first request when
+    none is open, and stopped by the idle rule, the lifetime and the course's quota as any lab.
     """
 
     course = models.OneToOneField("labs.Course", on_delete=models.CASCADE, related_name="endpoint")
     template = models.ForeignKey("labs.LabTemplate", on_delete=models.PROTECT, related_name="+", verbose_name=_("vLLM template"))
     served_model_name = models.CharField(_("served model name"), max_length=200)
-    upstream_url = models.URLField(_("upstream URL"), max_length=300)
+    upstream_url = models.URLField(_("upstream URL"), max_length=300, blank=True)
     requests_per_minute = models.PositiveIntegerField(_("requests per minute per student"), default=20)
     # None: no budget. Prompt and completion tokens together, from Monday 00:00 in the portal's time zone.
     weekly_tokens_per_student = models.PositiveIntegerField(
         _("weekly tokens per student"), null=True, blank=True, help_text=_("Prompt and completion tokens. Empty: no budget.")
     )
     enabled = models.BooleanField(_("enabled"), default=True)
+    holder = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    session = models.ForeignKey("labs.LabSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         constraints = [

@@ -8,10 +8,12 @@ import hmac
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
+from urllib.parse import urlsplit, urlunsplit
 
 from django.db.models import Sum
 from django.utils import timezone
 
+from labs.domain.states import SessionState
 from labs.models import CourseEndpoint, EndpointKey, Enrollment, TokenUsage
 from labs.selectors.usage import week_start
 
@@ -19,6 +21,12 @@ from labs.selectors.usage import week_start
 GATEWAY_PREFIX = "/gateway/"
 # npk_<key id>_<secret>: the id finds the row, the secret is compared (by its SHA-256) in constant time.
 KEY_PATTERN = re.compile(r"npk_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})")
+
+
+def vllm_api_url(access_url: str) -> str:
+    """The OpenAI API root (``.../v1``) of a vLLM lab from its access URL (the server's root)."""
+    parts = urlsplit(access_url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/v1", "", ""))
 
 
 def secret_digest(secret: str) -> str:
@@ -33,7 +41,8 @@ class Grant:
     course_id: int
     institution_id: int
     student_id: int
-    upstream_url: str
+    upstream_url: str  # "": the portal runs the model and it is not running now
+    upstream_token: str  # the portal's lab's own API key ("": none)
     requests_per_minute: int
     weekly_tokens: int | None  # None: no budget
     tokens_this_week: int
@@ -70,6 +79,11 @@ def key_grant(*, endpoint_id: int, key: str, now: datetime | None = None) -> Gra
     if not endpoint.enabled:
         return Refusal(403, "endpoint_disabled", "The course's instructor has turned the endpoint off.")
     student_id = row.enrollment.user_id
+    upstream_url, upstream_token = endpoint.upstream_url.rstrip("/"), ""
+    if not upstream_url:
+        lab = endpoint.session
+        if lab is not None and lab.state == SessionState.RUNNING and lab.access_url:
+            upstream_url, upstream_token = vllm_api_url(lab.access_url), lab.secret
     used = (
         TokenUsage.objects.filter(course_id=course.pk, student_id=student_id, week_start=week_start(now).date())
         .values_list("prompt_tokens", "completion_tokens")
@@ -80,7 +94,8 @@ def key_grant(*, endpoint_id: int, key: str, now: datetime | None = None) -> Gra
         course_id=course.pk,
         institution_id=course.institution_id,
         student_id=student_id,
-        upstream_url=endpoint.upstream_url.rstrip("/"),
+        upstream_url=upstream_url,
+        upstream_token=upstream_token,
         requests_per_minute=endpoint.requests_per_minute,
         weekly_tokens=endpoint.weekly_tokens_per_student,
         tokens_this_week=sum(used) if used else 0,

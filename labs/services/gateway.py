@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import secrets
+import uuid
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from labs.models import Course, CourseEndpoint, EndpointKey, Enrollment, LabTemplate, TokenUsage
+from labs.dispatch import controller_wake
+from labs.domain.reasons import Reason
+from labs.domain.states import ACTIVE, SessionState
+from labs.models import Course, CourseEndpoint, EndpointKey, Enrollment, LabSession, LabTemplate, TokenUsage
 from labs.selectors.gateway import secret_digest
 from labs.selectors.usage import week_start
 from labs.services.audit import audit_record
+from labs.services.sessions import reason_fields
 
 KEY_ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
 
@@ -22,10 +28,10 @@ KEY_ID_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
 def endpoint_set(*, course: Course, values: dict, by) -> CourseEndpoint:
     """Create or change ``course``'s endpoint from a form's cleaned ``values`` (template,
     served_model_name, upstream_url, requests_per_minute, weekly_tokens_per_student, enabled).
-    The template must be a vLLM template the course may use."""
+    The template must be a vLLM template the course offers (the allocation pass admits no other)."""
     template: LabTemplate = values["template"]
-    if template.kind != LabTemplate.Kind.VLLM or template.institution_id != course.institution_id:
-        raise ValidationError({"template": _("Choose a vLLM template of the course's institution.")})
+    if template.kind != LabTemplate.Kind.VLLM or not course.templates.filter(pk=template.pk).exists():
+        raise ValidationError({"template": _("Choose a vLLM template the course offers.")})
     fields = ["template", "served_model_name", "upstream_url", "requests_per_minute", "weekly_tokens_per_student", "enabled"]
     with transaction.atomic():
         endpoint, created = CourseEndpoint.objects.select_for_update().get_or_create(
@@ -43,6 +49,51 @@ def endpoint_set(*, course: Course, values: dict, by) -> CourseEndpoint:
             after={f: (values[f].pk if f == "template" else values[f]) for f in fields},
         )
     return endpoint
+
+
+def endpoint_session_wake(*, endpoint_id: int, now: datetime | None = None) -> LabSession | None:
+    """Queue the lab that runs the endpoint's model, unless one is open (queued, starting or
+    running); the open or new session, or ``None`` when the endpoint has an upstream URL of its
+    own or is gone. The endpoint row is locked, so concurrent first requests queue one lab.
+
+    The lab belongs to the endpoint's ``holder`` (an inactive account made here once): it is
+    admitted by the allocation pass within the course's quota, and stopped like any lab (idle,
+    lifetime), after which the next request queues another.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        endpoint = (
+            CourseEndpoint.objects.select_for_update(of=("self",))
+            .select_related("course", "session")
+            .filter(pk=endpoint_id)
+            .first()
+        )
+        if endpoint is None or endpoint.upstream_url:
+            return None
+        if endpoint.session is not None and endpoint.session.state in ACTIVE:
+            return endpoint.session
+        if endpoint.holder_id is None:
+            holder = get_user_model()(
+                username=f"endpoint-{endpoint.course_id}-{uuid.uuid4().hex[:12]}",
+                first_name=f"[{endpoint.course.code} model endpoint]",
+                is_active=False,
+            )
+            holder.set_unusable_password()
+            holder.save()
+            endpoint.holder = holder
+        session = LabSession.objects.create(
+            student_id=endpoint.holder_id or endpoint.holder.pk,
+            course_id=endpoint.course_id,
+            template_id=endpoint.template_id,
+            state=SessionState.QUEUED,
+            queue_at=now,
+            secret=secrets.token_urlsafe(32),
+            **reason_fields(Reason.of("session.queued")),
+        )
+        endpoint.session = session
+        endpoint.save(update_fields=["holder", "session"])
+        controller_wake()
+    return session
 
 
 def endpoint_key_issue(*, enrollment: Enrollment, now: datetime | None = None) -> str:

@@ -28,6 +28,7 @@ def class_endpoint(transactional_db, upstream):
         core_percent=50,
         memory_mib=32768,
     )
+    course.templates.add(template)
     endpoint = CourseEndpoint.objects.create(
         course=course,
         template=template,
