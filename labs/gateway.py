@@ -10,7 +10,9 @@ here before Django).
    wrong or revoked key, 403 another course's key, an ended course, a disabled endpoint);
 3. the student's requests per minute (a fixed window in Redis, the limits library; 429);
 4. the student's weekly token budget (429 ``insufficient_quota`` once this week's tokens reach it);
-5. a body of at most ``MAX_REQUEST_BYTES`` (413) that is a JSON object (400).
+5. a body of at most ``MAX_REQUEST_BYTES`` (413) that is a JSON object (400);
+6. with no upstream URL of its own, the course's model lab is running (else it is queued, once, by
+   ``labs.services.gateway.endpoint_session_wake``, and the answer is 503 ``model_starting``).
 
 The request goes upstream with ``stream_options.include_usage`` set when it streams, so the last
 event says the tokens; the response goes back chunk by chunk as the upstream sends it (nothing is
@@ -41,10 +43,8 @@ from labs.services.gateway import endpoint_session_wake, token_usage_record
 log = logging.getLogger(__name__)
 
 PREFIX = GATEWAY_PREFIX
-MAX_REQUEST_BYTES = 1024 * 1024
-STARTING_RETRY_SECONDS = (
-    30  # a vLLM takes a minute or more to load its model  # a chat's prompt is text: a megabyte is a long book
-)
+MAX_REQUEST_BYTES = 1024 * 1024  # a chat's prompt is text: a megabyte is a long book
+STARTING_RETRY_SECONDS = 30  # a vLLM takes a minute or more to load its model
 ROUTES = {"chat/completions": "POST", "completions": "POST", "models": "GET"}
 _PATH = re.compile(r"/gateway/([1-9][0-9]{0,9})/v1/(chat/completions|completions|models)/?")
 # The database reads and writes go to a few threads of their own, never the event loop's.
