@@ -27,7 +27,9 @@ urlpatterns = [
     path("courses/<int:course_id>/roster/import/done/", instructor_students.roster_import_done, name="roster-import-done"),
     path("courses/<int:course_id>/sessions/stop-all/", instructor.sessions_stop_all, name="sessions-stop-all"),
     path("courses/<int:course_id>/usage/", instructor_students.course_usage_view, name="course-usage"),
-from labs.views import endpoint, instructor, instructor_students, operator, planner, student
+    path("courses/<int:course_id>/planner/", planner.course_planner, name="course-planner"),
+    path("courses/<int:course_id>/endpoint/", endpoint.course_endpoint, name="course-endpoint"),
+    path("courses/<int:course_id>/model/", endpoint.student_endpoint, name="student-endpoint"),
     path("courses/<int:course_id>/reservations/", instructor_students.course_reservations_view, name="course-reservations"),
     path(
         "courses/<int:course_id>/reservations/<int:reservation_id>/cancel/",

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("labs", "0031_session_lease_holder"),
+        ("labs", "0032_smaller_lab_offer"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
