@@ -73,7 +73,8 @@ def test_an_instructor_sees_the_week_and_asks_whether_a_class_fits(world, portal
     expect(verdict).to_contain_text(t(language, "Fits."))
     collisions = page.get_by_test_id("what-if-collisions")
     expect(collisions.locator("tbody tr")).to_have_count(1)
-    expect(collisions).to_contain_text(f"{course.code}: 2 × medium")
+    booking = t(language, "%(course)s: %(count)s × %(template)s") % {"course": course.code, "count": 2, "template": "medium"}
+    expect(collisions).to_contain_text(booking)
     check("planner-what-if")
 
 
