@@ -132,6 +132,24 @@ def template_attach(*, course: Course, template_id: int, by=None) -> LabTemplate
     return template
 
 
+def template_smaller_offer_set(*, course: Course, template_id: int, on: bool, by=None) -> LabTemplate | None:
+    """Turn the smaller-lab offer (``LabTemplate.offers_smaller_lab``) of one of the course's own
+    templates on or off. A catalogue template is the operators' (other courses may offer it): it
+    is not changed here, and ``None`` says so, as for a template the course does not have."""
+    template = course.templates.filter(pk=template_id, course=course).first()
+    if template is not None and template.offers_smaller_lab != on:
+        with transaction.atomic():
+            LabTemplate.objects.filter(pk=template.pk).update(offers_smaller_lab=on)
+            template.offers_smaller_lab = on
+            audit_record(
+                by=by,
+                action="template.smaller_offer_on" if on else "template.smaller_offer_off",
+                target=f"{template.name} in {course.code}",
+                institution=course.institution,
+            )
+    return template
+
+
 def template_detach(*, course: Course, template_id: int, by=None) -> LabTemplate | None:
     """Stop offering a template in the course; sessions already running it go on."""
     template = course.templates.filter(pk=template_id).first()

@@ -315,6 +315,23 @@ def course_templates(request: HttpRequest, course) -> HttpResponse:
                     _("%(template)s is no longer offered; sessions already running it go on.") % {"template": template.name},
                 )
             return redirect("labs:course-templates", course.pk)
+        elif action == "smaller-offer":
+            try:
+                template_id = int(request.POST.get("template", ""))
+            except ValueError:
+                template_id = 0
+            on = request.POST.get("on") == "1"
+            template = catalog.template_smaller_offer_set(course=course, template_id=template_id, on=on, by=request.user)
+            if template is None:
+                messages.error(request, _("Only this course's own templates are changed here; the operators set the others."))
+            else:
+                said = (
+                    _("%(template)s: a smaller lab is offered while it waits.")
+                    if on
+                    else _("%(template)s: no smaller lab is offered while it waits.")
+                )
+                messages.success(request, said % {"template": template.name})
+            return redirect("labs:course-templates", course.pk)
         else:
             messages.error(request, _("Unknown action."))
     return render(

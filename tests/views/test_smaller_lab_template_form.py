@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from labs.models import AllowedImage, LabTemplate
+from labs.models import AllowedImage, AuditEvent, LabTemplate
 from tests.asgi_client import AsgiClient
 from tests.factories import EnrollmentFactory, UserFactory, course_with_students
 
@@ -41,3 +41,79 @@ def test_others_cannot_create_a_template_in_the_course(world):
         answer = AsgiClient(user=user).post(f"/courses/{course.pk}/templates/", form(allowed, "sneaky"))
         assert answer.status_code in (403, 404), user
     assert not LabTemplate.objects.filter(name="sneaky").exists()
+
+
+def offer_form(template, on: bool) -> dict:
+    return {"action": "smaller-offer", "template": template.pk, "on": "1" if on else "0"}
+
+
+def test_the_instructor_turns_the_offer_off_and_on_for_an_existing_template(world):
+    course = world["course"]
+    own = LabTemplate.objects.create(
+        institution=course.institution,
+        course=course,
+        name="own",
+        slug="own",
+        image="jupyter/base:latest",
+        core_percent=10,
+        memory_mib=8192,
+    )
+    course.templates.add(own)
+    instructor = AsgiClient(user=world["instructor"])
+    page = instructor.get(f"/courses/{course.pk}/templates/").text
+    assert "Stop offering a smaller lab for own" in page
+
+    answer = instructor.post(f"/courses/{course.pk}/templates/", offer_form(own, on=False))
+    assert answer.status_code == 302
+    own.refresh_from_db()
+    assert own.offers_smaller_lab is False
+    page = instructor.get(f"/courses/{course.pk}/templates/").text
+    assert "own: no smaller lab is offered while it waits." in page and "Offer a smaller lab for own" in page
+    assert AuditEvent.objects.filter(action="template.smaller_offer_off", target=f"own in {course.code}").count() == 1
+
+    instructor.post(f"/courses/{course.pk}/templates/", offer_form(own, on=True))
+    own.refresh_from_db()
+    assert own.offers_smaller_lab is True
+    assert AuditEvent.objects.filter(action="template.smaller_offer_on").count() == 1
+
+
+def test_a_catalogue_template_or_another_courses_is_not_changed_here(world):
+    course = world["course"]
+    catalogue = world["small"]  # the institution's: other courses may offer it
+    assert catalogue.course_id is None and course.templates.filter(pk=catalogue.pk).exists()
+    other_course, (other_own, *_), _, _ = course_with_students(0, code="OTHER")
+    other_own.course = other_course
+    other_own.save()
+    instructor = AsgiClient(user=world["instructor"])
+    page = instructor.get(f"/courses/{course.pk}/templates/").text
+    assert "set by the operators" in page
+    for template in (catalogue, other_own):
+        answer = instructor.post(f"/courses/{course.pk}/templates/", offer_form(template, on=False))
+        assert answer.status_code == 302
+        template.refresh_from_db()
+        assert template.offers_smaller_lab is True
+    answer = instructor.post(f"/courses/{course.pk}/templates/", {"action": "smaller-offer", "template": "x", "on": "0"})
+    assert answer.status_code == 302
+    page = instructor.get(f"/courses/{course.pk}/templates/").text
+    assert "Only this course&#x27;s own templates are changed here" in page
+    assert not AuditEvent.objects.filter(action__startswith="template.smaller_offer").exists()
+
+
+def test_a_student_or_another_instructor_cannot_turn_it_off(world):
+    course = world["course"]
+    own = LabTemplate.objects.create(
+        institution=course.institution,
+        course=course,
+        name="own",
+        slug="own",
+        image="jupyter/base:latest",
+        core_percent=10,
+        memory_mib=8192,
+    )
+    course.templates.add(own)
+    _other_course, _, _, other_teacher = course_with_students(0, code="OTHER")
+    for user in (world["students"][0], other_teacher):
+        answer = AsgiClient(user=user).post(f"/courses/{course.pk}/templates/", offer_form(own, on=False))
+        assert answer.status_code in (403, 404), user
+    own.refresh_from_db()
+    assert own.offers_smaller_lab is True
