@@ -43,12 +43,8 @@ def test_others_cannot_create_a_template_in_the_course(world):
     assert not LabTemplate.objects.filter(name="sneaky").exists()
 
 
-def offer_form(template, on: bool) -> dict:
-    return {"action": "smaller-offer", "template": template.pk, "on": "1" if on else "0"}
-
-
-def test_the_instructor_turns_the_offer_off_and_on_for_an_existing_template(world):
-    course = world["course"]
+def own_template(course) -> LabTemplate:
+    """A template of the course's own (not the institution's catalogue), offered in it."""
     own = LabTemplate.objects.create(
         institution=course.institution,
         course=course,
@@ -59,6 +55,16 @@ def test_the_instructor_turns_the_offer_off_and_on_for_an_existing_template(worl
         memory_mib=8192,
     )
     course.templates.add(own)
+    return own
+
+
+def offer_form(template, on: bool) -> dict:
+    return {"action": "smaller-offer", "template": template.pk, "on": "1" if on else "0"}
+
+
+def test_the_instructor_turns_the_offer_off_and_on_for_an_existing_template(world):
+    course = world["course"]
+    own = own_template(course)
     instructor = AsgiClient(user=world["instructor"])
     page = instructor.get(f"/courses/{course.pk}/templates/").text
     assert "Stop offering a smaller lab for own" in page
@@ -101,16 +107,7 @@ def test_a_catalogue_template_or_another_courses_is_not_changed_here(world):
 
 def test_a_student_or_another_instructor_cannot_turn_it_off(world):
     course = world["course"]
-    own = LabTemplate.objects.create(
-        institution=course.institution,
-        course=course,
-        name="own",
-        slug="own",
-        image="jupyter/base:latest",
-        core_percent=10,
-        memory_mib=8192,
-    )
-    course.templates.add(own)
+    own = own_template(course)
     _other_course, _, _, other_teacher = course_with_students(0, code="OTHER")
     for user in (world["students"][0], other_teacher):
         answer = AsgiClient(user=user).post(f"/courses/{course.pk}/templates/", offer_form(own, on=False))
