@@ -129,12 +129,19 @@ def postgres_create_database(server_url: str, name: str, *, connection_limit: in
     the same PostgreSQL (a test run, say). Returns the database URL as that role.
     """
     import psycopg
+    from psycopg import sql
 
     parts = urlsplit(server_url)
+    # A password of its own, for a server whose pg_hba asks one over TCP (Debian's default).
+    password = secrets.token_hex(16)
     with psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{name}" LOGIN CONNECTION LIMIT {int(connection_limit)}')
-        conn.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
-    return f"{parts.scheme}://{name}@{parts.hostname}:{parts.port or 5432}/{name}"
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} CONNECTION LIMIT {}").format(
+                sql.Identifier(name), sql.Literal(password), sql.Literal(int(connection_limit))
+            )
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(name)))
+    return f"{parts.scheme}://{name}:{password}@{parts.hostname}:{parts.port or 5432}/{name}"
 
 
 def postgres_drop_database(server_url: str, name: str) -> None:
