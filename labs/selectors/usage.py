@@ -337,9 +337,12 @@ def _budgets(
     """The week's budgets from the courses' quotas, the week's grants and spans covering (at least) the week."""
     since = week_start(now)
     extra: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
-    for course_id, student_id, core, gib in BudgetGrant.objects.filter(
-        course_id__in={c for c, _ in pairs}, student_id__in={s for _, s in pairs}, week_start=since.date()
-    ).values_list("course_id", "student_id", "core_percent_hours", "gib_hours"):
+    courses, students = sorted({c for c, _ in pairs}), sorted({s for _, s in pairs})
+    week = BudgetGrant._meta.get_field("week_start").get_db_prep_value(since.date(), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_budget_grants_sql(len(courses), len(students)), [*courses, *students, week])
+        grants = cursor.fetchall()
+    for course_id, student_id, core, gib in grants:
         extra[(course_id, student_id)][0] += core
         extra[(course_id, student_id)][1] += gib
     used: dict[tuple[int, int], Totals] = defaultdict(Totals)
@@ -356,6 +359,19 @@ def _budgets(
             used[pair],
         )
     return budgets
+
+
+@lru_cache(maxsize=64)  # one statement per shape (how many courses, students)
+def _budget_grants_sql(courses: int, students: int) -> str:
+    """The grants of a week to any of the students in any of the courses: course, student, AI-Core-%
+    x hours, GiB x hours. Written out, as ``usage_spans``: the dashboard reads them every load, and
+    the ORM composing the select cost about five times running it. Parameters: the courses, the students,
+    the week's Monday."""
+    g = lambda name: column(BudgetGrant, name)  # noqa: E731
+    return (
+        f"SELECT {g('course')}, {g('student')}, {g('core_percent_hours')}, {g('gib_hours')} FROM {table(BudgetGrant)}"
+        f" WHERE {g('course')} IN ({marks(courses)}) AND {g('student')} IN ({marks(students)}) AND {g('week_start')} = %s"
+    )
 
 
 def recent_usage_core_percent_hours(

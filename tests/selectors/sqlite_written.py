@@ -18,8 +18,19 @@ from django.utils import timezone  # noqa: E402
 call_command("migrate", verbosity=0)
 
 from labs.domain.reasons import Reason  # noqa: E402
-from labs.models import Allocation, Enrollment, LabSession, Reservation, ReservationSlot, UsageRecord  # noqa: E402
+from labs.models import (  # noqa: E402
+    Allocation,
+    BudgetGrant,
+    CourseEndpoint,
+    CourseQuota,
+    Enrollment,
+    LabSession,
+    Reservation,
+    ReservationSlot,
+    UsageRecord,
+)
 from labs.selectors.courses import enrollments_of_user  # noqa: E402
+from labs.selectors.gateway import courses_with_endpoint  # noqa: E402
 from labs.selectors.sessions import (  # noqa: E402
     _with_relations,
     session_event_payload,
@@ -27,7 +38,7 @@ from labs.selectors.sessions import (  # noqa: E402
     sessions_for_events,
     sessions_of_student,
 )
-from labs.selectors.usage import usage_spans  # noqa: E402
+from labs.selectors.usage import student_budgets, usage_spans, week_start  # noqa: E402
 from labs.services.allocation import allocation_pass  # noqa: E402
 from labs.services.sessions import session_launch, session_stop  # noqa: E402
 from portal.sessions import SessionStore  # noqa: E402
@@ -125,6 +136,34 @@ orm_enrolments = [
 ]
 enrolments_agree = enrolments(students[0]) == orm_enrolments and enrolments(instructor)[0][1] == "instructor"
 
+other, _, others, _ = course_with_students(1, code="OTHER101")
+CourseEndpoint.objects.create(course=course, template=templates[0], served_model_name="m")
+endpoints_agree = (
+    [courses_with_endpoint(user=u) for u in (students[0], others[0], instructor)]
+    == [
+        set(CourseEndpoint.objects.filter(course__enrollments__user=u).values_list("course_id", flat=True))
+        for u in (students[0], others[0], instructor)
+    ]
+    == [{course.pk}, set(), {course.pk}]
+)
+
+CourseQuota.objects.filter(course__in=[course, other]).update(budget_core_percent_hours=100)
+monday = week_start(now).date()
+for student, week, hours in ((students[0], monday, 5), (students[0], monday, 7), (students[0], monday - timedelta(days=7), 50)):
+    BudgetGrant.objects.create(course=course, student=student, week_start=week, core_percent_hours=hours, gib_hours=hours)
+BudgetGrant.objects.create(course=other, student=others[0], week_start=monday, core_percent_hours=3)
+pairs = [(course.pk, students[0].pk), (course.pk, students[1].pk), (other.pk, others[0].pk)]
+limits = {pair: budget.core_percent_hours for pair, budget in student_budgets(pairs=pairs, now=now).items()}
+week_grants = BudgetGrant.objects.filter(week_start=monday)
+grants_agree = (
+    limits
+    == {
+        (c, s): 100 + sum(week_grants.filter(course_id=c, student_id=s).values_list("core_percent_hours", flat=True))
+        for c, s in pairs
+    }
+    == {pairs[0]: 112, pairs[1]: 100, pairs[2]: 103}
+)
+
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)
 store.save()
@@ -139,6 +178,8 @@ print(
             "events_agree": events_agree,
             "dashboard_agrees": dashboard_agrees,
             "enrolments_agree": enrolments_agree,
+            "endpoints_agree": endpoints_agree,  # the dashboard's links to a course's model endpoint
+            "grants_agree": grants_agree,  # the week's budget grants in the dashboard's budgets
             "owner": session_of_user_exists(user=students[0], session_id=ended.pk),
             "teacher": session_of_user_exists(user=instructor, session_id=ended.pk),
             "stranger": session_of_user_exists(user=students[2], session_id=ended.pk),

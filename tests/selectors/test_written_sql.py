@@ -1,7 +1,7 @@
 """The statements written out for speed (usage spans, the sessions a publish or the dashboard
-reads, the dashboard's enrolments, a session's owner or teacher, whether a webhook subscription
-is there, the session store's read) on SQLite, the embedded demo's database. The rest of the
-suite runs them on PostgreSQL."""
+reads, the dashboard's enrolments, endpoint links and budget grants, a session's owner or
+teacher, whether a webhook subscription is there, the session store's read) on SQLite, the
+embedded demo's database. The rest of the suite runs them on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
         "events_agree": True,  # the sessions a publish reads, as their payloads show them
         "dashboard_agrees": True,
         "enrolments_agree": True,  # the dashboard's courses, quotas and templates
+        "endpoints_agree": True,  # the courses with a model endpoint among the user's
+        "grants_agree": True,  # the week's budget grants
         "owner": True,
         "teacher": True,
         "stranger": False,
