@@ -65,6 +65,11 @@ SECTIONS: dict[str, tuple[Setting, ...]] = {
         S("DATABASE_POOL_SIZE", "int", 10,
           "PostgreSQL connections each process keeps in its pool (0: no pool, a connection per request); a web process serves"
           " at most as many requests at once in its threads, the others wait on its event loop.", minimum=0),
+        S("DATABASE_PREPARE_THRESHOLD", "int", 2,
+          "PostgreSQL: the runs of a statement on a connection after which psycopg prepares it (its parameters bound on the"
+          " server), so PostgreSQL parses and plans it once per connection, not on every call. 0: Django's default, the"
+          " parameters bound on the client and nothing prepared, for a PgBouncer that pools by transaction without"
+          " `max_prepared_statements` (before 1.21).", minimum=0),
         S("REDIS_URL", "redis", "redis://127.0.0.1:6379/0",
           "Celery broker and Channels layer (`make demo` uses database 15)."),
         S("CHANNELS_LAYER", "str", "pubsub",
@@ -332,5 +337,10 @@ _READERS: dict[Kind, Callable[[Setting, Any], Any]] = {
     "json": lambda s, default: env.env_json_object(s.name),
     "fernet": lambda s, default: env.env_fernet_keys(s.name),
     "redis": lambda s, default: env.env_redis_url(s.name, default),
-    "database": lambda s, default: env.env_database(s.name, default, pool_size=lambda: env_setting("DATABASE_POOL_SIZE")),
+    "database": lambda s, default: env.env_database(
+        s.name,
+        default,
+        pool_size=lambda: env_setting("DATABASE_POOL_SIZE"),
+        prepare_threshold=lambda: env_setting("DATABASE_PREPARE_THRESHOLD"),
+    ),
 }

@@ -145,20 +145,20 @@ PINS = [
         },
     ),
     Pin(
-        override="labs.selectors.rows.prepared_cursor (and prepare_threshold in portal.env.env_database)",
-        section="The prepared statement",
+        override="server-side binding and psycopg's prepare_threshold (DATABASE_PREPARE_THRESHOLD, portal.env.env_database)",
+        section="Prepared statements",
         recheck=(
-            "diff BaseDatabaseWrapper._cursor and _prepare_cursor against prepared_cursor; check that the PostgreSQL "
-            "backend still leaves psycopg's prepare_threshold to OPTIONS and its cursors bind on the client, and that "
-            "psycopg still prepares a statement asked with prepare=True only when prepare_threshold is not None; run "
-            "tests/selectors/test_usage_spans_prepared.py"
+            "check that the PostgreSQL backend still passes OPTIONS' prepare_threshold to psycopg and gives a connection "
+            "ServerBindingCursor for server_side_binding, that psycopg still prepares a statement run more than "
+            "prepare_threshold times and drops a connection's prepared statements on ROLLBACK, DROP and ALTER; run "
+            "tests/test_prepared_statements.py and tests/selectors/test_usage_spans_prepared.py"
         ),
         versions={"Django": "5.2.19", "psycopg": "3.3.9"},
         sources={
-            "django.db.backends.base.base:BaseDatabaseWrapper._cursor": "bb632516d005185c",
-            "django.db.backends.base.base:BaseDatabaseWrapper._prepare_cursor": "92079d0eed95d59d",
             "django.db.backends.postgresql.base:DatabaseWrapper.get_connection_params": "c3b08b880d604ccb",
             "psycopg._preparing:PrepareManager.get": "92bd487924222918",
+            "psycopg._preparing:PrepareManager._should_discard": "a7e528828b827d8e",
+            "psycopg._connection_base:BaseConnection._rollback_gen": "64b119095ea9b755",
         },
     ),
     Pin(

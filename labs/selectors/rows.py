@@ -10,11 +10,9 @@ a lookup by a unique key needs no order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from functools import cache
 from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model, QuerySet
 
 M = TypeVar("M", bound=Model)
@@ -58,40 +56,6 @@ def listed(values: list) -> tuple[int | None, list]:
     if connection.vendor == "postgresql":
         return None, [values]
     return len(values), values
-
-
-def prepared_cursor(using: str = DEFAULT_DB_ALIAS) -> CursorWrapper:
-    """A cursor whose statements PostgreSQL prepares: a pooled connection plans a statement a few
-    times, then keeps a generic plan for it (PostgreSQL's plan cache), where each execution would
-    otherwise be planned anew. For a written-out statement run on every launch whose planning
-    costs many times its execution. Django's wrapper around it as around any cursor (the queries
-    are logged and counted the same); elsewhere (SQLite) a plain cursor.
-
-    Prepared statements need a session of their own on the server: a PgBouncer in front of
-    PostgreSQL must pool by session, or be 1.21 or later with ``max_prepared_statements`` set."""
-    db = connections[using]
-    if db.vendor != "postgresql":
-        return db.cursor()
-    # As Django's ``BaseDatabaseWrapper._cursor`` makes a cursor, with psycopg's server-side one.
-    db.close_if_health_check_failed()
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    with db.wrap_database_errors:
-        raw = _preparing_cursor_class()(db.connection)
-    return db.make_debug_cursor(raw) if db.queries_logged else db.make_cursor(raw)
-
-
-@cache
-def _preparing_cursor_class() -> type:
-    """Django's server-side binding cursor, preparing every statement it runs (PostgreSQL only:
-    imported when first needed). Django's connections have psycopg's automatic preparing off."""
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
-    class PreparingCursor(ServerBindingCursor):
-        def execute(self, query, params=None, *, prepare: bool | None = True, binary: bool | None = None):
-            return super().execute(query, params, prepare=prepare, binary=binary)
-
-    return PreparingCursor
 
 
 Conversion = tuple[tuple[int, list, object], ...]

@@ -21,7 +21,7 @@ from django.utils.translation import gettext
 from labs.domain.fairness import decayed
 from labs.exports import csv_document
 from labs.models import Allocation, BudgetGrant, Course, CourseQuota, LabSession, Reservation, ReservationSlot, UsageRecord
-from labs.selectors.rows import Conversion, column, conversion, converted, marks, prepared_cursor, table
+from labs.selectors.rows import Conversion, column, conversion, converted, marks, table
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,8 @@ def usage_spans(
     One statement written out (``_usage_spans_sql``, names from the models), not three composed by
     the ORM: a launch and the dashboard read a student's spans every time, and composing the
     selects over their joins cost several times running them (docs/framework-overrides.md).
-    Prepared (``prepared_cursor``): planning its joins cost PostgreSQL ~15 times executing it.
+    Prepared on PostgreSQL, as every statement a connection runs again (``DATABASE_PREPARE_THRESHOLD``):
+    planning its joins cost PostgreSQL ~15 times executing it.
     """
     now = now or timezone.now()
     filters = [None if ids is None else list(ids) for ids in (courses, students, institutions)]
@@ -69,7 +70,7 @@ def usage_spans(
     before = prep(min(until, now), connection)
     params: list[object] = [prep(until, connection), prep(since, connection), *filter_ids, before, *filter_ids]
     params += [before, prep(since, connection), *filter_ids]
-    with prepared_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(_usage_spans_sql(*(None if ids is None else len(ids) for ids in filters)), params)
         rows = cursor.fetchall()
     for session_id, student_id, course_id, institution_id, template_id, start, end, core, memory in converted(
