@@ -32,6 +32,7 @@ from labs.domain.states import SessionState
 from labs.models import LabSession
 from labs.services.events import SessionEvent
 from lti.models import ActivityProgress, ResourceLink, Score, ScoreSource
+from lti.selectors import completed_score_waits
 from lti.tool import service_connector
 
 SCORE_TASK = "lti.tasks.score_post"
@@ -171,6 +172,8 @@ def session_events(events: Sequence[SessionEvent]) -> None:
 def session_completed(session_id) -> None:
     """In the transaction that ended the session: a stopped session's ``Completed`` row gets its
     score and becomes due (sent to a worker on commit); a failed one owes none."""
+    if not completed_score_waits(session_id):
+        return  # most sessions: none (a written-out check; the locking read below is the ORM's)
     due = Score.objects.select_for_update().filter(
         session_id=session_id,
         activity_progress=ActivityProgress.COMPLETED,

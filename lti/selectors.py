@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from functools import cache
 from urllib.parse import urlsplit
 
+from django.db import connection
 from django.db.models import Q
 
-from labs.models import Course, LabTemplate
+from labs.models import Course, LabSession, LabTemplate
 from labs.selectors.operations import operator_scope
-from lti.models import Context, Registration
+from labs.selectors.rows import column, table
+from lti.models import ActivityProgress, Context, Registration, Score
 
 
 def registrations_for(*, user):
@@ -46,3 +49,31 @@ def deep_link_templates(*, course: Course):
 
 def context_of_course(*, course: Course) -> Context | None:
     return Context.objects.select_related("registration").filter(course=course).first()
+
+
+def completed_score_waits(session_id) -> bool:
+    """Whether the session has a ``Completed`` score still to be made due at its end (pending,
+    no attempt set): what ``lti.grading.session_completed`` looks for on every end of a session,
+    most of which (a session not launched from an LMS link) have none. One written-out statement
+    (composed by the ORM, with the locking and the joins the score's handling needs, the check
+    cost a web stop more CPU than the rest of its end); unlocked: the caller reads the row again,
+    locked, when there is one."""
+    field = LabSession._meta.pk
+    params = [
+        field.get_db_prep_value(field.to_python(session_id), connection),
+        ActivityProgress.COMPLETED.value,
+        Score.State.PENDING.value,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_completed_score_sql(), params)
+        return cursor.fetchone() is not None
+
+
+@cache
+def _completed_score_sql() -> str:
+    """Parameters: the session, the ``Completed`` progress, the pending state."""
+    s = lambda name: column(Score, name, "s")  # noqa: E731
+    return (
+        f"SELECT 1 FROM {table(Score, 's')} WHERE {s('session')} = %s AND {s('activity_progress')} = %s"
+        f" AND {s('state')} = %s AND {s('next_attempt_at')} IS NULL LIMIT 1"
+    )
