@@ -41,6 +41,8 @@ from labs.selectors.sessions import (  # noqa: E402
 from labs.selectors.usage import student_budgets, usage_spans, week_start  # noqa: E402
 from labs.services.allocation import allocation_pass  # noqa: E402
 from labs.services.sessions import session_launch, session_stop  # noqa: E402
+from lti.models import Context, Registration, ResourceLink, Score  # noqa: E402
+from lti.selectors import completed_score_waits  # noqa: E402
 from portal.sessions import SessionStore  # noqa: E402
 from tests.factories import course_with_students, node_with_cards  # noqa: E402
 from webhooks.hooks import _any_subscription  # noqa: E402
@@ -163,6 +165,19 @@ grants_agree = (
     }
     == {pairs[0]: 112, pairs[1]: 100, pairs[2]: 103}
 )
+registration = Registration.objects.create(
+    institution=course.institution,
+    name="Moodle",
+    issuer="https://moodle.example.edu",
+    client_id="tool",
+    auth_login_url="https://moodle.example.edu/auth",
+    auth_token_url="https://moodle.example.edu/token",
+    keyset_url="https://moodle.example.edu/jwks",
+)
+link = ResourceLink.objects.create(
+    context=Context.objects.create(registration=registration, context_id="ctx-1", course=course), resource_link_id="l-1"
+)
+Score.objects.create(session=open_, resource_link=link, subject="s-1")
 
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)
@@ -186,6 +201,7 @@ print(
             "session_loads": SessionStore(store.session_key).load() == {"_auth_user_id": str(students[0].pk)},
             "subscribed_before": subscribed_before,
             "subscribed_after": _any_subscription({str(ended.pk), str(open_.pk)}),
+            "score_waits": [completed_score_waits(str(open_.pk)), completed_score_waits(str(ended.pk))],
         }
     )
 )

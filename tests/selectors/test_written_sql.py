@@ -1,7 +1,7 @@
 """The statements written out for speed (usage spans, the sessions a publish or the dashboard
 reads, the dashboard's enrolments, endpoint links and budget grants, a session's owner or
-teacher, whether a webhook subscription is there, the session store's read) on SQLite, the
-embedded demo's database. The rest of the suite runs them on PostgreSQL."""
+teacher, whether a webhook subscription is there, the session store's read, whether an LMS score
+waits) on SQLite, the embedded demo's database. The rest of the suite runs them on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -35,4 +35,5 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
         "session_loads": True,
         "subscribed_before": False,
         "subscribed_after": True,
+        "score_waits": [True, False],  # the LMS score an end makes due: the session with one, then without
     }
