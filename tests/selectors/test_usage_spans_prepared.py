@@ -17,8 +17,12 @@ pytestmark = [POSTGRESQL_ONLY]
 
 
 def prepared_usage_statements() -> int:
+    """The usage spans' statements prepared on this connection (the one read of usage records that is a ``UNION ALL``)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%labs_usagerecord%"])
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s AND statement LIKE %s",
+            ["%labs_usagerecord%", "%UNION ALL%"],
+        )
         return cursor.fetchone()[0]
 
 
