@@ -6,6 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 
 from labs.models import Affiliation, Card, Course, CourseQuota, Enrollment, Institution, LabTemplate, Node
+from lti.models import Registration
 
 PASSWORD = "test-password-123"
 CARD_MIB = 64 * 1024
@@ -151,3 +152,16 @@ def smaller_lab_world(students: int = 2) -> dict:
         "filler": filler,
         "other_medium": other_medium,
     }
+
+
+def lti_registration(institution: Institution, *, name: str = "Moodle", host: str = "moodle.example.edu") -> Registration:
+    """An LMS registered with ``institution`` (LTI 1.3), its endpoints under ``https://{host}``."""
+    return Registration.objects.create(
+        institution=institution,
+        name=name,
+        issuer=f"https://{host}",
+        client_id="tool",
+        auth_login_url=f"https://{host}/auth",
+        auth_token_url=f"https://{host}/token",
+        keyset_url=f"https://{host}/jwks",
+    )

@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 
 from labs.services.sessions import session_launch
-from lti.models import ActivityProgress, Context, Registration, ResourceLink, Score
+from lti.models import ActivityProgress, Context, ResourceLink, Score
 from lti.selectors import completed_score_waits
+from tests.factories import lti_registration
 
 pytestmark = pytest.mark.django_db
 
@@ -39,15 +40,7 @@ def test_the_written_out_check_answers_as_the_orm(world, fields, waits):
     course = world["course"]
     session, other = (session_launch(student=s, course=course, template=world["small"]) for s in world["students"][:2])
     if fields is not None:
-        registration = Registration.objects.create(
-            institution=course.institution,
-            name="Moodle",
-            issuer="https://moodle.example.edu",
-            client_id="tool",
-            auth_login_url="https://moodle.example.edu/auth",
-            auth_token_url="https://moodle.example.edu/token",
-            keyset_url="https://moodle.example.edu/jwks",
-        )
+        registration = lti_registration(course.institution)
         context = Context.objects.create(registration=registration, context_id="ctx-1", course=course)
         link = ResourceLink.objects.create(context=context, resource_link_id="link-1", score_on_end=True)
         fields = dict(fields)

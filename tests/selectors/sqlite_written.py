@@ -41,10 +41,10 @@ from labs.selectors.sessions import (  # noqa: E402
 from labs.selectors.usage import student_budgets, usage_spans, week_start  # noqa: E402
 from labs.services.allocation import allocation_pass  # noqa: E402
 from labs.services.sessions import session_launch, session_stop  # noqa: E402
-from lti.models import Context, Registration, ResourceLink, Score  # noqa: E402
+from lti.models import Context, ResourceLink, Score  # noqa: E402
 from lti.selectors import completed_score_waits  # noqa: E402
 from portal.sessions import SessionStore  # noqa: E402
-from tests.factories import course_with_students, node_with_cards  # noqa: E402
+from tests.factories import course_with_students, lti_registration, node_with_cards  # noqa: E402
 from webhooks.hooks import _any_subscription  # noqa: E402
 from webhooks.services import subscription_create  # noqa: E402
 
@@ -165,15 +165,7 @@ grants_agree = (
     }
     == {pairs[0]: 112, pairs[1]: 100, pairs[2]: 103}
 )
-registration = Registration.objects.create(
-    institution=course.institution,
-    name="Moodle",
-    issuer="https://moodle.example.edu",
-    client_id="tool",
-    auth_login_url="https://moodle.example.edu/auth",
-    auth_token_url="https://moodle.example.edu/token",
-    keyset_url="https://moodle.example.edu/jwks",
-)
+registration = lti_registration(course.institution)
 link = ResourceLink.objects.create(
     context=Context.objects.create(registration=registration, context_id="ctx-1", course=course), resource_link_id="l-1"
 )

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 
 from labs.models import Enrollment
 from labs.services.roster import Action, RosterCounts, SignIn, roster_apply, roster_plan
-from lti.models import Context, Registration
-from tests.factories import UserFactory, affiliate
+from lti.models import Context
+from tests.factories import UserFactory, affiliate, lti_registration
 
 
 def test_every_problem_of_a_row_is_listed_not_only_the_first(world):
@@ -70,15 +70,7 @@ def test_new_accounts_get_an_invitation_unless_the_course_signs_in_through_an_lm
     plan = roster_plan(course=course, text="username\nnew-1\n")
     assert (plan.sign_in, plan.lms) == (SignIn.INVITATION, "")
 
-    registration = Registration.objects.create(
-        institution=course.institution,
-        name="Moodle of Test University",
-        issuer="https://moodle.example.edu",
-        client_id="tool",
-        auth_login_url="https://moodle.example.edu/auth",
-        auth_token_url="https://moodle.example.edu/token",
-        keyset_url="https://moodle.example.edu/jwks",
-    )
+    registration = lti_registration(course.institution, name="Moodle of Test University")
     Context.objects.create(registration=registration, context_id="ctx-1", course=course)
     plan = roster_plan(course=course, text="username\nnew-1\n")
     assert (plan.sign_in, plan.lms) == (SignIn.LMS, "Moodle of Test University")

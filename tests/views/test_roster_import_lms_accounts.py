@@ -13,7 +13,7 @@ from labs.models import Affiliation, Enrollment
 from labs.services.roster import roster_apply
 from lti.models import Context, Identity, Registration
 from tests.asgi_client import AsgiClient
-from tests.factories import InstitutionFactory, UserFactory, affiliate
+from tests.factories import InstitutionFactory, UserFactory, affiliate, lti_registration
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,18 +31,6 @@ WORDS = {
 }
 
 
-def registration_of(institution, name: str, host: str) -> Registration:
-    return Registration.objects.create(
-        institution=institution,
-        name=name,
-        issuer=f"https://{host}",
-        client_id="tool",
-        auth_login_url=f"https://{host}/auth",
-        auth_token_url=f"https://{host}/token",
-        keyset_url=f"https://{host}/jwks",
-    )
-
-
 def lms_account(registration: Registration, subject: str, email: str):
     """An account as an LTI launch through ``registration`` makes it."""
     user = UserFactory(username=f"lti-{subject}", email=email)
@@ -54,9 +42,9 @@ def lms_account(registration: Registration, subject: str, email: str):
 @pytest.fixture
 def linked(world):
     course = world["course"]
-    ours = registration_of(course.institution, LMS, "moodle.example.edu")
+    ours = lti_registration(course.institution, name=LMS)
     Context.objects.create(registration=ours, context_id="ctx-1", course=course)
-    theirs = registration_of(InstitutionFactory(slug="elsewhere"), "Canvas of Elsewhere", "canvas.elsewhere.example")
+    theirs = lti_registration(InstitutionFactory(slug="elsewhere"), name="Canvas of Elsewhere", host="canvas.elsewhere.example")
     return {
         "course": course,
         "ann": lms_account(ours, "s-ann", "ann@uni.example"),

@@ -14,9 +14,9 @@ from django.contrib.auth import get_user_model
 from django.utils import translation
 
 from labs.models import Enrollment
-from lti.models import Context, Registration
+from lti.models import Context
 from tests.asgi_client import AsgiClient
-from tests.factories import UserFactory, affiliate
+from tests.factories import UserFactory, affiliate, lti_registration
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,15 +118,7 @@ def test_the_result_page_shows_links_to_no_one_else(world, instructor):
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_course_linked_to_an_lms_says_its_new_accounts_sign_in_there_and_gives_no_link(world, instructor, language):
     course = world["course"]
-    registration = Registration.objects.create(
-        institution=course.institution,
-        name="Moodle of Test University",
-        issuer="https://moodle.example.edu",
-        client_id="tool",
-        auth_login_url="https://moodle.example.edu/auth",
-        auth_token_url="https://moodle.example.edu/token",
-        keyset_url="https://moodle.example.edu/jwks",
-    )
+    registration = lti_registration(course.institution, name="Moodle of Test University")
     Context.objects.create(registration=registration, context_id="ctx-1", course=course)
     client = AsgiClient(user=instructor, language=language)
 
