@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError, connection
@@ -43,7 +44,10 @@ class LostConnectionRetry:
     ``InterfaceError`` (the connection lost or ended by the server; also a deadlock or a cancelled
     statement, as safe to run again) and the request had written nothing: no data-changing statement outside a
     transaction and no transaction with one that committed (a transaction the cut interrupted
-    was rolled back by the server). Up to ``RETRIES`` times; then the 500 it was.
+    was rolled back by the server). The first run again is at once; a request cut again waits
+    longer each time (``PAUSES``), so a server that ends every connection for a few seconds (a
+    failover that flaps, ``pg_terminate_backend`` in a loop) is waited out rather than raced, for
+    up to ``RETRY_FOR`` seconds from the first cut; then the 500 it was.
     """
 
     sync_capable = True
@@ -60,15 +64,26 @@ class LostConnectionRetry:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         writes = getattr(request, "_database_writes", None)
-        if writes is None or writes.done or writes.retries >= RETRIES:
-            return None
-        if not isinstance(exception, (OperationalError, InterfaceError)):
+        if writes is None or writes.done or not isinstance(exception, (OperationalError, InterfaceError)):
             return None
         # OperationalError: the connection lost, the server shutting down, a deadlock or a
         # serialization failure, a cancelled statement; nothing the request did can be half-done.
+        now = time.monotonic()
+        if writes.first_cut is None:
+            writes.first_cut = now
+        pause = PAUSES[min(writes.retries, len(PAUSES) - 1)]
+        if now + pause - writes.first_cut > RETRY_FOR:
+            return None
         writes.retries += 1
-        logger.warning("database connection lost in %s %s before anything was written: run again", request.method, request.path)
+        logger.warning(
+            "database connection lost in %s %s before anything was written: run again (%d) in %.1f s",
+            request.method,
+            request.path,
+            writes.retries,
+            pause,
+        )
         connection.close()
+        time.sleep(pause)
         match = request.resolver_match
         try:
             return match.func(request, *match.args, **match.kwargs)
@@ -79,8 +94,10 @@ class LostConnectionRetry:
             return response
 
 
-# A server ending every connection again and again (a failover that flaps) gets this many runs more.
-RETRIES = 3
+# The pause before each run again: the first at once (one cut connection), then longer, the
+# last repeated; no run starts later than RETRY_FOR seconds after the first cut.
+PAUSES = (0.0, 0.1, 0.25, 0.5, 1.0)
+RETRY_FOR = 8.0
 # Statements that change nothing a retry could repeat.
 _READS = ("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK", "SHOW", "SET ", "BEGIN")
 
@@ -91,6 +108,7 @@ class _Writes:
     def __init__(self) -> None:
         self.done = False
         self.retries = 0
+        self.first_cut: float | None = None
 
     def __call__(self, execute, sql, params, many, context):
         if not sql.lstrip()[:10].upper().startswith(_READS):

@@ -2,9 +2,10 @@
 failover or a network cut at that moment would: the change is committed, and the next statement
 on the connection fails.
 
-``arm_on(marker)``: the next statement the client sends that contains ``marker`` is not passed
-on; its connection is closed both ways instead (a cut in the middle of a request, before that
-statement ran). ``cut`` is set once that happened.
+``arm_on(marker, times=1)``: the next statement the client sends that contains ``marker`` is not
+passed on; its connection is closed both ways instead (a cut in the middle of a request, before
+that statement ran), and so for the next ``times`` such statements (a server ending connections
+again and again). ``cut`` is set once the first happened, ``cuts`` counts them.
 
 ``arm()``: the next connection through the proxy whose COMMIT the server acknowledges is closed
 (both ways) right after the acknowledgement and its ReadyForQuery reach the client, so the
@@ -31,6 +32,8 @@ class CommitCuttingProxy:
         self.cut = threading.Event()
         self._armed = False
         self._marker: bytes | None = None
+        self._marker_times = 0
+        self.cuts = 0
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -40,16 +43,19 @@ class CommitCuttingProxy:
         with self._lock:
             self._armed = True
 
-    def arm_on(self, marker: bytes) -> None:
+    def arm_on(self, marker: bytes, times: int = 1) -> None:
         self.cut.clear()
         with self._lock:
-            self._marker = marker
+            self._marker, self._marker_times, self.cuts = marker, times, 0
 
     def _claim_marker(self, data: bytes) -> bool:
         with self._lock:
             if self._marker is None or self._marker not in data:
                 return False
-            self._marker = None
+            self._marker_times -= 1
+            self.cuts += 1
+            if self._marker_times <= 0:
+                self._marker = None
             return True
 
     def close(self) -> None:
