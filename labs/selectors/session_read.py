@@ -17,6 +17,7 @@ each field set through ``setattr``) cost more than the statement.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -74,9 +75,11 @@ def sessions_read(where: str, params: Sequence[object], *, student=None) -> list
     selects, with what their payloads read, in no particular order.
 
     ``student``: the user whose sessions these all are (the dashboard's): not joined again, set
-    on each. Otherwise each session's student is read with it.
+    on each. Otherwise each session's student is read with it. Each carries ``read_at``, the
+    time just before the read (``labs.selectors.sessions.read_at_ms``).
     """
     parts, plan = _layout(student is None)
+    read_at = time.time()  # before the read: what it finds is at least this fresh (``read_at_ms``)
     with connection.cursor() as cursor:
         cursor.execute(_select_sql(student is None) + f" WHERE {where}", list(params))
         rows = cursor.fetchall()
@@ -90,7 +93,9 @@ def sessions_read(where: str, params: Sequence[object], *, student=None) -> list
             values = row[at : at + len(part.fields)]
             at += len(part.fields)
             objects[alias] = None if values[part.pk_at] is None else make(part.model, db, part.attnames, values)
-        found.append(_linked(objects, student))
+        session = _linked(objects, student)
+        session.read_at = read_at
+        found.append(session)
     return found
 
 

@@ -124,7 +124,24 @@ def _student_where_sql() -> str:
 
 def session_for_user(*, user, session_id) -> LabSession | None:
     """The session if ``user`` owns it or teaches its course; ``None`` otherwise."""
-    return one(_with_relations(LabSession.objects.filter(pk=session_id)).filter(_owned_or_taught(user)))
+    read_at = time.time()
+    session = one(_with_relations(LabSession.objects.filter(pk=session_id)).filter(_owned_or_taught(user)))
+    if session is not None:
+        session.read_at = read_at
+    return session
+
+
+def read_at_ms(session: LabSession) -> float:
+    """When ``session`` was read, in ms since the epoch (to the microsecond): taken just before
+    the read (``read_at``, set by the selectors that read sessions for payloads), else now.
+
+    A page keeps, of two payloads with one ``version``, the one with the later ``read_at_ms``
+    (a queue place changes without the session's row). Stamped before the read, a payload read
+    before a change commits is always older than the message sent for that change; stamped
+    after it, a slow request's stale payload could arrive after the message and win (a queued
+    card left at its old place)."""
+    at = getattr(session, "read_at", None)
+    return round((time.time() if at is None else at) * 1000, 3)
 
 
 def session_of_user_exists(*, user, session_id) -> bool:
@@ -309,8 +326,9 @@ def session_event_payload(
     pre-started for a class, from its hand-over), ``stops_at`` (only while running) the deadline
     the controller stops it at (``session_stops_at``). ``queue_position`` (1-based),
     ``queue_length`` and ``wait_seconds`` only while queued; ``wait_seconds`` is ``None`` when
-    there is no honest estimate (``queue_facts``). ``read_at_ms`` is when this was read: of two
-    payloads with one ``version``, the later read has the fresher queue position. Words
+    there is no honest estimate (``queue_facts``). ``read_at_ms`` is when this was read (just
+    before: ``read_at_ms``): of two payloads with one ``version``, the later read has the
+    fresher queue position. Words
     (``state_label``, ``reason``, ``share_text``, the card's timed ``lines``:
     ``labs.presentation.card_line``) are in the active language; the websocket consumer renders
     them again for each reader (``labs.consumers.localised``).
@@ -356,7 +374,7 @@ def _others_payload(session: LabSession, queue: QueueFacts | None, words: dict[t
     payload = {
         "id": str(session.pk),
         "version": session.version,
-        "read_at_ms": int(time.time() * 1000),
+        "read_at_ms": read_at_ms(session),
         "state": session.state,
         "state_label": _said(words, ("state", session.state), lambda: str(LabSession.State(session.state).label)),
         "reason": session.reason,

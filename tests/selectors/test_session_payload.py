@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone, translation
 
 from labs.domain.lifecycle import Expire, Seen, decide
@@ -15,6 +17,7 @@ from labs.selectors.sessions import (
     RECENT_ENDED,
     session_event_payload,
     session_event_payloads,
+    session_for_user,
     sessions_for_events,
     sessions_of_student,
 )
@@ -288,3 +291,40 @@ def test_only_an_admission_or_an_end_makes_the_publish_look_behind_the_session(w
     assert looks_behind not in publish_read(lambda: session_transition(session.pk, to=SessionState.RUNNING))
     assert looks_behind not in publish_read(lambda: session_stop(session_id=session.pk, reason=stopped_by))  # to stopping
     assert looks_behind in publish_read(lambda: session_transition(session.pk, to=SessionState.STOPPED))
+
+
+def test_a_payload_is_stamped_before_its_session_was_read(world):
+    # A page keeps the payload with the later read_at_ms (a queue place changes without the
+    # session's row): stamped after the read, a slow request's payload read before a stop
+    # committed could be newer than the stop's message and put the card back at its old place.
+    course = world["course"]
+    set_instances(course, 0)
+    queued = session_launch(student=world["students"][0], course=course, template=world["small"])
+    statements: list[float] = []
+
+    def timed(execute, sql, params, many, context):
+        if "labs_labsession" in sql:
+            statements.append(time.time() * 1000)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(timed):
+        time.sleep(0.002)  # the clock moves between the read and the payload made after it
+        by_events = sessions_for_events([queued.pk])
+        time.sleep(0.002)
+        event = session_event_payloads(by_events, for_owner=True)[0]
+        first_event_read = statements[0]
+        statements.clear()
+        (listed,) = sessions_of_student(user=queued.student)
+        first_list_read = statements[0]
+        statements.clear()
+        found = session_for_user(user=queued.student, session_id=queued.pk)
+        time.sleep(0.002)
+        detail = session_event_payload(found, for_owner=True)
+        first_detail_read = statements[0]
+
+    assert event["read_at_ms"] <= first_event_read
+    assert listed.card["read_at_ms"] <= first_list_read
+    assert detail["read_at_ms"] <= first_detail_read
+    # Microseconds: a payload read just before a change and the change's message a moment after
+    # it differ, not tie on the same millisecond (a tie keeps the card as it is).
+    assert event["read_at_ms"] != int(event["read_at_ms"]) or listed.card["read_at_ms"] != int(listed.card["read_at_ms"])
