@@ -145,7 +145,8 @@ SECTIONS: dict[str, tuple[Setting, ...]] = {
           "Least pause between two rounds of one run (a burst of launches is taken in batches); a round that took longer is"
           " followed by a pause as long as itself, and so is the follow-up.", minimum=0.0),
         S("LAB_CONTROLLER_THREADS", "int", 16,
-          "Driver calls (create, delete) made at once, per worker process (a round sends at most 4 creates per thread).",
+          "Driver calls (create, delete) made at once, per worker process (a round sends as many creates as they"
+          " clear in a third of LAB_CREATE_LEASE_SECONDS, 4 per thread until calls are timed).",
           minimum=1, maximum=64),
         S("LAB_CREATE_ATTEMPTS", "int", 5, "Tries of a create that fails transiently before the session fails.",
           minimum=1, maximum=20),

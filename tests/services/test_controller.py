@@ -1,5 +1,6 @@
 """The lifecycle controller on PostgreSQL with the simulator driver: one round at a time, as beat runs it."""
 
+import threading
 import time
 from datetime import timedelta
 
@@ -590,9 +591,10 @@ def test_the_launch_spec_carries_the_memory_of_the_card_the_share_sits_on(world,
 @override_settings(LAB_CONTROLLER_THREADS=2)
 def test_a_round_sends_no_more_creates_than_its_pool_clears_and_the_rest_wait_admitted(world, driver, monkeypatch):
     """A create queued behind a class's worth of others would outlive its lease and be sent twice."""
-    from labs.services.controller import execute
+    from labs.services.controller import creates
 
-    monkeypatch.setattr(execute, "CREATES_OUT_PER_THREAD", 1)  # room for 2 creates out at once
+    creates.driver_calls.pace_forget()  # the cluster's pace unknown: so many per thread
+    monkeypatch.setattr(creates, "CREATES_OUT_PER_THREAD", 1)  # room for 2 creates out at once
     sessions = [launch(world, student=i) for i in range(4)]
 
     assert reconcile_once() is True  # another round is worth it: two are still to be sent
@@ -603,6 +605,57 @@ def test_a_round_sends_no_more_creates_than_its_pool_clears_and_the_rest_wait_ad
 
     settle(*sessions)
     assert len(driver.list()) == 4
+
+
+@override_settings(LAB_CONTROLLER_THREADS=2)
+def test_once_the_cluster_answers_fast_a_round_sends_a_whole_class_of_creates(world, driver, monkeypatch):
+    """Two threads, one create each while the pace is unknown; the first answers in milliseconds,
+    so the pool clears hundreds within a third of a lease and the next round sends all of them."""
+    from labs.services.controller import creates
+    from tests.factories import course_with_students
+
+    creates.driver_calls.pace_forget()
+    monkeypatch.setattr(creates, "CREATES_OUT_PER_THREAD", 1)
+    course, (small, _), students, _ = course_with_students(12, code="BIG")
+    first = [session_launch(student=s, course=course, template=small) for s in students[:2]]
+    assert reconcile_once() is True
+    assert len(driver.list()) == 2  # the two the pool's floor allows, now timed
+    assert creates.driver_calls.room() > 10
+
+    class_ = [session_launch(student=s, course=course, template=small) for s in students[2:]]
+    reconcile_once()
+    for session in class_:
+        session.refresh_from_db()
+    assert {s.state for s in class_} <= {"starting", "running"}, [s.state for s in class_]
+    assert len(driver.list()) == 12
+    settle(*first, *class_)
+
+
+def test_the_room_for_calls_is_what_the_pool_clears_in_a_third_of_a_lease_at_its_slowest_pace(settings):
+    """Measured on the calls themselves: a fresh process allows its floor; slow calls shrink the
+    room back towards it, never below; calls out count against it."""
+    from labs.services.controller.creates import CREATES_OUT_PER_THREAD, _DriverCalls
+
+    settings.LAB_CONTROLLER_THREADS = 2
+    settings.LAB_CREATE_LEASE_SECONDS = 6  # a third: 2 s
+    calls = _DriverCalls()
+    floor = CREATES_OUT_PER_THREAD * 2
+    assert calls.room() == floor
+
+    calls.submit("a", time.sleep, 0.05).result()
+    assert calls.room() == pytest.approx(2 * 2 / 0.05, rel=0.3)  # ~80: two threads, 2 s, 50 ms a call
+
+    calls.submit("b", time.sleep, 0.2).result()  # the slowest of the latest calls sets the pace
+    assert calls.room() == pytest.approx(2 * 2 / 0.2, rel=0.3)  # ~20
+
+    calls.submit("c", time.sleep, 1.5).result()
+    assert calls.room() == floor  # 2 x 2 / 1.5 is below the floor
+
+    release = threading.Event()
+    out = calls.submit("d", release.wait, 5)
+    assert calls.room() == floor - 1
+    release.set()
+    out.result()
 
 
 def test_an_instance_another_process_records_after_the_look_is_not_taken_for_vanished(world, driver, monkeypatch):

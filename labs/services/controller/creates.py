@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -35,6 +36,14 @@ from labs.services.sessions import sessions_transition
 logger = logging.getLogger(__name__)
 
 
+# Creates a process has out at once per pool thread while it knows nothing of the cluster's pace
+# (a create is four requests on Kubernetes); once calls are timed, what the pool clears in a
+# third of a lease, counting a call at MIN_CALL_SECONDS at least, and MOST_OUT at most.
+CREATES_OUT_PER_THREAD = 4
+MIN_CALL_SECONDS = 0.002
+MOST_OUT = 2048
+
+
 @lru_cache(maxsize=1)
 def _pool() -> ThreadPoolExecutor:
     # Driver calls are network or process waits: a few threads overlap them. Made lazily, in
@@ -55,10 +64,13 @@ class _DriverCalls:
     """
 
     BEAT_SECONDS = 1.0
+    # The pace of calls is the slowest of this many latest ones.
+    PACE_CALLS = 64
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: set[str] = set()
+        self._took: deque[float] = deque(maxlen=self.PACE_CALLS)
         self._pid = 0
         self._holder = ""
         self._calls_out = threading.Event()
@@ -89,13 +101,47 @@ class _DriverCalls:
         with self._lock:
             return frozenset(self._sessions)
 
+    def room(self) -> int:
+        """How many more calls this process may send now: as many as its pool clears within a
+        third of a create lease, at the pace of its latest calls (the slowest of them), less
+        those out; before any call is timed, ``CREATES_OUT_PER_THREAD`` per thread.
+
+        A create queued behind too many others would outlive its lease and be asked again by
+        another process (on Kubernetes, charged twice to the course's ResourceQuota until the
+        quota controller recounts). A fixed number per thread kept a fast cluster to a few
+        dozen creates a round, a class of a thousand to one batch every other round.
+        """
+        threads = settings.LAB_CONTROLLER_THREADS
+        least = CREATES_OUT_PER_THREAD * threads
+        with self._lock:
+            slowest = max(self._took, default=None)
+            out = len(self._sessions)
+        if slowest is None:
+            return max(0, least - out)
+        clears = threads * (settings.LAB_CREATE_LEASE_SECONDS / 3) / max(slowest, MIN_CALL_SECONDS)
+        return max(0, max(least, min(int(clears), MOST_OUT)) - out)
+
+    def pace_forget(self) -> None:
+        """Forget how long calls took (the pace falls back to ``CREATES_OUT_PER_THREAD`` per thread)."""
+        with self._lock:
+            self._took.clear()
+
+    def _timed(self, call: Callable[..., object], *args: object) -> object:
+        began = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            took = time.monotonic() - began
+            with self._lock:
+                self._took.append(took)
+
     def submit(self, session_id: str, call: Callable[..., object], *args: object) -> Future:
         self.holder  # noqa: B018 - this process's holder and heartbeat exist before its first call
         with self._lock:
             self._sessions.add(session_id)
             self._calls_out.set()
         try:
-            future = _pool().submit(call, *args)
+            future = _pool().submit(self._timed, call, *args)
         except BaseException:
             self._done(session_id)
             raise

@@ -75,10 +75,6 @@ class ControllerReport:
     actions: dict[str, int] = field(default_factory=dict)
 
 
-# Creates a process has out at once, per pool thread (a create is four requests on Kubernetes).
-CREATES_OUT_PER_THREAD = 4
-
-
 def execute_actions(
     actions: list,
     sessions: list[Desired],
@@ -96,13 +92,10 @@ def execute_actions(
     # calls twice, queued behind the first ones.
     busy = out | driver_calls.sessions()
     wanted = [a.session_id for a in actions if isinstance(a, Create) and a.session_id not in busy]
-    # No more than the pool clears well inside a create lease: a create left queued behind a
-    # class's worth of others would outlive its lease and be asked again by another process,
-    # and on Kubernetes a create asked twice is charged twice to the course's ResourceQuota
-    # (admission counts it before the name is checked) until the quota controller recounts.
-    # The rest stay admitted for the next round, which comes at once.
-    room = max(0, CREATES_OUT_PER_THREAD * settings.LAB_CONTROLLER_THREADS - len(driver_calls.sessions()))
-    creates = wanted[:room]
+    # No more than the pool clears well inside a create lease (``driver_calls.room``): a create
+    # left queued behind a class's worth of others would outlive its lease and be asked again by
+    # another process. The rest stay admitted for the next round, which comes at once.
+    creates = wanted[: driver_calls.room()]
     links = dict(
         (str(pk), (kind, secret))
         for pk, kind, secret in LabSession.objects.filter(
