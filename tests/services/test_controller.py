@@ -642,13 +642,18 @@ def test_the_room_for_calls_is_what_the_pool_clears_in_a_third_of_a_lease_at_its
     floor = CREATES_OUT_PER_THREAD * 2
     assert calls.room() == floor
 
-    calls.submit("a", time.sleep, 0.05).result()
+    def made(session_id: str, seconds: float) -> None:
+        calls.submit(session_id, time.sleep, seconds).result()
+        # The call is no longer out once its done-callback ran, which may be just after result().
+        wait_for(lambda: not calls.sessions(), timeout=5, interval=0.01, message="the call's end")
+
+    made("a", 0.05)
     assert calls.room() == pytest.approx(2 * 2 / 0.05, rel=0.3)  # ~80: two threads, 2 s, 50 ms a call
 
-    calls.submit("b", time.sleep, 0.2).result()  # the slowest of the latest calls sets the pace
+    made("b", 0.2)  # the slowest of the latest calls sets the pace
     assert calls.room() == pytest.approx(2 * 2 / 0.2, rel=0.3)  # ~20
 
-    calls.submit("c", time.sleep, 1.5).result()
+    made("c", 1.5)
     assert calls.room() == floor  # 2 x 2 / 1.5 is below the floor
 
     release = threading.Event()
