@@ -328,8 +328,7 @@ def session_event_payload(
     ``queue_length`` and ``wait_seconds`` only while queued; ``wait_seconds`` is ``None`` when
     there is no honest estimate (``queue_facts``). ``read_at_ms`` is when this was read (just
     before: ``read_at_ms``): of two payloads with one ``version``, the later read has the
-    fresher queue position. Words
-    (``state_label``, ``reason``, ``share_text``, the card's timed ``lines``:
+    fresher queue position. Words (``state_label``, ``reason``, ``share_text``, the card's timed ``lines``:
     ``labs.presentation.card_line``) are in the active language; the websocket consumer renders
     them again for each reader (``labs.consumers.localised``).
     ``read_queue=False``: no queue facts unless given (``queue``), and so no read for them.
