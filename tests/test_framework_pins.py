@@ -201,6 +201,22 @@ PINS = [
         sources={"django.contrib.sessions.backends.db:SessionStore._get_session_from_db": "775c8d22becd60bd"},
     ),
     Pin(
+        override="portal.auth.AuthenticationMiddleware and get_user (the signed-in user's read)",
+        section="The user's read",
+        recheck=(
+            "diff Django's django.contrib.auth.get_user against portal.auth.get_user (the session's keys, the hash "
+            "check, the fallback keys, the flush) and port the changes; check that ModelBackend.get_user still reads "
+            "the user by pk and asks user_can_authenticate, and that AuthenticationMiddleware.process_request still "
+            "only sets request.user and request.auser; run tests/views/test_user_read.py"
+        ),
+        versions={"Django": "5.2.19"},
+        sources={
+            "django.contrib.auth:get_user": "08a852f701f765bc",
+            "django.contrib.auth.backends:ModelBackend.get_user": "ab2f0fe767938110",
+            "django.contrib.auth.middleware:AuthenticationMiddleware.process_request": "6dd39b90ad6373e2",
+        },
+    ),
+    Pin(
         override="the written-out reads (labs.selectors.rows, session_read, courses, sessions, usage, console; webhooks.hooks)",
         section="The written-out reads",
         recheck=(
