@@ -274,21 +274,29 @@ def _queue_places(pks: list) -> dict[Any, tuple[int, int]]:
     field = LabSession._meta.pk
     count, params = listed([field.get_db_prep_value(pk, connection) for pk in pks])
     with connection.cursor() as cursor:
-        cursor.execute(_queue_places_sql(count), [SessionState.QUEUED.value] * 3 + params)
-        return {field.to_python(pk): (ahead + 1, length) for pk, ahead, length in cursor.fetchall()}
+        cursor.execute(_queue_places_sql(count), [SessionState.QUEUED.value, SessionState.QUEUED.value, *params, *params])
+        return {field.to_python(pk): (position, length) for pk, position, length in cursor.fetchall()}
 
 
 @lru_cache(maxsize=256)  # one statement per number of sessions asked about (on SQLite)
 def _queue_places_sql(count: int | None) -> str:
+    """Each course's queue read once, numbered in the pass's order (a window over the course's
+    queued sessions), however many of its sessions are asked about: counting, for each session,
+    the queued sessions ahead of it read the queue once per session (twice, with its length),
+    and a launch's read grew with the class (0.67 ms of PostgreSQL's time per launch with 500
+    queued). Parameters: the queued state twice, then the ids twice (``rows.listed``)."""
     sessions = table(LabSession)
     pk, course, state, queue_at = (column(LabSession, name) for name in ("id", "course", "state", "queue_at"))
     return f"""
-        SELECT s.{pk},
-            (SELECT COUNT(*) FROM {sessions} q WHERE q.{course} = s.{course} AND q.{state} = %s
-                AND (q.{queue_at} < s.{queue_at} OR (q.{queue_at} = s.{queue_at} AND q.{pk} < s.{pk}))),
-            (SELECT COUNT(*) FROM {sessions} q WHERE q.{course} = s.{course} AND q.{state} = %s)
-        FROM {sessions} s
-        WHERE s.{state} = %s AND s.{pk} {one_of(count)}
+        SELECT p.{pk}, p.position, p.length FROM (
+            SELECT q.{pk},
+                ROW_NUMBER() OVER (PARTITION BY q.{course} ORDER BY q.{queue_at}, q.{pk}) AS position,
+                COUNT(*) OVER (PARTITION BY q.{course}) AS length
+            FROM {sessions} q
+            WHERE q.{state} = %s
+                AND q.{course} IN (SELECT s.{course} FROM {sessions} s WHERE s.{state} = %s AND s.{pk} {one_of(count)})
+        ) p
+        WHERE p.{pk} {one_of(count)}
     """
 
 

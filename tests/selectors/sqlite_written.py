@@ -32,6 +32,7 @@ from labs.models import (  # noqa: E402
 from labs.selectors.courses import enrollments_of_user  # noqa: E402
 from labs.selectors.gateway import courses_with_endpoint  # noqa: E402
 from labs.selectors.sessions import (  # noqa: E402
+    _queue_places,
     _with_relations,
     session_event_payload,
     session_of_user_exists,
@@ -171,6 +172,27 @@ link = ResourceLink.objects.create(
 )
 Score.objects.create(session=open_, resource_link=link, subject="s-1")
 
+# Queue places: each course's queue numbered by a window function in the pass's order (queue_at, then id).
+waiting = [
+    LabSession.objects.create(
+        student=member,
+        course=where,
+        template=templates[0],
+        state="queued",
+        queue_at=now + timedelta(seconds=i % 2),
+        secret=f"q{i}",
+    )
+    for i, (member, where) in enumerate(
+        [(students[0], course), (students[1], course), (students[2], course), (others[0], other)] * 2
+    )
+]
+by_pass = {
+    c: list(LabSession.objects.filter(course_id=c, state="queued").order_by("queue_at", "id")) for c in (course.pk, other.pk)
+}
+places_agree = _queue_places([s.pk for s in waiting]) == {
+    s.pk: (by_pass[s.course_id].index(s) + 1, len(by_pass[s.course_id])) for s in waiting
+}
+
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)
 store.save()
@@ -194,6 +216,7 @@ print(
             "subscribed_before": subscribed_before,
             "subscribed_after": _any_subscription({str(ended.pk), str(open_.pk)}),
             "score_waits": [completed_score_waits(str(open_.pk)), completed_score_waits(str(ended.pk))],
+            "places_agree": places_agree,
         }
     )
 )

@@ -36,4 +36,5 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
         "subscribed_before": False,
         "subscribed_after": True,
         "score_waits": [True, False],  # the LMS score an end makes due: the session with one, then without
+        "places_agree": True,  # queue places, each course's queue numbered in the pass's order
     }
