@@ -189,9 +189,10 @@ waiting = [
 by_pass = {
     c: list(LabSession.objects.filter(course_id=c, state="queued").order_by("queue_at", "id")) for c in (course.pk, other.pk)
 }
-places_agree = _queue_places([s.pk for s in waiting]) == {
-    s.pk: (by_pass[s.course_id].index(s) + 1, len(by_pass[s.course_id])) for s in waiting
-}
+expected_places = {s.pk: (by_pass[s.course_id].index(s) + 1, len(by_pass[s.course_id])) for s in waiting}
+places_agree = _queue_places([s.pk for s in waiting]) == expected_places and all(
+    _queue_places([s.pk]) == {s.pk: expected_places[s.pk]} for s in waiting
+)
 
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)

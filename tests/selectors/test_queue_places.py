@@ -1,5 +1,5 @@
-"""Queue places (``labs.selectors.sessions._queue_places``): each course's queue numbered in the
-allocation pass's order, read once however many of its sessions are asked about."""
+"""Queue places (``labs.selectors.sessions._queue_places``) in the allocation pass's order: one
+session's counted, several sessions' courses' queues numbered once however many are asked about."""
 
 from __future__ import annotations
 
@@ -60,6 +60,8 @@ def test_places_follow_the_pass_s_order_in_each_course_and_only_queued_sessions_
     places = _queue_places([s.pk for s in asked])
 
     assert places == _expected(sessions, asked)
+    for one in asked[:8]:  # one session at a time (a launch's answer): counted, not numbered
+        assert _queue_places([one.pk]) == _expected(sessions, [one])
     course = sessions[0].course_id
     in_first = sorted(p for pk, p in places.items() if next(s for s in sessions if s.pk == pk).course_id == course)
     assert len({length for _, length in in_first}) == 1  # one length per course
