@@ -107,6 +107,13 @@ class LabSession(models.Model):
             models.Index(fields=["course", "state"], name="session_course_state"),
             # Small: only sessions a policy stopped (the metrics count them by reason).
             models.Index(fields=["reason_code"], condition=Q(reason_code__in=POLICY_STOPS), name="session_policy_stops"),
+            # Small: only labs pre-started for a class and not yet handed over, which every launch
+            # looks for (``launch_facts``); without it the look read every open session of the course.
+            models.Index(
+                fields=["course", "template"],
+                condition=Q(reservation_slot__isnull=False, claimed_at__isnull=True),
+                name="session_prestarted_unclaimed",
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(state__in=[s.value for s in SessionState]), name="session_state_valid"),
