@@ -154,6 +154,37 @@ def smaller_lab_world(students: int = 2) -> dict:
     }
 
 
+def usage_ledger(course: Course, templates: list[LabTemplate], students) -> dict:
+    """Every kind of usage span in ``course`` (on a node made before): an ended session's record
+    (``students[0]``), an open session's allocation (``students[1]``), and a lab pre-started for a
+    class, claimed by ``students[2]`` 30 minutes ago two hours after its admission (the course's,
+    under the reservation's ``holder``, before the claim; the student's after)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labs.domain.reasons import Reason
+    from labs.models import Allocation, LabSession, Reservation, ReservationSlot
+    from labs.services.allocation import allocation_pass
+    from labs.services.sessions import session_launch, session_stop
+
+    ended = session_launch(student=students[0], course=course, template=templates[1])
+    open_ = session_launch(student=students[1], course=course, template=templates[0])
+    holder = get_user_model().objects.create(username="reserved-class", is_active=False)
+    reservation = Reservation.objects.create(
+        course=course, template=templates[0], count=1, start_time=timezone.localtime().time(), minutes=90, holder=holder
+    )
+    slot = ReservationSlot.objects.create(
+        reservation=reservation, starts_at=timezone.now() - timedelta(hours=1), ends_at=timezone.now() + timedelta(hours=1)
+    )
+    claimed = session_launch(student=students[2], course=course, template=templates[0])
+    allocation_pass()
+    Allocation.objects.update(created_at=timezone.now() - timedelta(hours=2))
+    LabSession.objects.filter(pk=claimed.pk).update(reservation_slot=slot, claimed_at=timezone.now() - timedelta(minutes=30))
+    session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="test"))
+    return {"ended": ended, "open": open_, "claimed": claimed, "holder": holder}
+
+
 def lti_registration(institution: Institution, *, name: str = "Moodle", host: str = "moodle.example.edu") -> Registration:
     """An LMS registered with ``institution`` (LTI 1.3), its endpoints under ``https://{host}``."""
     return Registration.objects.create(

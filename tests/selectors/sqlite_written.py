@@ -9,7 +9,6 @@ import django
 
 django.setup()
 
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.contrib.sessions.backends.db import SessionStore as DjangoStore  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -17,7 +16,6 @@ from django.utils import timezone  # noqa: E402
 
 call_command("migrate", verbosity=0)
 
-from labs.domain.reasons import Reason  # noqa: E402
 from labs.models import (  # noqa: E402
     Allocation,
     BudgetGrant,
@@ -25,8 +23,6 @@ from labs.models import (  # noqa: E402
     CourseQuota,
     Enrollment,
     LabSession,
-    Reservation,
-    ReservationSlot,
     UsageRecord,
 )
 from labs.selectors.courses import enrollments_of_user  # noqa: E402
@@ -40,32 +36,19 @@ from labs.selectors.sessions import (  # noqa: E402
     sessions_of_student,
 )
 from labs.selectors.usage import student_budgets, usage_spans, week_start  # noqa: E402
-from labs.services.allocation import allocation_pass  # noqa: E402
-from labs.services.sessions import session_launch, session_stop  # noqa: E402
 from lti.models import Context, ResourceLink, Score  # noqa: E402
 from lti.selectors import completed_score_waits  # noqa: E402
 from portal.sessions import SessionStore  # noqa: E402
-from tests.factories import course_with_students, lti_registration, node_with_cards  # noqa: E402
+from tests.factories import course_with_students, lti_registration, node_with_cards, usage_ledger  # noqa: E402
 from webhooks.hooks import _any_subscription  # noqa: E402
 from webhooks.services import subscription_create  # noqa: E402
 
 node_with_cards()
 course, templates, students, instructor = course_with_students(3)
-ended = session_launch(student=students[0], course=course, template=templates[1])
-open_ = session_launch(student=students[1], course=course, template=templates[0])
-# A lab pre-started for a class, claimed by a student 30 minutes ago: the course's before, theirs after.
-holder = get_user_model().objects.create(username="reserved-class", is_active=False)
-reservation = Reservation.objects.create(
-    course=course, template=templates[0], count=1, start_time=timezone.localtime().time(), minutes=90, holder=holder
-)
-slot = ReservationSlot.objects.create(
-    reservation=reservation, starts_at=timezone.now() - timedelta(hours=1), ends_at=timezone.now() + timedelta(hours=1)
-)
-claimed = session_launch(student=students[2], course=course, template=templates[0])
-allocation_pass()
-Allocation.objects.update(created_at=timezone.now() - timedelta(hours=2))
-LabSession.objects.filter(pk=claimed.pk).update(reservation_slot=slot, claimed_at=timezone.now() - timedelta(minutes=30))
-session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="test"))
+# An ended session's record, an open one's allocation, a lab pre-started for a class claimed by a
+# student 30 minutes ago: the course's before, theirs after.
+ledger = usage_ledger(course, templates, students)
+ended, open_, holder = ledger["ended"], ledger["open"], ledger["holder"]
 now = timezone.now()
 
 

@@ -8,16 +8,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
-from labs.domain.reasons import Reason
-from labs.models import Allocation, LabSession, Reservation, ReservationSlot
 from labs.selectors.usage import _usage_spans_sql, usage_spans
-from labs.services.allocation import allocation_pass
-from labs.services.sessions import session_launch, session_stop
-from tests.factories import course_with_students, node_with_cards
+from tests.factories import course_with_students, node_with_cards, usage_ledger
 
 pytestmark = pytest.mark.django_db
 
@@ -26,21 +21,7 @@ pytestmark = pytest.mark.django_db
 def ledger():
     node_with_cards()
     course, templates, students, _ = course_with_students(4)
-    ended = session_launch(student=students[0], course=course, template=templates[1])
-    session_launch(student=students[1], course=course, template=templates[0])
-    holder = get_user_model().objects.create(username="reserved-class", is_active=False)
-    reservation = Reservation.objects.create(
-        course=course, template=templates[0], count=1, start_time=timezone.localtime().time(), minutes=90, holder=holder
-    )
-    slot = ReservationSlot.objects.create(
-        reservation=reservation, starts_at=timezone.now() - timedelta(hours=1), ends_at=timezone.now() + timedelta(hours=1)
-    )
-    claimed = session_launch(student=students[2], course=course, template=templates[0])
-    allocation_pass()
-    Allocation.objects.update(created_at=timezone.now() - timedelta(hours=2))
-    LabSession.objects.filter(pk=claimed.pk).update(reservation_slot=slot, claimed_at=timezone.now() - timedelta(minutes=30))
-    session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="test"))
-    return {"course": course, "students": students, "holder": holder}
+    return {"course": course, "students": students, "holder": usage_ledger(course, templates, students)["holder"]}
 
 
 def _spans(**filters) -> list[tuple]:
