@@ -91,7 +91,7 @@ def test_a_backend_with_its_own_read_is_asked_for_the_user(settings, django_user
 def test_a_session_of_a_backend_no_longer_configured_is_anonymous(django_user_model):
     user = django_user_model.objects.create_user("stale", password="x")
     request = _request_signed_in(user, backend=f"{__name__}._OwnBackend")  # not in AUTHENTICATION_BACKENDS
-    assert isinstance(request.user._wrapped if request.user.is_anonymous else request.user, AnonymousUser)
+    assert request.user.is_anonymous and isinstance(request.user._wrapped, AnonymousUser)
 
 
 @pytest.mark.django_db(transaction=True)
