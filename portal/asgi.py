@@ -1,6 +1,5 @@
 """One ASGI application for HTTP (Django) and websockets (Channels)."""
 
-import gc
 import os
 
 import django
@@ -38,7 +37,9 @@ application = PortalRouter(
     }
 )
 
+from portal.collector import collector_tuned  # noqa: E402
+
 # Everything built so far (Django, the URLconf, the models, the libraries) lives as long as the
 # process: out of the cyclic collector's sight, a full collection no longer walks it on every
-# request's garbage (as Instagram does for Django; docs/framework-overrides.md, "The ASGI handler").
-gc.freeze()
+# request's garbage (portal/collector.py; docs/framework-overrides.md, "The ASGI handler").
+collector_tuned()

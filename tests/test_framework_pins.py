@@ -40,7 +40,7 @@ class Pin:
 
 PINS = [
     Pin(
-        override="portal.handlers.SyncChainASGIHandler (and gc.freeze in portal.asgi)",
+        override="portal.handlers.SyncChainASGIHandler (and portal.collector in portal.asgi and the workers)",
         section="The ASGI handler",
         recheck=(
             "diff Django's ASGIHandler.handle against SyncChainASGIHandler.handle and port the changes; check that "
