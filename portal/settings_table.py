@@ -65,7 +65,7 @@ SECTIONS: dict[str, tuple[Setting, ...]] = {
         S("DATABASE_POOL_SIZE", "int", 10,
           "PostgreSQL connections each process keeps in its pool (0: no pool, a connection per request); a web process serves"
           " at most as many requests at once in its threads, the others wait on its event loop.", minimum=0),
-        S("DATABASE_PREPARE_THRESHOLD", "int", 2,
+        S("DATABASE_PREPARE_THRESHOLD", "int", 1,
           "PostgreSQL: the runs of a statement on a connection after which psycopg prepares it (its parameters bound on the"
           " server), so PostgreSQL parses and plans it once per connection, not on every call. 0: Django's default, the"
           " parameters bound on the client and nothing prepared, for a PgBouncer that pools by transaction without"

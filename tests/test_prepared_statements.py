@@ -24,7 +24,7 @@ def prepared(table: str) -> list[str]:
 def test_an_orm_statement_is_prepared_on_its_pooled_connection_once_run_more_than_the_threshold():
     assert connection.pool is not None
     threshold = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"]
-    assert threshold == 2  # the setting's default
+    assert threshold == 1  # the setting's default
 
     def read() -> list[int]:
         # A statement no other test runs: the pooled connection may hold earlier tests' prepared ones.
