@@ -4,6 +4,8 @@ import os
 
 import django
 
+from portal.collector import collector_tuned
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
@@ -36,8 +38,6 @@ application = PortalRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
-
-from portal.collector import collector_tuned  # noqa: E402
 
 # Everything built so far (Django, the URLconf, the models, the libraries) lives as long as the
 # process: out of the cyclic collector's sight, a full collection no longer walks it on every

@@ -5,6 +5,8 @@ import os
 from celery import Celery
 from celery.signals import task_postrun, worker_process_init
 
+from portal.collector import collector_tuned
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")
@@ -18,8 +20,6 @@ def collector_tuned_in_the_worker(**kwargs) -> None:
     forks it from the parent that loaded them): the collector set as in the web processes
     (``portal/collector.py``). Without it 8–9 % of the workers' CPU in a class start of 1,024 was
     the collector's: every full collection walked all of Django again."""
-    from portal.collector import collector_tuned
-
     collector_tuned()
 
 
