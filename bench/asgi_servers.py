@@ -13,7 +13,8 @@ middleware. Servers: ``daphne`` as deploy/ runs it; ``uvicorn`` with ``--loop uv
 httptools --ws wsproto``; ``granian --interface asginl`` (ASGI without lifespan, which Channels'
 router does not take) with one worker and one runtime thread.
 
-The same client (aiohttp on one asyncio loop, keep-alive connections, in this process) measures:
+The same client (aiohttp on one asyncio loop, in this process; keep-alive connections, or a new one for
+every request with ``--fresh-connections`` as ``bench.classstart`` sends a class's launches) measures:
 
 1. HTTP at a fixed concurrency (``--concurrency`` requests in flight): the trivial view, then the
    student's ``POST /sessions/launch/`` and its ``POST /sessions/<id>/stop/`` as the page's script
@@ -45,6 +46,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 from bench.harness import (
@@ -104,6 +106,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--requests", type=int, default=400, help="requests of the trivial view and launch + stop pairs, default 400"
     )
     parser.add_argument("--concurrency", type=int, default=16, help="HTTP requests in flight, default 16")
+    parser.add_argument(
+        "--fresh-connections",
+        action="store_true",
+        help="a new connection for every HTTP request (as bench.classstart sends a class's launches), not keep-alive",
+    )
     parser.add_argument("--events", type=int, default=10, help="publish rounds of the websocket burst, default 10")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     args = parser.parse_args(argv)
@@ -157,7 +164,9 @@ class Timed:
         self.statuses[status] += 1
 
 
-async def http_phase(base_url: str, world: dict, *, requests: int, concurrency: int, kind: str) -> tuple[dict[str, Timed], float]:
+async def http_phase(
+    base_url: str, world: dict, *, requests: int, concurrency: int, kind: str, fresh: bool = False
+) -> tuple[dict[str, Timed], float]:
     """``requests`` trivial views (``kind`` "floor") or launch + stop pairs ("launch"), ``concurrency``
     at a time; the requests timed and the wall seconds."""
     import aiohttp
@@ -167,7 +176,7 @@ async def http_phase(base_url: str, world: dict, *, requests: int, concurrency: 
     jobs: asyncio.Queue[int] = asyncio.Queue()
     for i in range(requests):
         jobs.put_nowait(i)
-    connector = aiohttp.TCPConnector(limit=concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency, force_close=fresh)
     async with aiohttp.ClientSession(base_url, connector=connector, cookie_jar=aiohttp.DummyCookieJar()) as client:
 
         async def one(i: int) -> None:
@@ -334,14 +343,13 @@ def measure_server(
     meter = CpuMeter({"server": [service.process.pid]}, {})
     rows = []
     try:
+        phase = partial(http_phase, base_url, world, concurrency=args.concurrency, fresh=args.fresh_connections)
         # A warm-up, not measured: the first requests load templates and open the database pool.
-        asyncio.run(http_phase(base_url, world, requests=2 * args.concurrency, concurrency=args.concurrency, kind="floor"))
-        asyncio.run(http_phase(base_url, world, requests=args.concurrency, concurrency=args.concurrency, kind="launch"))
+        asyncio.run(phase(requests=2 * args.concurrency, kind="floor"))
+        asyncio.run(phase(requests=args.concurrency, kind="launch"))
         for kind in ("floor", "launch"):
             before = cpu_ticks(meter)
-            timed, seconds = asyncio.run(
-                http_phase(base_url, world, requests=args.requests, concurrency=args.concurrency, kind=kind)
-            )
+            timed, seconds = asyncio.run(phase(requests=args.requests, kind=kind))
             cpu_ms = (cpu_ticks(meter) - before) * 1000 / CLOCK_TICKS
             total = sum(len(t.latencies_ms) for t in timed.values())
             for work, t in timed.items():

@@ -63,3 +63,18 @@ def test_a_tiny_run_serves_the_portal_under_three_servers_with_the_same_answers(
         assert by[(server, SOCKETS)]["count"] == 3 * 2
         assert by[(server, LAUNCH)]["cpu_ms_per_item"] > 0  # 12 requests of ~40 ms: more than a clock tick
     assert "x daphne" in done.stdout and "same status codes and websocket messages" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_tiny_run_can_open_a_connection_for_every_request(tmp_path):
+    figures_path = tmp_path / "figures.json"
+    command = [
+        sys.executable, "-m", "bench.asgi_servers", "--servers", "daphne", "--students", "2", "--requests", "4",
+        "--concurrency", "2", "--events", "1", "--fresh-connections", "--json", str(figures_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    by = {(r["server"], r["work"]): r for r in json.loads(figures_path.read_text())["rows"]}
+    assert by[("daphne", FLOOR)]["statuses"] == {"200": 4}
+    assert by[("daphne", LAUNCH)]["statuses"] == {"201": 4} and by[("daphne", STOP)]["statuses"] == {"200": 4}
