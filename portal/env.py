@@ -118,12 +118,17 @@ def env_fernet_keys(name: str) -> list[str]:
 
 
 def env_database(
-    name: str, default: str, *, pool_size: Callable[[], int], prepare_threshold: Callable[[], int] = lambda: 0
+    name: str,
+    default: str,
+    *,
+    pool_size: Callable[[], int],
+    pool_min_size: Callable[[], int] = lambda: 1,
+    prepare_threshold: Callable[[], int] = lambda: 0,
 ) -> dict[str, Any]:
     """Parse a database URL (``sqlite:///path`` or ``postgres://user:pass@host:port/db``); ``pool_size()``
-    (read only for PostgreSQL) is the connections each process keeps in its pool, 0 for none;
-    ``prepare_threshold()`` (PostgreSQL only) the executions of a statement on a connection after
-    which PostgreSQL keeps it prepared, 0 for none."""
+    (read only for PostgreSQL) is the connections each process's pool holds at most, 0 for none, and
+    ``pool_min_size()`` those it keeps open while idle; ``prepare_threshold()`` (PostgreSQL only)
+    the executions of a statement on a connection after which PostgreSQL keeps it prepared, 0 for none."""
     url = env_str(name, default)
     assert url is not None
     scheme = url.split(":", 1)[0].lower()
@@ -161,7 +166,15 @@ def env_database(
         if threshold := prepare_threshold():
             config["OPTIONS"].update(server_side_binding=True, prepare_threshold=threshold)
         if size:
-            config["OPTIONS"]["pool"] = {"min_size": 1, "max_size": size, "timeout": 30, "reset": _release_session_locks}
+            keep = pool_min_size()
+            if keep > size:
+                raise ImproperlyConfigured(
+                    f"DATABASE_POOL_MIN_SIZE ({keep}) is more than DATABASE_POOL_SIZE ({size}): a pool keeps open at most"
+                    " the connections it may hold."
+                )
+            # A web process keeps its whole pool open (deploy/ sets the minimum to the size): the
+            # connections a class start needs are there, not made during it (docs/performance.md).
+            config["OPTIONS"]["pool"] = {"min_size": keep, "max_size": size, "timeout": 30, "reset": _release_session_locks}
         else:
             config["CONN_HEALTH_CHECKS"] = True
     return config

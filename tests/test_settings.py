@@ -181,6 +181,16 @@ def test_the_database_pool_can_be_sized_or_turned_off(tmp_path):
     assert "pool" not in off["OPTIONS"]
 
 
+def test_the_database_pool_keeps_open_what_it_is_told_to_at_most_its_size(tmp_path):
+    url = "postgres://u:p@h:5432/db"
+    kept = loaded(run_settings(tmp_path, DATABASE_URL=url, DATABASE_POOL_MIN_SIZE="10"))
+    assert (kept["OPTIONS"]["pool"]["min_size"], kept["OPTIONS"]["pool"]["max_size"]) == (10, 10)
+    stderr = refused(run_settings(tmp_path, DATABASE_URL=url, DATABASE_POOL_SIZE="8", DATABASE_POOL_MIN_SIZE="9"))
+    assert "DATABASE_POOL_MIN_SIZE (9) is more than DATABASE_POOL_SIZE (8)" in stderr
+    stderr = refused(run_settings(tmp_path, DATABASE_URL=url, DATABASE_POOL_MIN_SIZE="-1"))
+    assert "DATABASE_POOL_MIN_SIZE" in stderr
+
+
 def test_a_redis_url_that_is_not_redis_is_refused(tmp_path):
     stderr = refused(run_settings(tmp_path, REDIS_URL="http://x"))
     assert "REDIS_URL" in stderr

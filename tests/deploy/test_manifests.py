@@ -528,6 +528,14 @@ def test_web_deployment(name):
     assert env.index("POD_IP") < env.index("ALLOWED_HOSTS") and "$(POD_IP)" in allowed["value"]
     config = one(name, "ConfigMap", "portal-config")["data"]
     assert "PORTAL_HOSTS" in config and "ALLOWED_HOSTS" not in config
+    # The web process keeps its whole database pool open (a class start opens no connection); the
+    # pool's size is the config's or the setting's default.
+    from portal.settings_table import SETTINGS
+
+    size = int(config.get("DATABASE_POOL_SIZE", SETTINGS["DATABASE_POOL_SIZE"].default))
+    kept = next(e for e in container["env"] if e["name"] == "DATABASE_POOL_MIN_SIZE")
+    assert int(kept["value"]) == size
+    assert "DATABASE_POOL_MIN_SIZE" not in config  # not for the workers: each runs one task at a time
     (migrate,) = template["spec"]["initContainers"]
     assert migrate["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert web["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 1
@@ -536,6 +544,7 @@ def test_web_deployment(name):
 @pytest.mark.parametrize("name", FULL_INSTALLS)
 def test_worker_and_beat(name):
     worker = one(name, "Deployment", "worker")["spec"]["template"]["spec"]["containers"][0]
+    assert "DATABASE_POOL_MIN_SIZE" not in {e["name"] for e in worker.get("env", [])}
     assert worker["command"][:5] == ["python", "-m", "celery", "-A", "portal"] and worker["command"][5] == "worker"
     beat = one(name, "Deployment", "beat")
     assert beat["spec"]["replicas"] == 1
