@@ -170,10 +170,28 @@ def login_cookies_http(base_url: str, students, threads: int) -> dict[int, tuple
         return dict(pool.map(login, students))
 
 
+def deploy_web_env() -> dict[str, str]:
+    """The settings deploy/base/web.yaml gives the web container by value (not the shared config, the
+    secrets' files or the host names it expands): the bench's web processes run as deploy/ runs them."""
+    import yaml
+
+    from portal.settings_table import SETTINGS
+
+    with open(ROOT / "deploy" / "base" / "web.yaml") as handle:
+        documents = [d for d in yaml.safe_load_all(handle) if d and d.get("kind") == "Deployment"]
+    (web,) = [c for d in documents for c in d["spec"]["template"]["spec"]["containers"] if c["name"] == "web"]
+    return {
+        e["name"]: e["value"]
+        for e in web.get("env", [])
+        if e["name"] in SETTINGS and "value" in e and "$(" not in e["value"] and not e["name"].endswith("_FILE")
+    }
+
+
 def start_services(
     res: Resources, env: dict[str, str], args: argparse.Namespace, rid: str, *, web_processes: int = 1, own_ports: bool = False
 ) -> list[str]:
-    """Daphne (``web_processes`` of them), the workers and beat; the URLs the portal answers on.
+    """Daphne (``web_processes`` of them, with the settings deploy/ gives its web pods), the workers
+    and beat; the URLs the portal answers on.
 
     ``own_ports``: each web process listens on a port of its own and the URLs are one per process,
     for the client to spread its requests over them as a Kubernetes Service spreads connections
@@ -182,7 +200,7 @@ def start_services(
     there is one URL: the kernel hands each connection to whichever process accepts first.
     """
     python = sys.executable
-    web_env = dict(env)
+    web_env = {**env, **deploy_web_env()}
     if args.web_conn_max_age is not None:
         web_env["DATABASE_URL"] = f"{env['DATABASE_URL']}?conn_max_age={args.web_conn_max_age}"
     if web_processes == 1 or own_ports:

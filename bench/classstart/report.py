@@ -62,7 +62,8 @@ def report(f: dict, args: argparse.Namespace) -> None:
             f"Ready -> running in the portal {fmt_seconds(f['ready_to_running_p50'])}"
         )
     print(
-        f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']} "
+        f"  PostgreSQL connections to this run's database, most seen (sampled every 0.1 s): {f['peak_db_connections']}, "
+        f"{f['db_connections_before']} open before the first launch, {f['db_connections_opened']} opened during the class start "
         f"(limit of the run's role {f['db_connection_limit']}; server max_connections {f['max_connections']})"
     )
     if f.get("cpu_ms_per_session"):

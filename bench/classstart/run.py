@@ -167,7 +167,8 @@ def poll_cpu_ms(res: Resources, cluster, db_name: str, fetch, polls: int = 10) -
 
 
 class ConnectionSampler(threading.Thread):
-    """Counts the connections to the run's database every 0.1 s (as the server's superuser: not within the run's limit)."""
+    """Counts the connections to the run's database every 0.1 s (as the server's superuser: not within the run's limit),
+    and those opened since it started (each costs both sides a password exchange and the server a new process)."""
 
     def __init__(self, server_url: str, db_name: str) -> None:
         super().__init__(daemon=True)
@@ -177,19 +178,41 @@ class ConnectionSampler(threading.Thread):
         self.conn = psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True)
         self.max_connections = int(self.conn.execute("SHOW max_connections").fetchone()[0])
         self.peak = 0
+        self.started_at = self.conn.execute("SELECT now()").fetchone()[0]
+        self.opened: set[int] = set()
         self.stopping = threading.Event()
         self.start()
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            count = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.db_name]).fetchone()[0]
-            self.peak = max(self.peak, count)
+            rows = self.conn.execute(
+                "SELECT pid, backend_start > %s FROM pg_stat_activity WHERE datname = %s", [self.started_at, self.db_name]
+            ).fetchall()
+            self.peak = max(self.peak, len(rows))
+            self.opened.update(pid for pid, new in rows if new)
             self.stopping.wait(0.1)
 
     def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=5)
         self.conn.close()
+
+
+def connections_settled(server_url: str, db_name: str, *, quiet: float = 1.0, timeout: float = 20.0) -> int:
+    """Wait until no connection to the run's database has been opened for ``quiet`` seconds (the web
+    processes' pools filling in the background), at most ``timeout``; how many are open then."""
+    import psycopg
+
+    with psycopg.connect(f"{server_url.rstrip('/')}/postgres", autocommit=True) as conn:
+        deadline = time.monotonic() + timeout
+        while True:
+            count, newest_age = conn.execute(
+                "SELECT count(*), extract(epoch FROM now() - max(backend_start)) FROM pg_stat_activity WHERE datname = %s",
+                [db_name],
+            ).fetchone()
+            if (newest_age is not None and newest_age >= quiet) or time.monotonic() > deadline:
+                return count
+            time.sleep(0.1)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -248,6 +271,9 @@ def run(args: argparse.Namespace) -> dict:
             home = http_request("GET", f"{url}/", headers={"Cookie": cookie})
             if home.status != 200:
                 raise RuntimeError(f"a logged-in student gets HTTP {home.status} for {url}/ (expected 200)")
+        # That view opened each web process's pool: a portal between classes has its connections open
+        # (deploy/ keeps the web pods' pools full), so the class start should not pay for opening them.
+        figures["db_connections_before"] = connections_settled(POSTGRES_SERVER_URL, db_name)
         print(f"set-up (migrate, data, services, {args.launches} logins): {time.monotonic() - setup_started:.1f} s", flush=True)
 
         body = urlencode({"course": course.pk, "template": template.pk})
@@ -303,6 +329,7 @@ def run(args: argparse.Namespace) -> dict:
         )
         figures["threads"] = args.threads
         figures["peak_db_connections"] = sampler.peak
+        figures["db_connections_opened"] = len(sampler.opened)
         figures["cpu_percent_of_one_core"] = meter.shares
         figures["cpu_ms"] = meter.ms
         figures["cpu_ms_per_session"] = portal_cpu_ms(meter.ms, args.launches)

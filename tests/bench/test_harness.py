@@ -130,3 +130,30 @@ def test_the_portal_cpu_per_session_is_each_group_and_their_total_over_the_launc
         POSTGRESQL: 1.25,
         "total": 10.0,
     }
+
+
+def test_the_class_start_runs_its_web_processes_with_what_deploy_gives_the_web_pods():
+    from bench.classstart.portal import deploy_web_env
+
+    # By value only: no secret's file, nothing expanded from the pod (deploy/base/web.yaml).
+    assert deploy_web_env() == {"DATABASE_POOL_MIN_SIZE": "10"}
+
+
+@pytest.mark.django_db
+def test_the_class_start_waits_until_no_connection_has_been_opened_for_a_while():
+    import psycopg
+    from django.db import connection
+
+    from bench.classstart.run import connections_settled
+
+    if connection.vendor != "postgresql":
+        pytest.skip("counts PostgreSQL's connections")
+    s = connection.settings_dict
+    server = f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT'] or 5432}"
+    connection.ensure_connection()
+    with psycopg.connect(f"{server}/{s['NAME']}"):  # opened just now
+        began = time.monotonic()
+        count = connections_settled(server, s["NAME"], quiet=0.5, timeout=10)
+        waited = time.monotonic() - began
+    assert count >= 2
+    assert 0.4 <= waited < 5

@@ -184,7 +184,8 @@ def test_the_portal_report_carries_load_average_fsync_and_how_running_was_seen(c
         "launches": 16, "submit_seconds": 0.3, "http_statuses": "201: 16", "retry_statuses": "", "time_to_all_running": 1.6,
         "running": 16, "launch_to_running_p50": 1.5, "launch_to_running_p99": 1.6, "queued_to_admitted_p50": 0.1,
         "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.01, "started_to_running_p50": 1.2,
-        "peak_db_connections": 9, "db_connection_limit": 80, "max_connections": 100,
+        "peak_db_connections": 9, "db_connections_before": 7, "db_connections_opened": 2, "db_connection_limit": 80,
+        "max_connections": 100,
         "machine_before": MACHINE, "machine_after": MACHINE_AFTER, **POLLING,
     }  # fmt: skip
     args = argparse.Namespace(servers=1, workers=2, concurrency=4, driver="simulator", start_delay=1.0, threads=32,
@@ -195,6 +196,7 @@ def test_the_portal_report_carries_load_average_fsync_and_how_running_was_seen(c
     assert "fsync 4.50 ms" in out
     assert "polled from outside through their own REST API every 0.1 s" in out
     assert "the portal's database: PostgreSQL" in out
+    assert "most seen (sampled every 0.1 s): 9, 7 open before the first launch, 2 opened during the class start" in out
 
 
 def test_the_hub_report_carries_load_average_fsync_its_database_and_token(capsys):
@@ -306,7 +308,8 @@ def test_the_portal_report_carries_the_cpu_per_session_beside_the_load_average(c
         "launches": 16, "submit_seconds": 0.3, "http_statuses": "201: 16", "retry_statuses": "", "time_to_all_running": 1.6,
         "running": 16, "launch_to_running_p50": 1.5, "launch_to_running_p99": 1.6, "queued_to_admitted_p50": 0.1,
         "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.01, "started_to_running_p50": 1.2,
-        "peak_db_connections": 9, "db_connection_limit": 80, "max_connections": 100,
+        "peak_db_connections": 9, "db_connections_before": 7, "db_connections_opened": 2, "db_connection_limit": 80,
+        "max_connections": 100,
         "machine_before": MACHINE, "machine_after": MACHINE_AFTER, **POLLING,
         "cpu_ms_per_session": {"Daphne": 4.5, "Celery (workers and beat)": 2.0, "PostgreSQL (this run's backends)": 1.0,
                                "total": 7.5},
