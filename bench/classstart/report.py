@@ -29,7 +29,10 @@ def report(f: dict, args: argparse.Namespace) -> None:
         print(f"  note: only {capacity} small instances fit on {args.servers} server(s); the rest wait for room")
     if args.web_conn_max_age is not None:
         print(f"  Daphne's CONN_MAX_AGE set to {args.web_conn_max_age} s (--web-conn-max-age)")
-    print(f"  submitting: {f['launches']} POSTs from {args.threads} threads took {f['submit_seconds']:.2f} s")
+    print(
+        f"  submitting: {f['launches']} POSTs from {args.threads} threads took {f['submit_seconds']:.2f} s"
+        + (f" (each answered in p50 {fmt_seconds(f['post_p50'])}, p99 {fmt_seconds(f['post_p99'])})" if "post_p50" in f else "")
+    )
     print(f"  HTTP statuses: {f['http_statuses']}")
     if f["retry_statuses"]:
         print(f"  launches pressed again 1 s after a server error: {f['retry_statuses']}")

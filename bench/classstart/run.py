@@ -457,6 +457,9 @@ def collect(course, fired, retried, started: float, submitted: float, launches: 
         "http_statuses": status_counts(fired),
         "retry_statuses": status_counts(retried) if retried else "",
         "submit_seconds": submitted,
+        # How long a student's Launch waited for its answer (the first press).
+        "post_p50": percentile([f.done_at - f.sent_at for f in fired], 50),
+        "post_p99": percentile([f.done_at - f.sent_at for f in fired], 99),
         "time_to_all_running": (last_running - started) if running >= launches and last_running else None,
         "time_to_last_running": (last_running - started) if last_running else None,
         "launch_to_running_p50": percentile(launch_to_running, 50),

@@ -185,7 +185,7 @@ def test_the_portal_report_carries_load_average_fsync_and_how_running_was_seen(c
         "running": 16, "launch_to_running_p50": 1.5, "launch_to_running_p99": 1.6, "queued_to_admitted_p50": 0.1,
         "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.01, "started_to_running_p50": 1.2,
         "peak_db_connections": 9, "db_connections_before": 7, "db_connections_opened": 2, "db_connection_limit": 80,
-        "max_connections": 100,
+        "max_connections": 100, "post_p50": 0.12, "post_p99": 0.31,
         "machine_before": MACHINE, "machine_after": MACHINE_AFTER, **POLLING,
     }  # fmt: skip
     args = argparse.Namespace(servers=1, workers=2, concurrency=4, driver="simulator", start_delay=1.0, threads=32,
@@ -197,6 +197,7 @@ def test_the_portal_report_carries_load_average_fsync_and_how_running_was_seen(c
     assert "polled from outside through their own REST API every 0.1 s" in out
     assert "the portal's database: PostgreSQL" in out
     assert "most seen (sampled every 0.1 s): 9, 7 open before the first launch, 2 opened during the class start" in out
+    assert "16 POSTs from 32 threads took 0.30 s (each answered in p50 0.12 s, p99 0.31 s)" in out
 
 
 def test_the_hub_report_carries_load_average_fsync_its_database_and_token(capsys):
