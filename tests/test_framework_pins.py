@@ -191,6 +191,24 @@ PINS = [
         },
     ),
     Pin(
+        override="portal.postgresql.base.UtcTimestamptzLoader (with_compiled_timestamps)",
+        section="The timestamps' loader",
+        recheck=(
+            "check that Django's BaseTzLoader still only replaces the zone of psycopg's TimestamptzLoader result, that "
+            "get_adapters_template still registers it through register_tzloader and that create_cursor still compares "
+            "the loader's timezone; run tests/test_timestamp_loader.py"
+        ),
+        versions={"Django": "5.2.19", "psycopg": "3.3.9", "psycopg-binary": "3.3.9"},
+        sources={
+            "django.db.backends.postgresql.psycopg_any:BaseTzLoader": "54da5c943c5192bc",
+            "django.db.backends.postgresql.psycopg_any:register_tzloader": "b98320a954840389",
+            "django.db.backends.postgresql.psycopg_any:get_adapters_template": "5dffb67d36e05cee",
+            "django.db.backends.postgresql.base:DatabaseWrapper.create_cursor": "5309d92ffca3e871",
+            "django.db.backends.postgresql.base:DatabaseWrapper.get_connection_params": "c3b08b880d604ccb",
+            "psycopg.types.datetime:TimestamptzLoader": "b29652fbe498ffc0",
+        },
+    ),
+    Pin(
         override="portal.sessions.SessionStore (SESSION_ENGINE)",
         section="The session store",
         recheck=(
