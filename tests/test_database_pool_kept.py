@@ -12,7 +12,7 @@ from django.db import connection
 from tests.conftest import ROOT, child_env
 
 # The child uses its pool once, waits for the pool to fill in the background, then counts, in
-# PostgreSQL, the connections open from its own process (client addresses differ per run: by pid).
+# PostgreSQL, the connections open under its own application name (PGAPPNAME, one per call).
 SCRIPT = """
 import os, time
 import django

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 
-from portal.postgresql.base import COMPILED_TIMESTAMPTZ, TIMESTAMPTZ_OID, UtcTimestamptzLoader
+from portal.postgresql.base import IS_COMPILED, TIMESTAMPTZ_OID, UtcTimestamptzLoader
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def test_the_connections_django_makes_read_timestamps_with_the_compiled_loader()
     postgresql_only()
     from psycopg.pq import Format
 
-    if not COMPILED_TIMESTAMPTZ.__module__.startswith(("psycopg_binary", "psycopg_c")):
+    if not IS_COMPILED:
         pytest.skip("psycopg without its compiled part: Django's loader stays")
     with connection.cursor() as cursor:
         assert cursor.cursor.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT) is UtcTimestamptzLoader

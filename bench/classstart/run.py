@@ -437,6 +437,7 @@ def collect(course, fired, retried, started: float, submitted: float, launches: 
     rows = [(s, c, a, r) for s, c, a, _, r in LabSession.objects.filter(course=course).values_list(*fields)]
     by_state = dict(LabSession.objects.filter(course=course).values_list("state").annotate(n=Count("id")).order_by())
     launch_to_running = [at - sent[pk] for pk, at in seen_running.items()]
+    answered_in = [f.done_at - f.sent_at for f in fired]
     queued_to_admitted = [(a - c).total_seconds() for _, c, a, _ in rows if a is not None]
     admitted_to_running = [(r - a).total_seconds() for _, _, a, r in rows if a is not None and r is not None]
     starts = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
@@ -458,8 +459,8 @@ def collect(course, fired, retried, started: float, submitted: float, launches: 
         "retry_statuses": status_counts(retried) if retried else "",
         "submit_seconds": submitted,
         # How long a student's Launch waited for its answer (the first press).
-        "post_p50": percentile([f.done_at - f.sent_at for f in fired], 50),
-        "post_p99": percentile([f.done_at - f.sent_at for f in fired], 99),
+        "post_p50": percentile(answered_in, 50),
+        "post_p99": percentile(answered_in, 99),
         "time_to_all_running": (last_running - started) if running >= launches and last_running else None,
         "time_to_last_running": (last_running - started) if last_running else None,
         "launch_to_running_p50": percentile(launch_to_running, 50),

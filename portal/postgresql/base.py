@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 TIMESTAMPTZ_OID = adapters.types["timestamptz"].oid
 # psycopg's own text loader: compiled with psycopg[binary] or psycopg[c], else the Python one.
 COMPILED_TIMESTAMPTZ = adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+IS_COMPILED = COMPILED_TIMESTAMPTZ.__module__.startswith(("psycopg_binary", "psycopg_c"))
 
 
 class UtcTimestamptzLoader(Loader):
@@ -80,8 +81,7 @@ def with_compiled_timestamps(context: AdaptersMap) -> AdaptersMap:
     """Django's adapters template with ``UtcTimestamptzLoader`` for ``timestamptz`` where Django's
     loader there is for UTC and psycopg's is compiled; else the template as it is."""
     django_loader = context.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
-    compiled = COMPILED_TIMESTAMPTZ.__module__.startswith(("psycopg_binary", "psycopg_c"))
-    if not compiled or getattr(django_loader, "timezone", None) is not UTC:
+    if not IS_COMPILED or getattr(django_loader, "timezone", None) is not UTC:
         return context
     faster = AdaptersMap(context)
     faster.register_loader("timestamptz", UtcTimestamptzLoader)
