@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,6 +18,25 @@ import redis
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+LOG_TAIL_LINES = 200
+# What the running test's processes (workers, Daphne) and browser pages wrote: a title and how to
+# read it, added to its report if it fails.
+ON_FAILURE: list[tuple[str, Callable[[], str]]] = []
+
+
+def pytest_runtest_setup(item) -> None:
+    ON_FAILURE.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with what its processes and pages wrote last: a failure seen
+    once in CI, in a run whose files are gone, can then still be read."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and report.when in ("setup", "call"):
+        for title, read in ON_FAILURE:
+            report.sections.append((title, read()))
 
 
 @pytest.fixture(autouse=True)
@@ -134,9 +154,14 @@ class ServiceProcess:
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        ON_FAILURE.append((f"{name} ({self.log_path.name}), last {LOG_TAIL_LINES} lines", self.tail))
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
 
     def output(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def kill(self) -> None:
