@@ -66,3 +66,13 @@ def test_a_run_that_ends_with_no_wake_since_its_last_round_sends_nothing_and_cle
     assert not broker.exists(dispatch.QUEUED_KEY)
     dispatch._wake_now()  # the next launch queues a run again
     assert broker.llen("celery") == 2
+
+
+def test_a_wake_whose_count_fails_marks_nothing_and_sends_nothing(broker, caplog):
+    broker.set(dispatch.GENERATION_KEY, "not a number")
+
+    dispatch._wake_now()
+
+    assert not broker.exists(dispatch.QUEUED_KEY)
+    assert broker.llen("celery") == 0
+    assert "could not wake the controller" in caplog.text
