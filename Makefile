@@ -125,6 +125,7 @@ bench: $(VENV)/.installed-dev controlplane
 	$(PY) -m bench.reclaim || status=1; \
 	$(PY) -m bench.planner || status=1; \
 	$(PY) -m bench.smaller_offer || status=1; \
+	$(PY) -m bench.row_insert || status=1; \
 	$(PY) -m bench.gateway || status=1; \
 	$(PY) -m bench.asgi_servers || status=1; \
 	echo "make bench took $$(( $$(date +%s) - began )) s"; exit $$status

@@ -29,7 +29,7 @@ from labs.selectors.rows import one
 from labs.selectors.sessions import CLAIMABLE, launch_facts
 from labs.selectors.usage import launch_usage
 from labs.services.events import session_changes_publish, session_event, session_events_record
-from labs.services.rows import rows_update
+from labs.services.rows import row_insert, rows_update
 
 _TIMESTAMP_OF = {
     SessionState.ADMITTED: "admitted_at",
@@ -392,7 +392,7 @@ def _launch(*, student, enrollment: Enrollment, template: LabTemplate) -> LabSes
         seconds_per_percent_hour=settings.LAB_FAIR_SHARE_SECONDS_PER_PERCENT_HOUR,
         max_seconds=settings.LAB_FAIR_SHARE_MAX_DELAY_SECONDS,
     )
-    session = LabSession.objects.create(
+    session = LabSession(
         student=student,
         course=course,
         template=template,
@@ -401,6 +401,7 @@ def _launch(*, student, enrollment: Enrollment, template: LabTemplate) -> LabSes
         secret=secrets.token_urlsafe(32),
         **reason_fields(Reason.of("session.queued")),
     )
+    row_insert(session)  # objects.create's row from a statement composed once: every launch makes one
     # A new session holds nothing yet: its page payload need not ask for an allocation.
     LabSession.allocation.related.set_cached_value(session, None)
     session_event("session.queued", session.pk)
