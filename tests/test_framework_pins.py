@@ -268,6 +268,22 @@ PINS = [
         versions={"Django": "5.2.19"},
         sources={"django.db.models.query:QuerySet.bulk_update": "2369a42464b0fd03"},
     ),
+    Pin(
+        override="labs.services.rows.row_insert",
+        section="The launch's insert",
+        recheck=(
+            "check that SQLInsertCompiler still writes a plain %s per value and sends get_db_prep_save(pre_save(obj, "
+            "add=True)) of each field, and whether Model.save now reuses its INSERT (then row_insert may go); run "
+            "tests/services/test_row_insert.py"
+        ),
+        versions={"Django": "5.2.19"},
+        sources={
+            "django.db.models.sql.compiler:SQLInsertCompiler.field_as_sql": "505120b18cf35c28",
+            "django.db.models.sql.compiler:SQLInsertCompiler.prepare_value": "2e49a07e78afaae1",
+            "django.db.models.sql.compiler:SQLInsertCompiler.pre_save_val": "f9efbaa8ba5cb0c8",
+            "django.db.models.base:Model._save_table": "2a39268c21f5b8e6",
+        },
+    ),
 ]
 
 
