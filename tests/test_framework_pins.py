@@ -282,6 +282,7 @@ PINS = [
             "django.db.models.sql.compiler:SQLInsertCompiler.prepare_value": "2e49a07e78afaae1",
             "django.db.models.sql.compiler:SQLInsertCompiler.pre_save_val": "f9efbaa8ba5cb0c8",
             "django.db.models.base:Model._save_table": "2a39268c21f5b8e6",
+            "django.db.models.base:Model._prepare_related_fields_for_save": "d6d6a4ed2512cbb5",
         },
     ),
 ]

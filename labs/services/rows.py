@@ -71,6 +71,7 @@ def row_insert(instance: Model) -> None:
     """
     db = connections[DEFAULT_DB_ALIAS]  # not the proxy: the fields ask it for its operations many times
     fields, sql = _insert_sql(type(instance), db.vendor)
+    instance._prepare_related_fields_for_save(operation_name="save")  # as save(): no unsaved related object
     values = [f.pre_save(instance, True) for f in fields]
     if sql is None or instance.pk is None or any(hasattr(v, "resolve_expression") for v in values):
         instance.save(force_insert=True)

@@ -83,6 +83,14 @@ def test_a_key_the_database_picks_and_an_expression_go_through_model_save(world)
     assert LabSession.objects.get(pk=session.pk).version == 5
 
 
+def test_an_unsaved_related_object_is_refused_as_model_save_refuses_it(world):
+    from labs.models import LabTemplate
+
+    unsaved = LabTemplate(name="Not saved")
+    with pytest.raises(ValueError, match="unsaved related object 'template'"):
+        row_insert(made(world, template=unsaved))
+
+
 def test_a_refused_row_raises_changes_nothing_and_marks_the_transaction_for_rollback(world):
     first = made(world)
     row_insert(first)
