@@ -71,10 +71,13 @@ def row_insert(instance: Model) -> None:
     """
     db = connections[DEFAULT_DB_ALIAS]  # not the proxy: the fields ask it for its operations many times
     fields, sql = _insert_sql(type(instance), db.vendor)
+    if sql is None or instance.pk is None:
+        instance.save(force_insert=True)
+        return
     instance._prepare_related_fields_for_save(operation_name="save")  # as save(): no unsaved related object
     values = [f.pre_save(instance, True) for f in fields]
-    if sql is None or instance.pk is None or any(hasattr(v, "resolve_expression") for v in values):
-        instance.save(force_insert=True)
+    if any(hasattr(v, "resolve_expression") for v in values):
+        instance.save(force_insert=True)  # checks and pre_save again: only for an expression
         return
     params = [f.get_db_prep_save(v, db) for f, v in zip(fields, values, strict=True)]
     with transaction.mark_for_rollback_on_error(), db.cursor() as cursor:
