@@ -85,14 +85,20 @@ def smaller_offers(
     ``candidates[course_id]`` fits now.
 
     Worked out once per course and queued template, each candidate placed (or not) once per course.
+    The offer does not depend on the student, so once a (course, template) is known to have none,
+    its other sessions are passed over without looking at their reasons or their students.
     """
     by_template: dict[tuple[int, int | None], int | None] = {}
     fits: dict[tuple[int, int | None], bool] = {}
     offers: dict[str, int] = {}
     for request, reason in waiting:
-        if request.template_id not in offering or not waits_for_capacity(reason) or not allocator.student_room(request):
+        if request.template_id not in offering:
             continue
         known = (request.course_id, request.template_id)
+        if by_template.get(known, 0) is None:
+            continue
+        if not waits_for_capacity(reason) or not allocator.student_room(request):
+            continue
         if known not in by_template:
             by_template[known] = smaller_offer(allocator, request, candidates.get(request.course_id, ()), fits)
         offer = by_template[known]
