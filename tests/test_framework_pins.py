@@ -284,6 +284,21 @@ PINS = [
             "django.db.models.base:Model._save_table": "2a39268c21f5b8e6",
             "django.db.models.base:Model._prepare_related_fields_for_save": "d6d6a4ed2512cbb5",
         },
+    ),    Pin(
+        override="portal.csp_header.CSPMiddleware",
+        section="The CSP header",
+        recheck=(
+            "diff CSPMiddleware.process_response with the override's: the response attributes that change the policy, "
+            "the nonce, the debug pages, the exempt and excluded-prefix conditions; check that build_policy still "
+            "depends on nothing but the settings when given no parts; run tests/test_csp_header.py"
+        ),
+        versions={"django-csp": "4.0"},
+        sources={
+            "csp.middleware:CSPMiddleware.process_response": "fa72a0cd0d633c49",
+            "csp.middleware:CSPMiddleware.get_policy_parts": "835e17fa636ab681",
+            "csp.middleware:CSPMiddleware.process_request": "bf5a743128a430b8",
+            "csp.utils:build_policy": "fcfef1d3a5051582",
+        },
     ),
 ]
 
