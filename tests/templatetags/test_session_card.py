@@ -1,10 +1,14 @@
 """The timed lines of a session card, composed in the active language."""
 
+import uuid
+
 import pytest
+from django.template.loader import get_template
+from django.urls import reverse, set_script_prefix
 from django.utils import timezone, translation
 
 from labs.presentation import PHRASES, card_line, card_text, card_words, duration_text
-from labs.templatetags.session_card import card_line_tag, session_data_tag
+from labs.templatetags.session_card import card_line_tag, session_data_tag, session_url_tag
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 STOPS = "2027-01-15T10:13:30+00:00"
@@ -104,3 +108,36 @@ def test_the_page_gets_each_line_in_a_data_attribute_and_a_line_that_does_not_ap
         ' data-line="{&quot;text&quot;: &quot;#1 in &lt;AI101&gt;&#x27;s queue, waiting&quot;}"'
     )
     assert card_line_tag(card, "left") == card_line_tag(None, "queue") == ""
+
+
+SESSION_URLS = ("session-stop", "session-extend", "session-keep", "session-smaller", "session-detail", "session-selftest")
+
+
+@pytest.mark.parametrize("script_prefix", ["/", "/portal/"])
+def test_a_session_url_is_the_one_django_reverses(script_prefix):
+    session_id = uuid.uuid4()
+    set_script_prefix(script_prefix)
+    try:
+        for name in SESSION_URLS:
+            expected = reverse(f"labs:{name}", args=[session_id])
+            assert expected.startswith(script_prefix)
+            assert session_url_tag(f"labs:{name}", session_id) == expected
+            assert session_url_tag(f"labs:{name}", str(session_id)) == expected  # the card's id is text
+    finally:
+        set_script_prefix("/")
+
+
+def test_a_session_url_of_something_that_is_no_session_id_is_refused():
+    with pytest.raises(ValueError):
+        session_url_tag("labs:session-stop", "../../admin")
+
+
+def test_the_card_and_the_row_post_to_their_sessions_urls(rf):
+    session_id = uuid.uuid4()
+    request = rf.get("/")
+    card = {"id": str(session_id), "lines": {"queue": None, "started": None, "left": None, "stops": None}}
+    card_html = get_template("labs/_session_card.html").render({"s": {"card": card}}, request)
+    for name in ("session-stop", "session-extend", "session-keep", "session-smaller"):
+        assert f'action="{reverse(f"labs:{name}", args=[session_id])}"' in card_html
+    row_html = get_template("labs/_session_row.html").render({"s": {"card": card, "pk": session_id}}, request)
+    assert f'action="{reverse("labs:session-stop", args=[session_id])}"' in row_html
