@@ -8,7 +8,7 @@ from django.urls import reverse, set_script_prefix
 from django.utils import timezone, translation
 
 from labs.presentation import PHRASES, card_line, card_text, card_words, duration_text
-from labs.templatetags.session_card import card_line_tag, session_data_tag, session_url_tag
+from labs.templatetags.session_card import STAND_IN_TOKEN, card_line_tag, session_data_tag, session_url_tag
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 STOPS = "2027-01-15T10:13:30+00:00"
@@ -141,3 +141,22 @@ def test_the_card_and_the_row_post_to_their_sessions_urls(rf):
         assert f'action="{reverse(f"labs:{name}", args=[session_id])}"' in card_html
     row_html = get_template("labs/_session_row.html").render({"s": {"card": card, "pk": session_id}}, request)
     assert f'action="{reverse("labs:session-stop", args=[session_id])}"' in row_html
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_blank_card_is_the_included_one_with_the_pages_token(rf, settings, language):
+    from django.template import engines
+
+    settings.DEBUG = False
+    page = engines["django"].from_string(
+        '{% load session_card %}<a>{% include "labs/_session_card.html" with s=None %}</a><b>{% blank_session_card %}</b>'
+    )
+    with translation.override(language):
+        for _ in range(2):  # rendered, then remembered
+            html = page.render({}, rf.get("/"))
+            included, blank = html.split("</a><b>")
+            assert blank.removesuffix("</b>") == included.removeprefix("<a>")
+            assert "csrfmiddlewaretoken" in included and STAND_IN_TOKEN not in html
+    with translation.override("en"):
+        english = page.render({}, rf.get("/"))
+    assert english != html  # each language its own card
