@@ -24,7 +24,8 @@ JSON answers, pressing again a second later after a 5xx or no answer, as a stude
 Each fault (``FAULTS``, in that order; ``--only`` picks some) starts a class burst — launches by
 idle students and stops of running labs, all pressed at once from many threads — and lands
 once every press is out and 60 of them are starting or stopping (at least ``--lead`` s after the
-first; counted again afterwards from the presses and the ledger's timestamps: fewer than 50
+first, or sooner as the first of those 60 settles: a fast portal may end the stops within
+``--lead``; counted again afterwards from the presses and the ledger's timestamps: fewer than 50
 fails the run). A fault that lasts meets a second burst half-way (the agent faults: once the
 portal has marked the node unavailable; those launches must go to the other node). While it lasts and until its
 sessions settle, the run records every press's HTTP status, whether a launch or stop answered

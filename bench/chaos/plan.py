@@ -90,7 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=0.5,
         help="earliest a fault lands after its burst's first press, s (0.5); it lands once --min-in-flight + "
-        f"{IN_FLIGHT_MARGIN} sessions are in flight, or as soon as fewer are than a moment before, or at 3 s",
+        f"{IN_FLIGHT_MARGIN} sessions are in flight, or as soon as fewer are than a moment before (before --lead "
+        "too, once that many were), or at 3 s",
     )
     parser.add_argument("--settle-bound", type=float, default=30.0, help="longest wait for a fault's sessions to settle (30)")
     parser.add_argument("--start-delay", type=float, default=2.0, help="LAB_SIMULATOR_DELAY_SECONDS (2)")

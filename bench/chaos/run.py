@@ -168,17 +168,21 @@ class Chaos(Faults):
     def wait_to_land(self, burst: Burst, lead: float) -> int:
         """Wait until every press of the burst is out and ``--min-in-flight`` and a margin are in
         flight, at least ``lead`` s after its first press (at most 3 s); land at once when it is
-        past its peak."""
+        past its peak, before ``lead`` too once that many were in flight: a portal that ends the
+        burst's stops within ``lead`` would otherwise leave only its launches in flight."""
         want = self.args.min_in_flight + IN_FLIGHT_MARGIN
         earliest, latest = burst.began + lead, burst.began + 3.0
-        last = 0
+        last = peak = 0
         while True:
             live = self.live_in_flight(burst)
             now = time.time()
-            ready = now >= earliest and burst.pressed >= len(burst.futures)
-            if now >= latest or ready and (live >= want or live < last):
+            out = burst.pressed >= len(burst.futures)
+            falling = out and live < last
+            if now >= latest or out and now >= earliest and (live >= want or falling) or falling and peak >= want:
                 return live
             last = live
+            if out:
+                peak = max(peak, live)
             time.sleep(0.05)
 
     def resolve(self, items: list[Item], *, driver_fault: bool = False) -> None:
