@@ -80,14 +80,14 @@ PLACEHOLDER = uuid.UUID(int=0)
 
 
 @lru_cache(maxsize=256)  # bounded: the script prefix can come from a request header (Daphne-Root-Path)
-def _reversed_with_placeholder(name: str, script_prefix: str, urlconf: str | None) -> str:
+def _reversed_with_placeholder(name: str, script_prefix: str, urlconf: str) -> str:
     return reverse(name, urlconf=urlconf, args=[PLACEHOLDER])
 
 
 @register.simple_tag(name="session_url")
 def session_url_tag(name: str, session_id: uuid.UUID | str) -> str:
     """``{% url name session_id %}`` for a URL whose one argument is a session's id: the same path."""
-    path = _reversed_with_placeholder(name, get_script_prefix(), get_urlconf())
+    path = _reversed_with_placeholder(name, get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF)
     return path.replace(str(PLACEHOLDER), str(uuid.UUID(str(session_id))), 1)
 
 

@@ -160,3 +160,10 @@ def test_the_blank_card_is_the_included_one_with_the_pages_token(rf, settings, l
     with translation.override("en"):
         english = page.render({}, rf.get("/"))
     assert english != html  # each language its own card
+
+
+def test_a_session_url_follows_the_urlconf_in_force(settings):
+    session_id = uuid.uuid4()
+    assert session_url_tag("labs:session-stop", session_id) == f"/sessions/{session_id}/stop/"
+    settings.ROOT_URLCONF = "tests.templatetags.prefixed_urls"
+    assert session_url_tag("labs:session-stop", session_id) == f"/portal/sessions/{session_id}/stop/"
