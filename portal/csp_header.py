@@ -5,10 +5,10 @@ every response (``csp.utils.build_policy``, and again for the report-only header
 of CPU a request, the same string each time unless the view changed the policy (a response's
 ``_csp_config``, ``_csp_update`` or ``_csp_replace``, or their ``_ro`` forms, as django-csp's
 decorators set them) or the page asked for a nonce (``request.csp_nonce``). Here such a
-response, or one whose policy setting has since been replaced (``override_settings``), goes
-through django-csp's own ``process_response``; every other gets the header built once from the
-same settings, set under django-csp's own conditions (not already set, not exempted, not under an
-excluded prefix; nothing for Django's debug pages). docs/framework-overrides.md, "The CSP header".
+response goes through django-csp's own ``process_response``; every other gets the header built
+once from the settings (again when a setting is replaced, as ``override_settings`` does), set
+under django-csp's own conditions (not already set, not exempted, not under an excluded prefix;
+nothing for Django's debug pages). docs/framework-overrides.md, "The CSP header".
 """
 
 from __future__ import annotations

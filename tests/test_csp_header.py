@@ -21,7 +21,7 @@ def directives(value: str | None) -> set[str] | None:
     return None if value is None else {d.strip() for d in value.split(";")}
 
 
-def headers(middleware_class, path="/", status=200, debug=False, nonce=False, **response_attrs):
+def headers(middleware_class, path="/", status=200, nonce=False, **response_attrs):
     """The two headers (or None) the middleware gives a response made by a view that sets ``response_attrs``."""
     request = RequestFactory().get(path)
 
