@@ -235,14 +235,17 @@ PINS = [
         },
     ),
     Pin(
-        override="the written-out reads (labs.selectors.rows, session_read, courses, sessions, usage, console; webhooks.hooks)",
+        override=(
+            "the written-out reads (labs.selectors.rows, session_read, courses, sessions, usage, console; webhooks.hooks; "
+            "api.authentication.token_read)"
+        ),
         section="The written-out reads",
         recheck=(
             "check Model.from_db and what Model.__init__ leaves on an instance (session_read._made makes the same "
             "without it: _state, the loaded fields in __dict__), the related-object cache "
             "(FieldCacheMixin.set_cached_value, _prefetched_objects_cache "
             "as prefetch_one_level sets it), the backends' value converters and, for rows.one, whether an ORDER BY still "
-            "costs what it did (SQLCompiler.get_order_by); run tests/selectors"
+            "costs what it did (SQLCompiler.get_order_by); run tests/selectors and tests/api/test_token_read.py"
         ),
         versions={"Django": "5.2.19"},
         sources={
@@ -284,7 +287,8 @@ PINS = [
             "django.db.models.base:Model._save_table": "2a39268c21f5b8e6",
             "django.db.models.base:Model._prepare_related_fields_for_save": "d6d6a4ed2512cbb5",
         },
-    ),    Pin(
+    ),
+    Pin(
         override="portal.csp_header.CSPMiddleware",
         section="The CSP header",
         recheck=(

@@ -16,6 +16,10 @@ from django.utils import timezone  # noqa: E402
 
 call_command("migrate", verbosity=0)
 
+from api.authentication import token_read  # noqa: E402
+from api.models import ApiToken  # noqa: E402
+from api.services import token_create  # noqa: E402
+from api.tokens import token_digest, token_prefix  # noqa: E402
 from labs.models import (  # noqa: E402
     Allocation,
     BudgetGrant,
@@ -177,6 +181,21 @@ places_agree = _queue_places([s.pk for s in waiting]) == expected_places and all
     _queue_places([s.pk]) == {s.pk: expected_places[s.pk]} for s in waiting
 )
 
+api_token, api_secret = token_create(institution=course.institution, name="lms", scopes=["sessions:read"])
+read_token = token_read(token_prefix(api_secret), token_digest(api_secret))
+orm_token = ApiToken.objects.select_related("institution").get(pk=api_token.pk)
+
+
+def _fields(instance) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+token_agrees = (
+    _fields(read_token) == _fields(orm_token)
+    and _fields(read_token.institution) == _fields(orm_token.institution)
+    and token_read(token_prefix(api_secret), token_digest(api_secret + "x")) is None
+)
+
 store = DjangoStore()
 store["_auth_user_id"] = str(students[0].pk)
 store.save()
@@ -201,6 +220,7 @@ print(
             "subscribed_after": _any_subscription({str(ended.pk), str(open_.pk)}),
             "score_waits": [completed_score_waits(str(open_.pk)), completed_score_waits(str(ended.pk))],
             "places_agree": places_agree,
+            "token_agrees": token_agrees,  # the API token's read with its institution
         }
     )
 )

@@ -1,7 +1,8 @@
 """The statements written out for speed (usage spans, the sessions a publish or the dashboard
 reads, the dashboard's enrolments, endpoint links and budget grants, a session's owner or
 teacher, whether a webhook subscription is there, the session store's read, whether an LMS score
-waits) on SQLite, the embedded demo's database. The rest of the suite runs them on PostgreSQL."""
+waits, an API request's token) on SQLite, the embedded demo's database. The rest of the suite
+runs them on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -37,4 +38,5 @@ def test_the_written_out_statements_answer_as_the_orm_on_sqlite(tmp_path):
         "subscribed_after": True,
         "score_waits": [True, False],  # the LMS score an end makes due: the session with one, then without
         "places_agree": True,  # queue places, each course's queue numbered in the pass's order
+        "token_agrees": True,  # an API request's token, with its institution
     }
