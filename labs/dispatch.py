@@ -151,6 +151,42 @@ def controller_done(seen: int | None) -> None:
         _wake_now()
 
 
+# -- the cluster's pace --------------------------------------------------------------------------
+# How long the driver's calls take is the cluster's, not one process's: each process that made
+# calls says how slow its latest were, and a process that has made none yet (a prefork child's
+# first controller run) paces its first batch by that instead of by a fixed floor.
+PACE_KEY = "npu-lab:controller:driver-pace"
+PACE_TTL_SECONDS = 600
+
+
+def driver_pace_share(seconds: float) -> None:
+    """Say that the driver's calls took up to ``seconds`` lately (read by ``driver_pace``)."""
+    try:
+        _redis().set(PACE_KEY, f"{seconds:.6f}", ex=PACE_TTL_SECONDS)
+    except redis.RedisError:
+        pass
+
+
+def driver_pace() -> float | None:
+    """The slowest of the driver's latest calls, as a process that made them said within
+    ``PACE_TTL_SECONDS``; ``None`` when none did or Redis does not answer."""
+    try:
+        value = _redis().get(PACE_KEY)
+    except redis.RedisError:
+        return None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def driver_pace_forget() -> None:
+    try:
+        _redis().delete(PACE_KEY)
+    except redis.RedisError:
+        pass
+
+
 # -- the processes holding create leases ---------------------------------------------------------
 # A process with driver calls out says so every second (``holder_beat``), under a key that ends
 # ``HOLDER_TTL_SECONDS`` later: a lease whose holder's key is gone belongs to a process that died.

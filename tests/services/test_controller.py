@@ -639,6 +639,7 @@ def test_the_room_for_calls_is_what_the_pool_clears_in_a_third_of_a_lease_at_its
     settings.LAB_CONTROLLER_THREADS = 2
     settings.LAB_CREATE_LEASE_SECONDS = 6  # a third: 2 s
     calls = _DriverCalls()
+    calls.pace_forget()  # nor has any other process timed one
     floor = CREATES_OUT_PER_THREAD * 2
     assert calls.room() == floor
 
@@ -661,6 +662,56 @@ def test_the_room_for_calls_is_what_the_pool_clears_in_a_third_of_a_lease_at_its
     assert calls.room() == floor - 1
     release.set()
     out.result()
+
+
+def test_a_process_that_has_timed_no_call_takes_the_pace_another_process_shared(settings):
+    """A prefork child's first controller run in the middle of a class start: it sends what the
+    pool clears at the cluster's pace the other children measured, not the floor."""
+    from labs import dispatch
+    from labs.services.controller.creates import CREATES_OUT_PER_THREAD, _DriverCalls
+
+    settings.LAB_CONTROLLER_THREADS = 2
+    settings.LAB_CREATE_LEASE_SECONDS = 6  # a third: 2 s
+    floor = CREATES_OUT_PER_THREAD * 2
+    timed, fresh = _DriverCalls(), _DriverCalls()
+    timed.pace_forget()
+    assert fresh.room() == floor
+
+    timed.submit("a", time.sleep, 0.05).result()
+    wait_for(lambda: not timed.sessions(), timeout=5, interval=0.01, message="the call's end")
+    timed.pace_share()
+
+    assert dispatch.driver_pace() == pytest.approx(0.05, rel=0.5)
+    assert fresh.room() == pytest.approx(2 * 2 / 0.05, rel=0.3)  # ~80, as the process that timed it
+    fresh.submit("b", time.sleep, 0.4).result()
+    wait_for(lambda: not fresh.sessions(), timeout=5, interval=0.01, message="the call's end")
+    assert fresh.room() == floor  # its own calls, once it has some, set its pace: 2 x 2 / 0.4 is 10, below the floor
+
+    timed.pace_forget()  # forgotten everywhere: a process without calls of its own is back at the floor
+    assert dispatch.driver_pace() is None
+    assert _DriverCalls().room() == floor
+
+
+def test_without_redis_a_process_that_has_timed_no_call_sends_the_floor(settings):
+    from labs import dispatch
+    from labs.services.controller.creates import CREATES_OUT_PER_THREAD, _DriverCalls
+    from tests.conftest import free_port
+
+    settings.LAB_CONTROLLER_THREADS = 2
+    suite_url = settings.CELERY_BROKER_URL
+    dispatch.driver_pace_share(0.01)  # what the suite's Redis holds, out of reach below
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    dispatch._redis.cache_clear()
+    try:
+        assert dispatch.driver_pace() is None
+        assert _DriverCalls().room() == CREATES_OUT_PER_THREAD * 2
+        dispatch.driver_pace_share(0.01)  # says nothing, raises nothing
+        dispatch.driver_pace_forget()
+    finally:
+        settings.CELERY_BROKER_URL = suite_url
+        dispatch._redis.cache_clear()
+    assert dispatch.driver_pace() == pytest.approx(0.01)
+    dispatch.driver_pace_forget()
 
 
 def test_an_instance_another_process_records_after_the_look_is_not_taken_for_vanished(world, driver, monkeypatch):

@@ -104,12 +104,15 @@ class _DriverCalls:
     def room(self) -> int:
         """How many more calls this process may send now: as many as its pool clears within a
         third of a create lease, at the pace of its latest calls (the slowest of them), less
-        those out; before any call is timed, ``CREATES_OUT_PER_THREAD`` per thread.
+        those out. Before this process has timed a call, at the pace the other processes saw
+        (``dispatch.driver_pace``); before anyone has, ``CREATES_OUT_PER_THREAD`` per thread.
 
         A create queued behind too many others would outlive its lease and be asked again by
         another process (on Kubernetes, charged twice to the course's ResourceQuota until the
         quota controller recounts). A fixed number per thread kept a fast cluster to a few
-        dozen creates a round, a class of a thousand to one batch every other round.
+        dozen creates a round, a class of a thousand to one batch every other round; and each
+        of a worker's prefork children learning the pace for itself held the first run each
+        child took to that floor, in the middle of a class start.
         """
         threads = settings.LAB_CONTROLLER_THREADS
         least = CREATES_OUT_PER_THREAD * threads
@@ -117,14 +120,25 @@ class _DriverCalls:
             slowest = max(self._took, default=None)
             out = len(self._sessions)
         if slowest is None:
+            slowest = dispatch.driver_pace()
+        if slowest is None:
             return max(0, least - out)
         clears = threads * (settings.LAB_CREATE_LEASE_SECONDS / 3) / max(slowest, MIN_CALL_SECONDS)
         return max(0, max(least, min(int(clears), MOST_OUT)) - out)
 
     def pace_forget(self) -> None:
-        """Forget how long calls took (the pace falls back to ``CREATES_OUT_PER_THREAD`` per thread)."""
+        """Forget how long calls took, here and as shared (the pace falls back to
+        ``CREATES_OUT_PER_THREAD`` per thread)."""
         with self._lock:
             self._took.clear()
+        dispatch.driver_pace_forget()
+
+    def pace_share(self) -> None:
+        """Tell the other processes the pace of this one's latest calls (``room``)."""
+        with self._lock:
+            slowest = max(self._took, default=None)
+        if slowest is not None:
+            dispatch.driver_pace_share(slowest)
 
     def _timed(self, call: Callable[..., object], *args: object) -> object:
         began = time.monotonic()

@@ -181,6 +181,7 @@ def answers_collect(
     if not answers:
         return
     done, _ = wait([future for future, _ in answers], timeout=settings.LAB_CONTROLLER_WAIT_SECONDS)
+    driver_calls.pace_share()
     created: dict[str, str] = {}
     with events_batch():
         for future, action in answers:
