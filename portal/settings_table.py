@@ -147,8 +147,9 @@ SECTIONS: dict[str, tuple[Setting, ...]] = {
         S("LAB_CONTROLLER_FOLLOW_UP_SECONDS", "float", 0.25,
           "While labs start or stop, the controller looks again after this.", minimum=0.05),
         S("LAB_CONTROLLER_ROUND_PAUSE_SECONDS", "float", 0.1,
-          "Least pause between two rounds of one run (a burst of launches is taken in batches); a round that took longer is"
-          " followed by a pause as long as itself, and so is the follow-up.", minimum=0.0),
+          "Least pause between two rounds of one run (a burst of launches is taken in batches); a round that cost more CPU"
+          " is followed by a pause as long as its CPU (the wait for its driver calls counted in it), and so is the"
+          " follow-up.", minimum=0.0),
         S("LAB_CONTROLLER_THREADS", "int", 16,
           "Driver calls (create, delete) made at once, per worker process (a round sends as many creates as they"
           " clear in a third of LAB_CREATE_LEASE_SECONDS, 4 per thread until calls are timed).",

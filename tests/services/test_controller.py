@@ -683,9 +683,9 @@ def test_a_process_that_has_timed_no_call_takes_the_pace_another_process_shared(
 
     assert dispatch.driver_pace() == pytest.approx(0.05, rel=0.5)
     assert fresh.room() == pytest.approx(2 * 2 / 0.05, rel=0.3)  # ~80, as the process that timed it
-    fresh.submit("b", time.sleep, 0.4).result()
+    fresh.submit("b", time.sleep, 0.6).result()
     wait_for(lambda: not fresh.sessions(), timeout=5, interval=0.01, message="the call's end")
-    assert fresh.room() == floor  # its own calls, once it has some, set its pace: 2 x 2 / 0.4 is 10, below the floor
+    assert fresh.room() == floor  # its own calls, once it has some, set its pace: 2 x 2 / 0.6 is below the floor
 
     timed.pace_forget()  # forgotten everywhere: a process without calls of its own is back at the floor
     assert dispatch.driver_pace() is None
@@ -742,11 +742,8 @@ def test_an_instance_another_process_records_after_the_look_is_not_taken_for_van
     settle(session)
 
 
-@override_settings(LAB_CONTROLLER_ROUND_PAUSE_SECONDS=0.05)
-def test_the_rounds_of_a_run_are_paced_by_their_own_cost(world, driver, monkeypatch):
-    # In a class of a thousand a round (every open session read, every lab pod listed) takes a
-    # good part of a second: the pause after it is as long, so the controller does not crowd
-    # out the web server and the cluster it waits for.
+def _looks_of_a_run(world, driver, monkeypatch, look) -> list[float]:
+    """When each round of a three-round run looked at the cluster; ``look`` is what a look costs."""
     from labs import dispatch
 
     launch(world)
@@ -756,15 +753,36 @@ def test_the_rounds_of_a_run_are_paced_by_their_own_cost(world, driver, monkeypa
     def slow_observe():
         looks.append(time.monotonic())
         dispatch._redis().incr(dispatch.GENERATION_KEY)  # a launch woke the controller meanwhile
-        time.sleep(0.4)
+        look()
         return observe()
 
     monkeypatch.setattr(driver, "observe", slow_observe)
     report = controller_run(max_rounds=3)
-
     assert report.rounds == 3
-    gaps = [later - earlier for earlier, later in zip(looks, looks[1:], strict=False)]
+    return [later - earlier for earlier, later in zip(looks, looks[1:], strict=False)]
+
+
+@override_settings(LAB_CONTROLLER_ROUND_PAUSE_SECONDS=0.05)
+def test_the_rounds_of_a_run_are_paced_by_their_own_cost(world, driver, monkeypatch):
+    # In a class of a thousand a round (every open session read, every lab pod listed) costs a
+    # good part of a second of CPU: the pause after it is as long, so the controller does not
+    # crowd out the web server and the cluster it waits for.
+    def costly():
+        spent = time.process_time() + 0.4
+        while time.process_time() < spent:
+            pass
+
+    gaps = _looks_of_a_run(world, driver, monkeypatch, costly)
     assert all(gap >= 0.8 for gap in gaps), gaps
+
+
+@override_settings(LAB_CONTROLLER_ROUND_PAUSE_SECONDS=0.05)
+def test_a_round_that_waited_rather_than_worked_is_followed_by_the_least_pause(world, driver, monkeypatch):
+    # On a machine a class start keeps busy a round takes several times its CPU: what paces the
+    # next round is the CPU it cost, not the time it took, or a class's labs would be admitted
+    # and seen running only every other second.
+    gaps = _looks_of_a_run(world, driver, monkeypatch, lambda: time.sleep(1.0))
+    assert all(1.0 <= gap < 1.8 for gap in gaps), gaps  # paced by the time it took: 2 s or more
 
 
 # -- a node restart (the CCE FlexNPU guide: after an unexpected restart, NPU pods may show failed

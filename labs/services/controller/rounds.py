@@ -64,12 +64,13 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
     report = ControllerReport()
     seen = None
     pause = settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS
+    ended = time.monotonic()
     for round_number in range(max_rounds):
         if round_number:
             # During a burst every launch wakes the controller: a pause between rounds lets a
             # round take a batch of launches rather than one each, and leaves the CPU to the
-            # web server that is taking them.
-            time.sleep(pause)
+            # web server that is taking them. The wait for the last round's answers is part of it.
+            time.sleep(max(0.0, ended + pause - time.monotonic()))
         with try_lock(CONTROLLER_LOCK_KEY) as held:  # for a round; a worker that dies lets go
             if not held:
                 report.skipped = True  # the run that holds it goes round again for our wake
@@ -78,14 +79,18 @@ def controller_run(*, max_rounds: int = MAX_ROUNDS) -> ControllerReport:
             seen = dispatch.controller_generation()
             calls: list[InstanceCall] = []
             answers: list[tuple[Future, Create | Delete]] = []
-            started = time.monotonic()
+            cost = time.process_time()
             acted = reconcile_once(report, agent_calls=calls, answers=answers)
             # Paced by its own cost: a round reads every open session and lists every lab pod,
-            # so in a class of a thousand it takes a good part of a second. The pause after it
-            # is at least as long, so the controller takes at most half of a core and each
-            # round a bigger batch, instead of the rounds crowding out the web server, the
-            # database and the cluster that do the work it waits for.
-            pause = max(settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS, time.monotonic() - started)
+            # so in a class of a thousand it costs a good part of a second of CPU. The pause
+            # after it is at least as long, so the controller takes at most half of a core and
+            # each round a bigger batch, instead of the rounds crowding out the web server, the
+            # database and the cluster that do the work it waits for. Its CPU, not the time it
+            # took: on a machine the class start keeps busy a round takes three to five times
+            # its CPU, and a pause as long as that held the labs' admission and their being
+            # seen running to a round every two seconds.
+            pause = max(settings.LAB_CONTROLLER_ROUND_PAUSE_SECONDS, time.process_time() - cost)
+            ended = time.monotonic()
         # The driver's answers are awaited with the lock let go: on a real cluster a batch of
         # creates takes seconds, and meanwhile another run admits the next launches and starts
         # their creates. What the answers record (the instance's reference, a failure) is a
