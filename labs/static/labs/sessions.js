@@ -14,6 +14,10 @@
   const stopUrl = (id) => list.dataset.stopUrl.replace("00000000-0000-0000-0000-000000000000", id);
   const template = document.getElementById("session-card") || document.getElementById("session-row");
   const ended = new Set(["stopped", "failed"]);
+  // Sessions whose row the course page took away because they ended: an ended session never
+  // opens again, so an answer read before its end (a read that left before the message and
+  // came back after it) must not put the row back.
+  const gone = new Set();
   const wordsEl = document.getElementById("session-card-words");
   const words = wordsEl ? JSON.parse(wordsEl.textContent) : null;
   const lang = document.documentElement.lang || undefined;
@@ -89,7 +93,7 @@
   function elementFor(session) {
     let el = list.querySelector('[data-session-id="' + session.id + '"]');
     if (el) return el;
-    if (courseId && ended.has(session.state)) return null; // the course page lists open sessions only
+    if (courseId && (ended.has(session.state) || gone.has(session.id))) return null; // the course page lists open sessions only
     el = template.content.firstElementChild.cloneNode(true);
     el.dataset.sessionId = session.id;
     el.dataset.version = "0";
@@ -145,7 +149,10 @@
       smaller.hidden = !offer;
       if (offer) smaller.querySelector('input[name="template"]').value = offer.template;
     }
-    if (courseId && ended.has(session.state)) el.remove();
+    if (courseId && ended.has(session.state)) {
+      gone.add(session.id);
+      el.remove();
+    }
   }
 
   async function post(url, body) {
