@@ -94,8 +94,10 @@ def execute_actions(
     wanted = [a.session_id for a in actions if isinstance(a, Create) and a.session_id not in busy]
     # No more than the pool clears well inside a create lease (``driver_calls.room``): a create
     # left queued behind a class's worth of others would outlive its lease and be asked again by
-    # another process. The rest stay admitted for the next round, which comes at once.
-    creates = wanted[: driver_calls.room()]
+    # another process. The rest stay admitted for the next round, which comes at once. (Asked
+    # only when there is something to send: a process that has timed no call reads the shared
+    # pace from Redis.)
+    creates = wanted[: driver_calls.room()] if wanted else []
     links = dict(
         (str(pk), (kind, secret))
         for pk, kind, secret in LabSession.objects.filter(
