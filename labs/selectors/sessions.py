@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import cache, lru_cache
 from typing import Any
 
@@ -19,7 +19,7 @@ from django.utils import timezone
 from labs.domain.lifecycle import session_deadline, session_limit_minutes
 from labs.domain.queue import QUOTA_BOUND_CODES, release_at, wait_estimate_seconds
 from labs.domain.states import ACTIVE, HOLDS_ALLOCATION, TERMINAL, SessionState
-from labs.models import Course, Enrollment, LabSession
+from labs.models import BudgetGrant, Course, Enrollment, LabSession
 from labs.presentation import card_lines, extend_label, selftest_text, share_text, smaller_offer_text
 from labs.selectors.rows import column, listed, marks, one, one_of, table
 from labs.selectors.session_read import sessions_read
@@ -180,40 +180,51 @@ class LaunchFacts:
     offered: bool  # the template is one of the course's
     open_sessions: int  # the student's sessions in the course that have not ended
     prestarted: bool  # a lab pre-started for a class of the course, with that template, waits unclaimed
+    granted: tuple[int, int]  # the week's budget grants to the student in the course: AI-Core-% x hours, GiB x hours
 
 
 # The states of a pre-started lab a student may be handed (``services.sessions._prestarted_claim``).
 CLAIMABLE = (SessionState.QUEUED, SessionState.ADMITTED, SessionState.STARTING, SessionState.RUNNING)
 
 
-def launch_facts(*, student_id: int, course_id: int, template_id: int) -> LaunchFacts:
-    """:class:`LaunchFacts` for a student launching ``template_id`` in ``course_id``.
+def launch_facts(*, student_id: int, course_id: int, template_id: int, week: date) -> LaunchFacts:
+    """:class:`LaunchFacts` for a student launching ``template_id`` in ``course_id``, with the
+    grants of the week that begins on ``week`` (``labs.selectors.usage.week_start``).
 
     Written out (``_launch_facts_sql``): composed by the ORM these were three queries on every
-    launch, each costing several times more to compose than to run (docs/framework-overrides.md)."""
+    launch, each costing several times more to compose than to run (docs/framework-overrides.md);
+    the week's grants, which the budget check adds to the course's budget, were one more statement."""
     active = sorted(state.value for state in ACTIVE)
     claimable = [state.value for state in CLAIMABLE]
-    params = [course_id, template_id, student_id, course_id, *active, course_id, template_id, *claimable]
+    monday = BudgetGrant._meta.get_field("week_start").get_db_prep_value(week, connection)
+    grants = [course_id, student_id, monday]
+    params = [course_id, template_id, student_id, course_id, *active, course_id, template_id, *claimable, *grants, *grants]
     with connection.cursor() as cursor:
         cursor.execute(_launch_facts_sql(), params)
-        offered, open_sessions, prestarted = cursor.fetchone()
-    return LaunchFacts(bool(offered), int(open_sessions), bool(prestarted))  # SQLite answers 0 and 1
+        offered, open_sessions, prestarted, core_hours, gib_hours = cursor.fetchone()
+    # SQLite answers 0 and 1 for the booleans
+    return LaunchFacts(bool(offered), int(open_sessions), bool(prestarted), (int(core_hours), int(gib_hours)))
 
 
 @cache
 def _launch_facts_sql() -> str:
-    """Parameters: course, template; student, course, the active states; course, template, the claimable states."""
+    """Parameters: course, template; student, course, the active states; course, template, the
+    claimable states; course, student, the week's Monday, twice."""
     quote = connection.ops.quote_name
     offered = Course._meta.get_field("templates")
     s = lambda name: column(LabSession, name)  # noqa: E731
+    g = lambda name: column(BudgetGrant, name)  # noqa: E731
     sessions = table(LabSession)
+    grants = f"FROM {table(BudgetGrant)} WHERE {g('course')} = %s AND {g('student')} = %s AND {g('week_start')} = %s"
     return (
         f"SELECT EXISTS (SELECT 1 FROM {quote(offered.m2m_db_table())}"
         f" WHERE {quote(offered.m2m_column_name())} = %s AND {quote(offered.m2m_reverse_name())} = %s),"
         f" (SELECT COUNT(*) FROM {sessions} WHERE {s('student')} = %s AND {s('course')} = %s"
         f" AND {s('state')} IN ({marks(len(ACTIVE))})),"
         f" EXISTS (SELECT 1 FROM {sessions} WHERE {s('course')} = %s AND {s('template')} = %s"
-        f" AND {s('reservation_slot')} IS NOT NULL AND {s('claimed_at')} IS NULL AND {s('state')} IN ({marks(len(CLAIMABLE))}))"
+        f" AND {s('reservation_slot')} IS NOT NULL AND {s('claimed_at')} IS NULL AND {s('state')} IN ({marks(len(CLAIMABLE))})),"
+        f" (SELECT COALESCE(SUM({g('core_percent_hours')}), 0) {grants}),"
+        f" (SELECT COALESCE(SUM({g('gib_hours')}), 0) {grants})"
     )
 
 

@@ -381,16 +381,23 @@ def _sets_budget(quota: CourseQuota | None) -> bool:
 
 
 def _budgets(
-    pairs: set[tuple[int, int]], quotas: dict[int, CourseQuota], spans: Iterable[Span], now: datetime
+    pairs: set[tuple[int, int]],
+    quotas: dict[int, CourseQuota],
+    spans: Iterable[Span],
+    now: datetime,
+    grants: list[tuple[int, int, int, int]] | None = None,
 ) -> dict[tuple[int, int], Budget]:
-    """The week's budgets from the courses' quotas, the week's grants and spans covering (at least) the week."""
+    """The week's budgets from the courses' quotas, the week's grants and spans covering (at least)
+    the week. ``grants``: the week's grants to the pairs (course, student, AI-Core-% x hours, GiB x
+    hours) when the caller has read them (a launch, with its other facts); else they are read here."""
     since = week_start(now)
     extra: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
-    courses, students = sorted({c for c, _ in pairs}), sorted({s for _, s in pairs})
-    week = BudgetGrant._meta.get_field("week_start").get_db_prep_value(since.date(), connection)
-    with connection.cursor() as cursor:
-        cursor.execute(_budget_grants_sql(len(courses), len(students)), [*courses, *students, week])
-        grants = cursor.fetchall()
+    if grants is None:
+        courses, students = sorted({c for c, _ in pairs}), sorted({s for _, s in pairs})
+        week = BudgetGrant._meta.get_field("week_start").get_db_prep_value(since.date(), connection)
+        with connection.cursor() as cursor:
+            cursor.execute(_budget_grants_sql(len(courses), len(students)), [*courses, *students, week])
+            grants = cursor.fetchall()
     for course_id, student_id, core, gib in grants:
         extra[(course_id, student_id)][0] += core
         extra[(course_id, student_id)][1] += gib
@@ -450,11 +457,19 @@ def _recent_usage(spans: Iterable[Span], *, half_life_hours: float, now: datetim
 
 
 def launch_usage(
-    *, course_id: int, student_id: int, quota: CourseQuota, half_life_hours: float, now: datetime
+    *,
+    course_id: int,
+    student_id: int,
+    quota: CourseQuota,
+    half_life_hours: float,
+    now: datetime,
+    granted: tuple[int, int],
 ) -> tuple[Budget | None, float]:
     """What a launch checks: the student's budget in the course this week (``None`` when the
     course sets none; as :func:`student_budgets`) and their decayed recent usage (as
-    :func:`recent_usage_core_percent_hours`), from one read of the ledger covering both windows."""
+    :func:`recent_usage_core_percent_hours`), from one read of the ledger covering both windows.
+    ``granted``: the week's grants to the student in the course (AI-Core-% x hours, GiB x hours),
+    read with the launch's other facts (``labs.selectors.sessions.launch_facts``)."""
     windows = []
     if _sets_budget(quota):
         windows.append(week_start(now))
@@ -465,7 +480,8 @@ def launch_usage(
     spans = list(usage_spans(since=min(windows), until=now, courses=[course_id], students=[student_id], now=now))
     budget = None
     if _sets_budget(quota):
-        budget = _budgets({(course_id, student_id)}, {course_id: quota}, spans, now)[(course_id, student_id)]
+        pair = (course_id, student_id)
+        budget = _budgets({pair}, {course_id: quota}, spans, now, grants=[(*pair, *granted)])[pair]
     return budget, _recent_usage(spans, half_life_hours=half_life_hours, now=now)
 
 

@@ -27,7 +27,7 @@ from labs.models import Allocation, Course, Enrollment, LabSession, LabTemplate,
 from labs.selectors.launch_read import enrollment_and_template_locked
 from labs.selectors.rows import one
 from labs.selectors.sessions import CLAIMABLE, launch_facts
-from labs.selectors.usage import launch_usage
+from labs.selectors.usage import launch_usage, week_start
 from labs.services.events import session_changes_publish, session_event, session_events_record
 from labs.services.rows import row_insert, rows_update
 
@@ -356,9 +356,11 @@ def _launch(*, student, enrollment: Enrollment, template: LabTemplate) -> LabSes
     course = enrollment.course
     if course.archived_at is not None:
         raise LaunchRefused(_("%(course)s has ended and is archived: no new sessions.") % {"course": course.code})
-    # Whether the course offers the template, the student's open sessions in it and whether
-    # a pre-started lab waits: one statement, read under the enrolment's lock.
-    facts = launch_facts(student_id=student.pk, course_id=course.pk, template_id=template.pk)
+    # Whether the course offers the template, the student's open sessions in it, whether a
+    # pre-started lab waits and the week's grants to the student: one statement, read under the
+    # enrolment's lock.
+    now = timezone.now()
+    facts = launch_facts(student_id=student.pk, course_id=course.pk, template_id=template.pk, week=week_start(now).date())
     if not facts.offered:
         raise LaunchRefused(_("%(template)s is not offered in %(course)s.") % {"template": template.name, "course": course.code})
     quota = getattr(course, "quota", None)
@@ -370,13 +372,13 @@ def _launch(*, student, enrollment: Enrollment, template: LabTemplate) -> LabSes
             _("You already have %(open)d of %(limit)d sessions open in %(course)s; stop one first.")
             % {"open": open_count, "limit": quota.sessions_per_student, "course": course.code}
         )
-    now = timezone.now()
     budget, recent = launch_usage(
         course_id=course.pk,
         student_id=student.pk,
         quota=quota,
         half_life_hours=settings.LAB_FAIR_SHARE_HALF_LIFE_HOURS,
         now=now,
+        granted=facts.granted,
     )
     if budget is not None and budget.fraction >= 1:
         raise LaunchRefused(

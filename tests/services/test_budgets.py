@@ -84,6 +84,27 @@ def test_a_used_up_budget_refuses_a_launch_with_the_reason_and_creates_nothing(b
     assert session.pk
 
 
+def test_a_launch_counts_every_grant_of_this_week_to_this_student_in_this_course_and_no_other(budgeted):
+    # 70 minutes of a 10 % share: 11.7 AI-Core-% x hours of the week's 10.
+    running_for(budgeted, 70)
+    course, student, other = budgeted["course"], budgeted["students"][0], budgeted["students"][1]
+    monday = week_start(timezone.now()).date()
+
+    def launch():
+        return session_launch(student=student, course=course, template=budgeted["small"])
+
+    def grant(core: int, *, week=monday, to=student) -> None:
+        BudgetGrant.objects.create(course=course, student=to, week_start=week, core_percent_hours=core)
+
+    grant(10, week=monday - timedelta(days=7))  # last week's
+    grant(10, to=other)  # another student's
+    grant(1)  # 11.7 of 11: still used up
+    with pytest.raises(LaunchRefused, match="weekly NPU budget in .* is used up"):
+        launch()
+    grant(1)  # 11.7 of 12
+    assert launch().state == SessionState.QUEUED
+
+
 def test_an_instructor_s_grant_lifts_the_stop_and_is_audited(budgeted):
     session = running_for(budgeted, 61)
     budgets_enforce()
