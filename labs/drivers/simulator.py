@@ -214,13 +214,7 @@ class SimulatorDriver(ClusterDriver):
 
     def observe(self) -> dict[str, Observed]:
         now = time.time()
-        observed = {}
-        for sid in self.state.session_ids():
-            record = self.state.read(sid)
-            if record is None:
-                continue  # deleted since the directory was listed
-            observed[sid] = self._observed(sid, record, now)
-        return observed
+        return {sid: self._observed(sid, record, now) for sid, record in self.state.records().items()}
 
     def _observed(self, sid: str, record: dict, now: float) -> Observed:
         where = {"ref": record["ref"], "node": record.get("node", ""), "card_index": record.get("card")}
@@ -256,9 +250,8 @@ class SimulatorDriver(ClusterDriver):
     def pods_on(self, node: str) -> dict[str, NodePod]:
         """The node's simulated labs (by reference) and the foreign pods put there (``foreign_pod_add``)."""
         pods = {}
-        for sid in self.state.session_ids():
-            record = self.state.read(sid)
-            if record is not None and record.get("node") == node:
+        for sid, record in self.state.records().items():
+            if record.get("node") == node:
                 pods[record["ref"]] = NodePod(record["ref"], f"lab {sid}", portal=True)
         for path in Path(self.state.path).glob(f"{FOREIGN_POD_PREFIX}*.json"):
             with contextlib.suppress(FileNotFoundError):  # removed since the directory was listed
@@ -272,9 +265,8 @@ class SimulatorDriver(ClusterDriver):
         NPUs reported except while a restart waits for them."""
         now = time.time()
         boots = {}
-        for sid in self.state.session_ids():
-            record = self.state.read(sid)
-            if record is not None and record.get("node"):
+        for record in self.state.records().values():
+            if record.get("node"):
                 boots[record["node"]] = NodeBoot(boot_id=_boot_id(record["node"], 1), npus_reported=True)
         for path in Path(self.state.path).glob(f"{NODE_PREFIX}*.json"):
             with contextlib.suppress(FileNotFoundError):

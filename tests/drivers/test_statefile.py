@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import stat
+import time
 import uuid
 from pathlib import Path
 
@@ -115,3 +116,59 @@ def test_the_lock_excludes_while_its_file_comes_and_goes(tmp_path: Path) -> None
         worker.join(timeout=60)
 
     assert [worker.exitcode for worker in workers] == [0, 0, 0, 0]
+
+
+def test_records_are_every_record_as_read_and_nothing_else(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    for n, session_id in enumerate(ids):
+        state.write(session_id, {"n": n, "nested": {"card": n}})
+    with state.lock(ids[0]):  # a lock file beside the records
+        (tmp_path / "foreign-1234.json").write_text('{"uid": "1234"}')  # the simulator's other files
+        (tmp_path / "api-faults.json").write_text("{}")
+        (tmp_path / f"{ids[1].upper()}.json").write_text('{"n": 99}')  # not a canonical id: not a record
+
+        records = state.records()
+
+    assert set(records) == set(ids) == state.session_ids()
+    assert {sid: dict(record) for sid, record in records.items()} == {sid: state.read(sid) for sid in ids}
+
+
+def test_records_show_every_change_another_process_makes_however_soon(tmp_path: Path) -> None:
+    """Read again and again while another StateDir (another process's) replaces records with
+    ones of the same size, removes and adds them: never an old record."""
+    looking, writing = StateDir(tmp_path), StateDir(tmp_path)
+    kept, changed, removed = (str(uuid.uuid4()) for _ in range(3))
+    writing.write(kept, {"card": 1})
+    writing.write(changed, {"card": 1})
+    writing.write(removed, {"card": 1})
+    assert looking.records()[changed] == {"card": 1}
+
+    for card in range(2, 10):  # the same size each time, within the kernel's clock tick
+        writing.write(changed, {"card": card})
+        assert looking.records()[changed] == {"card": card}
+    writing.remove(removed)
+    added = str(uuid.uuid4())
+    writing.write(added, {"card": 7})
+
+    assert {sid: dict(record) for sid, record in looking.records().items()} == {
+        kept: {"card": 1},
+        changed: {"card": 9},
+        added: {"card": 7},
+    }
+
+
+def test_a_settled_record_is_kept_until_its_file_changes(tmp_path: Path) -> None:
+    """A record a second old is parsed once and kept; replaced, it is read again."""
+    state = StateDir(tmp_path)
+    kept, changed = str(uuid.uuid4()), str(uuid.uuid4())
+    state.write(kept, {"card": 1})
+    state.write(changed, {"card": 1})
+    time.sleep(1.1)  # settled: changed more than a second before it is parsed
+    first = state.records()
+
+    StateDir(tmp_path).write(changed, {"card": 2})
+    second = state.records()
+
+    assert second == {kept: {"card": 1}, changed: {"card": 2}}
+    assert second[kept] is first[kept]  # not parsed again
