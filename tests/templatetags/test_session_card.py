@@ -1,14 +1,22 @@
 """The timed lines of a session card, composed in the active language."""
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from django.template.loader import get_template
 from django.urls import reverse, set_script_prefix
 from django.utils import timezone, translation
 
-from labs.presentation import PHRASES, card_line, card_text, card_words, duration_text
-from labs.templatetags.session_card import STAND_IN_TOKEN, card_line_tag, session_data_tag, session_url_tag
+from labs.presentation import PHRASES, card_line, card_lines, card_text, card_words, duration_text
+from labs.templatetags.session_card import (
+    READ_AT_STAND_IN,
+    STAND_IN_TOKEN,
+    _settled_card,
+    card_line_tag,
+    session_data_tag,
+    session_url_tag,
+)
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 STOPS = "2027-01-15T10:13:30+00:00"
@@ -167,3 +175,86 @@ def test_a_session_url_follows_the_urlconf_in_force(settings):
     assert session_url_tag("labs:session-stop", session_id) == f"/sessions/{session_id}/stop/"
     settings.ROOT_URLCONF = "tests.templatetags.prefixed_urls"
     assert session_url_tag("labs:session-stop", session_id) == f"/portal/sessions/{session_id}/stop/"
+
+
+def _card(state: str, **fields) -> SimpleNamespace:
+    """A session as the dashboard draws it: its state and its payload (the owner's), lines composed."""
+    card = {
+        "id": str(uuid.uuid4()),
+        "version": 7,
+        "read_at_ms": 1_800_000_000_123.456,
+        "state": state,
+        "state_label": state.title(),
+        "reason": "",
+        "template": "PyTorch <small>",
+        "course": "AI101",
+        "started_at": "2027-01-15T07:10:00+00:00",
+        "stops_at": None,
+        "queue_position": None,
+        "wait_seconds": None,
+        "share_text": "5 % AI Core, 4 GiB",
+        "selftest_text": "",
+        "placement": "",
+        "smaller_offer": None,
+        "smaller_offer_text": "",
+        "access_url": "",
+        "can_keep": False,
+        "extensions_left": 0,
+        "extend_label": "",
+        "can_stop": False,
+        **fields,
+    }
+    card["lines"] = card_lines(card)
+    return SimpleNamespace(state=state, card=card)
+
+
+PAGE = '{% load session_card %}<a>{% include "labs/_session_card.html" with s=s %}</a><b>{% session_card s %}</b>'
+
+
+def _drawn_both_ways(rf, session) -> tuple[str, str]:
+    from django.template import engines
+
+    html = engines["django"].from_string(PAGE).render({"s": session}, rf.get("/"))
+    included, drawn = html.split("</a><b>")
+    return included.removeprefix("<a>"), drawn.removesuffix("</b>")
+
+
+@pytest.mark.parametrize("language, zone", [("en", "UTC"), ("zh-hans", "Asia/Shanghai")])
+def test_an_ended_card_is_the_included_one_with_the_pages_token_and_read_time(rf, settings, language, zone):
+    settings.DEBUG = False
+    session = _card("stopped")
+    with translation.override(language), timezone.override(zone):
+        included, drawn = _drawn_both_ways(rf, session)
+        assert drawn == included
+        # Drawn again, as the next page load reads the session again: from the card kept, with
+        # this page's token and read time.
+        session.card["read_at_ms"] = 1_800_000_060_000.5
+        kept = _settled_card.cache_info().hits
+        included, drawn = _drawn_both_ways(rf, session)
+        assert _settled_card.cache_info().hits == kept + 1
+    assert drawn == included
+    assert 'data-read-at-ms="1800000060000.5"' in drawn and "csrfmiddlewaretoken" in drawn
+    assert STAND_IN_TOKEN not in drawn and READ_AT_STAND_IN not in drawn
+    assert ("started 07:10" if language == "en" else "15:10") in drawn
+
+
+def test_an_ended_card_whose_payload_changed_is_drawn_again(rf, settings):
+    settings.DEBUG = False
+    session = _card("failed", reason="The image could not be pulled.")
+    with translation.override("en"):
+        _drawn_both_ways(rf, session)
+        session.card["template"] = "PyTorch (renamed)"
+        included, drawn = _drawn_both_ways(rf, session)
+    assert drawn == included and "PyTorch (renamed)" in drawn
+
+
+def test_a_card_that_moves_with_the_clock_is_drawn_every_time(rf, settings):
+    settings.DEBUG = False
+    running = _card("running", stops_at="2099-01-15T10:13:30+00:00", can_stop=True, access_url="https://lab.example/x/")
+    queued = _card("queued", started_at=None, queue_position=3, wait_seconds=185)
+    kept = _settled_card.cache_info().currsize
+    with translation.override("en"), timezone.override("UTC"):
+        for session in (running, queued):
+            included, drawn = _drawn_both_ways(rf, session)
+            assert drawn == included
+    assert _settled_card.cache_info().currsize == kept
