@@ -97,22 +97,29 @@ def session_url_tag(name: str, session_id: uuid.UUID | str) -> str:
 # the same on every dashboard of a language but for the page's CSRF token: it is rendered once per
 # language with a stand-in token (letters and digits, as a real one), which each page's own token
 # replaces. It cost each dashboard as much as a session's card (about 0.5 ms).
-BLANK_CARD = "labs/_session_card.html"
+CARD = "labs/_session_card.html"
 STAND_IN_TOKEN = "standin" * 9 + "0"  # 64 characters, as a masked token
 _blank_cards: dict[str, str] = {}
+
+
+def _page_token(context) -> tuple[str, bool]:
+    """The page's CSRF token ("" for none), and whether a card kept with the stand-in may take it:
+    a real token (letters and digits), and not in DEBUG (an edited template shows at once)."""
+    token = context.get("csrf_token")
+    token = str(token) if token else ""
+    return token, not settings.DEBUG and token.isalnum() and token != "NOTPROVIDED"
 
 
 @register.simple_tag(takes_context=True)
 def blank_session_card(context) -> str:
     """``{% include "labs/_session_card.html" with s=None %}``, rendered once per language."""
-    token = context.get("csrf_token")
-    token = str(token) if token else ""
-    if settings.DEBUG or not token.isalnum() or token == "NOTPROVIDED":  # an edited template shows at once
-        return mark_safe(get_template(BLANK_CARD).render({"s": None, "csrf_token": token or None}))
+    token, keep = _page_token(context)
+    if not keep:
+        return mark_safe(get_template(CARD).render({"s": None, "csrf_token": token or None}))
     language = get_language()
     card = _blank_cards.get(language)
     if card is None:
-        card = get_template(BLANK_CARD).render({"s": None, "csrf_token": STAND_IN_TOKEN})
+        card = get_template(CARD).render({"s": None, "csrf_token": STAND_IN_TOKEN})
         if len(_blank_cards) < len(settings.LANGUAGES) + 1:
             _blank_cards[language] = card
     return mark_safe(card.replace(STAND_IN_TOKEN, token))
@@ -131,11 +138,10 @@ SETTLED_CARDS = 1024  # cards kept per web process (a payload and its card: abou
 def session_card(context, session) -> str:
     """``{% include "labs/_session_card.html" with s=session %}``; an ended session's card from the
     cards rendered before (``_settled_card``) when nothing in it moves with the clock."""
-    token = context.get("csrf_token")
-    token = str(token) if token else ""
+    token, keep = _page_token(context)
     card = session.card
-    if settings.DEBUG or not token.isalnum() or token == "NOTPROVIDED" or not _settled(session.state, card):
-        return mark_safe(get_template(BLANK_CARD).render({"s": session, "csrf_token": token or None}))
+    if not keep or not _settled(session.state, card):
+        return mark_safe(get_template(CARD).render({"s": session, "csrf_token": token or None}))
     key = json.dumps({**card, "read_at_ms": None}, separators=(",", ":"))  # in the payload's order, as drawn
     html_text = _settled_card(
         key, get_language(), timezone.get_current_timezone_name(), get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF
@@ -157,16 +163,7 @@ def _settled_card(card_json: str, language: str | None, zone: str, script_prefix
     """The card of ``card_json`` (a payload without its read time), with the stand-ins; the active
     language, time zone, script prefix and URLconf (the arguments) are what it was drawn in."""
     card = {**json.loads(card_json), "read_at_ms": READ_AT_STAND_IN}
-    return get_template(BLANK_CARD).render({"s": _Drawn(card), "csrf_token": STAND_IN_TOKEN})
-
-
-class _Drawn:
-    """What the card's template reads of a session: its payload (``s.card``)."""
-
-    __slots__ = ("card",)
-
-    def __init__(self, card: dict[str, Any]) -> None:
-        self.card = card
+    return get_template(CARD).render({"s": {"card": card}, "csrf_token": STAND_IN_TOKEN})  # s.card is all it reads
 
 
 @register.simple_tag(name="share_text")
