@@ -272,7 +272,7 @@ def burst_messages(session_ids: list[str]) -> dict[str, dict]:
     from django.utils import translation
 
     from labs.selectors.sessions import queue_facts, session_event_payload, sessions_for_events
-    from labs.services.events import student_group
+    from labs.services.events import sessions_message, student_group
 
     sessions = sessions_for_events(set(session_ids), queues_moved=False)
     places = queue_facts(sessions)
@@ -282,7 +282,7 @@ def burst_messages(session_ids: list[str]) -> dict[str, dict]:
             session_event_payload(session, for_owner=True, queue=places.get(session.pk))
         )
     language = translation.get_language()
-    return {group: {"type": "sessions.update", "sessions": p, "language": language} for group, p in payloads.items()}
+    return {group: sessions_message(p, language) for group, p in payloads.items()}
 
 
 def publisher(messages: dict[str, dict]) -> Callable[[], Awaitable[None]]:

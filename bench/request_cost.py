@@ -423,6 +423,7 @@ async def _deliver(world: dict, *, repeat: int) -> list[float]:
     from labs.consumers import SessionUpdatesConsumer
     from labs.models import LabSession
     from labs.selectors.sessions import session_event_payload
+    from labs.services.events import sessions_message
 
     def payload():
         session = (
@@ -430,7 +431,7 @@ async def _deliver(world: dict, *, repeat: int) -> list[float]:
         )
         return session_event_payload(session, for_owner=True)
 
-    message = {"type": "sessions.update", "sessions": [await sync_to_async(payload)()]}
+    message = sessions_message([await sync_to_async(payload)()], None)  # written in no language: rendered again
     consumer = SessionUpdatesConsumer()
     consumer.language = "en"
     sent: list[dict] = []

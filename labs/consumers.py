@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -92,13 +93,20 @@ class SessionUpdatesConsumer(Resyncs, WithoutDatabase, AsyncJsonWebsocketConsume
         return None  # the page only listens
 
     async def sessions_update(self, event: dict) -> None:
-        """Changed sessions of one group, with words in this reader's language: as they come when
-        the publisher wrote them in it (``language``), else rendered again."""
-        if event.get("language") == self.language:
-            sessions = event["sessions"]
-        else:
+        """Changed sessions of one group, with words in this reader's language: the publisher's
+        text as it is when it wrote them in it (``language``), else rendered again.
+
+        ``text`` is the page's message as JSON (``labs.services.events.sessions_message``); a
+        message with ``sessions`` instead (a process of an earlier release, during an upgrade) is
+        encoded here, as it was then."""
+        text = event.get("text")
+        if event.get("language") == self.language and text is not None:
+            await self.send(text_data=text)
+            return
+        sessions = event["sessions"] if text is None else json.loads(text)["sessions"]
+        if event.get("language") != self.language:
             with translation.override(self.language):
-                sessions = [localised(session) for session in event["sessions"]]
+                sessions = [localised(session) for session in sessions]
         await self.send_json({"type": "sessions", "sessions": sessions})
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -165,15 +166,23 @@ def _send(session_ids: set[str], *, queues_moved: bool = True) -> None:
 async def _send_all(layer, messages: dict[str, list[dict]], cards: bool, language: str | None) -> None:
     """Every group's message, started together: the portal's layer (``portal.channel_layer``) sends
     the publishes started in one turn of the event loop in one round trip to Redis."""
-    sends = [
-        layer.group_send(group, {"type": "sessions.update", "sessions": sessions, "language": language})
-        for group, sessions in messages.items()
-    ]
+    sends = [layer.group_send(group, sessions_message(sessions, language)) for group, sessions in messages.items()]
     if cards:  # the operators' cluster page reads it again
         sends.append(layer.group_send(CLUSTER_GROUP, {"type": "cluster.changed"}))
     for outcome in await asyncio.gather(*sends, return_exceptions=True):
         if isinstance(outcome, BaseException):
             raise outcome
+
+
+def sessions_message(sessions: list[dict], language: str | None) -> dict:
+    """A group's ``sessions.update``: the page's message already as JSON text, written once here.
+
+    Every socket of the group whose reader has ``language`` sends the text as it is
+    (``labs.consumers.SessionUpdatesConsumer``); each used to decode the sessions from the layer's
+    msgpack and encode them as JSON again, on the web process's event loop. A reader of another
+    language decodes the text and has the words rendered again."""
+    text = json.dumps({"type": "sessions", "sessions": sessions}, ensure_ascii=False, separators=(",", ":"))
+    return {"type": "sessions.update", "text": text, "language": language}
 
 
 # States a session reaches without taking or giving back a card share.

@@ -143,3 +143,27 @@ async def test_words_written_in_the_reader_s_language_are_sent_as_they_are_and_o
     assert rendered == [str(session.pk)]  # only the English reader's copy was rendered again
     await chinese.disconnect()
     await english.disconnect()
+
+
+async def test_a_reader_of_the_publisher_s_language_gets_the_text_as_written_and_an_earlier_release_s_message_still_reads(
+    course_of_five,
+):
+    from channels.layers import get_channel_layer
+
+    from labs.services.events import sessions_message, student_group
+
+    student = course_of_five["students"][0]
+    comm = communicator(student, "en")
+    assert (await comm.connect())[0]
+    layer = get_channel_layer()
+    payloads = [{"id": "a", "state": "queued", "course": "AI101 人工智能"}]
+
+    message = sessions_message(payloads, "en")
+    await layer.group_send(student_group(student.pk), message)
+    text = await comm.receive_from(timeout=5)
+    assert text == message["text"] == '{"type":"sessions","sessions":[{"id":"a","state":"queued","course":"AI101 人工智能"}]}'
+
+    # A process of the release before (``sessions`` as a list, no text) during an upgrade.
+    await layer.group_send(student_group(student.pk), {"type": "sessions.update", "sessions": payloads, "language": "en"})
+    assert await comm.receive_json_from(timeout=5) == {"type": "sessions", "sessions": payloads}
+    await comm.disconnect()

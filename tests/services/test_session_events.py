@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -17,13 +18,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def sent(monkeypatch):
-    """Every (group, message) the portal hands the channel layer; the messages still go out."""
+    """Every (group, message) the portal hands the channel layer, a page update's ``sessions`` read
+    back from its text; the messages still go out as they are."""
     layer = get_channel_layer()
     original = layer.group_send
     record: list[tuple[str, dict]] = []
 
     async def group_send(group, message):
-        record.append((group, message))
+        record.append((group, {**message, "sessions": json.loads(message["text"])["sessions"]} if "text" in message else message))
         await original(group, message)
 
     monkeypatch.setattr(layer, "group_send", group_send)
