@@ -224,22 +224,23 @@ class SessionSerializer(serializers.Serializer):
 
 def session_rows_data(rows: Iterable[tuple]) -> list[dict]:
     """What ``SessionSerializer(many=True)`` answers for these sessions, from rows of
-    ``api.selectors.SESSION_ROW_COLUMNS``: the same keys, values and formats (the times in the
-    current time zone, ISO 8601 with ``Z`` for UTC, as DRF's ``DateTimeField`` writes them; the
+    ``api.selectors.SESSION_ROW_COLUMNS``: the same keys and values, rendered to the same JSON (the
     reason in the active language), built without a field object per value. An LMS polls the list
     of a class while it starts; DRF's fields cost three quarters of a page (docs/performance.md).
-    Each reason is composed once per page (by its code and its parameters' text, decoded then),
-    and times read in UTC are not converted again when the current zone is UTC.
-    ``tests/api/test_session_rows.py`` holds the two to the same answer."""
+    Each reason is composed once per page (by its code and its parameters' text, decoded then).
+    The times are left as datetimes in the current time zone (times read in UTC not converted
+    again when it is UTC) and the ids as UUIDs: the API's renderer (``api.renderers``) writes them
+    in C as DRF's ``DateTimeField`` and ``UUIDField`` write them in Python (ISO 8601, ``Z`` for
+    UTC), where formatting them here was a quarter of a page. ``tests/api/test_session_rows.py``
+    holds the two to the same bytes."""
     zone = timezone.get_current_timezone()
     in_utc = zone is UTC or getattr(zone, "key", None) in ("UTC", "Etc/UTC")  # then a time in UTC is written as it is
     reasons: dict[tuple[str, str | None], str] = {}
 
-    def when(value: datetime | None) -> str | None:
-        if value is None:
-            return None
-        text = (value if in_utc and value.tzinfo is UTC else value.astimezone(zone)).isoformat()
-        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    def when(value: datetime | None) -> datetime | None:
+        if value is None or (in_utc and value.tzinfo is UTC):
+            return value
+        return value.astimezone(zone)
 
     def reason(code: str, params_text: str | None) -> str:
         key = (code, params_text)
@@ -251,7 +252,7 @@ def session_rows_data(rows: Iterable[tuple]) -> list[dict]:
 
     return [
         {
-            "id": str(pk),
+            "id": pk,
             "course": course_id,
             "course_code": course_code,
             "template": template_slug,

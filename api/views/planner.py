@@ -12,11 +12,11 @@ from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.planner_serializers import PlanQuerySerializer, PlanSerializer, WhatIfQuerySerializer, WhatIfSerializer
+from api.renderers import JSONRenderer
 from api.views.common import AUTH_ERRORS, COURSE_ID, INVALID, NOT_FOUND, _course_or_404, form_errors
 from api.views.usage import CSVRenderer
 from labs.domain.quota import Resources

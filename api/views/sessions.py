@@ -18,12 +18,13 @@ from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, generics
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import selectors, services
 from api.exceptions import Conflict, Refused
+from api.renderers import JSONRenderer
 from api.serializers import (
     BLANK_PARAMETER,
     LaunchSerializer,

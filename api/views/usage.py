@@ -7,11 +7,12 @@ import json
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api import selectors
+from api.renderers import JSONRenderer
 from api.serializers import (
     UsageQuerySerializer,
     UsageSerializer,
