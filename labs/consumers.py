@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from urllib.parse import parse_qs
 
+import orjson
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -103,7 +103,7 @@ class SessionUpdatesConsumer(Resyncs, WithoutDatabase, AsyncJsonWebsocketConsume
         if event.get("language") == self.language and text is not None:
             await self.send(text_data=text)
             return
-        sessions = event["sessions"] if text is None else json.loads(text)["sessions"]
+        sessions = event["sessions"] if text is None else orjson.loads(text)["sessions"]
         if event.get("language") != self.language:
             with translation.override(self.language):
                 sessions = [localised(session) for session in sessions]

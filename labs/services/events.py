@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
+import orjson
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -181,7 +181,7 @@ def sessions_message(sessions: list[dict], language: str | None) -> dict:
     (``labs.consumers.SessionUpdatesConsumer``); each used to decode the sessions from the layer's
     msgpack and encode them as JSON again, on the web process's event loop. A reader of another
     language decodes the text and has the words rendered again."""
-    text = json.dumps({"type": "sessions", "sessions": sessions}, ensure_ascii=False, separators=(",", ":"))
+    text = orjson.dumps({"type": "sessions", "sessions": sessions}).decode()
     return {"type": "sessions.update", "text": text, "language": language}
 
 
