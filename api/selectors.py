@@ -96,12 +96,39 @@ SESSION_ROW_COLUMNS = (
 )  # fmt: skip
 
 
-def session_rows(sessions: QuerySet[LabSession]) -> QuerySet:
+def session_rows(sessions: QuerySet[LabSession]) -> CountedRows:
     """``sessions`` (``session_list_of``, filtered) as tuples of ``SESSION_ROW_COLUMNS``: no model
     instance per row (a session, its course, template and student were four), which was most of
     what a page of the list cost. The reason's parameters come as text, not decoded on every row:
-    a class's sessions share a few reasons, and ``session_rows_data`` decodes each text once."""
-    return sessions.annotate(reason_params_text=Cast("reason_params", TextField())).values_list(*SESSION_ROW_COLUMNS)
+    a class's sessions share a few reasons, and ``session_rows_data`` decodes each text once.
+    Counted (for the page's ``count``) on ``sessions`` itself, without the joins the columns need."""
+    rows = sessions.annotate(reason_params_text=Cast("reason_params", TextField())).values_list(*SESSION_ROW_COLUMNS)
+    return CountedRows(rows, sessions)
+
+
+class CountedRows:
+    """Rows a paginator slices, counted on the queryset they were read from.
+
+    The rows' query joins the template and the student for their columns; Django's ``count()``
+    keeps those joins (it drops only ``select_related``), though every session has both and they
+    change no count. A poll of a class of 1,024 counts it once a page: the joins were about half
+    of PostgreSQL's time for the count (682 rows: 1.6 ms)."""
+
+    def __init__(self, rows: QuerySet, counted: QuerySet) -> None:
+        self.rows = rows
+        self.counted = counted
+
+    def count(self) -> int:
+        return self.counted.count()
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 def session_of(*, institution: Institution, session_id) -> LabSession | None:
