@@ -191,6 +191,11 @@ class StopSignals:
     def _handle(self, signum: int, frame: object) -> None:
         if self.received is None:
             self.received = signal.Signals(signum)
+            # The later ones are ignored by the kernel from now on, not by this handler: Python sets
+            # a signal with a handler back to its default action as the interpreter ends, so one
+            # that came in those last moments, the stop done, killed the process (exit -2 for SIGINT).
+            for later in STOP_SIGNALS:
+                signal.signal(later, signal.SIG_IGN)
 
 
 class ParentWatch:

@@ -39,3 +39,25 @@ def test_later_signals_do_not_interrupt_the_stop(tmp_path: Path, spawn: Spawn) -
 
     assert_everything_stopped(tmp_path, record, "SIGTERM")
     assert supervisor.wait(timeout=5) == 0
+
+
+def test_after_the_first_stop_signal_the_kernel_ignores_the_others(tmp_path: Path) -> None:
+    # A later signal ignored only by Python's handler killed the supervisor when it came as the
+    # interpreter ended (Python sets handled signals back to their default action then): the
+    # kernel must ignore them from the first on.
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal\n"
+        "from labs.supervisor import StopSignals\n"
+        "signals = StopSignals()\n"
+        "signals.install()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "assert signals.received == signal.SIGTERM\n"
+        "status = open('/proc/self/status').read()\n"
+        "print([line.split()[1] for line in status.splitlines() if line.startswith('SigIgn:')][0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    ignored = int(done.stdout.strip(), 16)
+    assert all(ignored & (1 << (signum - 1)) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
