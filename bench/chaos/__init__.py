@@ -23,11 +23,12 @@ JSON answers, pressing again a second later after a 5xx or no answer, as a stude
 
 Each fault (``FAULTS``, in that order; ``--only`` picks some) starts a class burst — launches by
 idle students and stops of running labs, all pressed at once from many threads — and lands
-once every press is out and 60 of them are starting or stopping (at least ``--lead`` s after the
-first, or sooner as the first of those 60 settles: a fast portal may end the stops within
-``--lead``; counted again afterwards from the presses and the ledger's timestamps: fewer than 50
-fails the run). A fault that lasts meets a second burst half-way (the agent faults: once the
-portal has marked the node unavailable; those launches must go to the other node). While it lasts and until its
+once every press is out, half of them are answered (or ``--lead`` s after the first, if that is
+sooner) and 60 of them are starting or stopping, or sooner as the first of those 60 settles: a
+portal ends a burst's stops together, in one step, within half a second on two cores (counted
+again afterwards from the presses and the ledger's timestamps: fewer than 50 fails the run). A
+fault that lasts meets a second burst half-way (the agent faults: once the portal has marked the
+node unavailable; those launches must go to the other node). While it lasts and until its
 sessions settle, the run records every press's HTTP status, whether a launch or stop answered
 5xx was committed anyway, each launch's time to running and each stop's time to ended, and the
 time from the fault clearing to the last of its sessions settling. A thread checks the ledger's

@@ -53,7 +53,7 @@ class FaultPlan:
     stops: int  # running labs stopped in that burst (-1: every running lab)
     mid: tuple[int, int] | None  # launches and stops pressed half-way through it, while it holds
     summary: str
-    lead: float | None = None  # earliest it lands after the burst's first press (None: --lead)
+    lead: float | None = None  # latest it lands after the burst's first press unless half are answered (None: --lead)
 
 
 FAULTS = (
@@ -89,9 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--lead",
         type=float,
         default=0.5,
-        help="earliest a fault lands after its burst's first press, s (0.5); it lands once --min-in-flight + "
-        f"{IN_FLIGHT_MARGIN} sessions are in flight, or as soon as fewer are than a moment before (before --lead "
-        "too, once that many were), or at 3 s",
+        help="a fault lands this long after its burst's first press, s (0.5), or once half its presses are "
+        f"answered if sooner; either way once --min-in-flight + {IN_FLIGHT_MARGIN} sessions are in flight, or as soon as fewer "
+        "are than a moment before (before either too, once that many were), or at 3 s",
     )
     parser.add_argument("--settle-bound", type=float, default=30.0, help="longest wait for a fault's sessions to settle (30)")
     parser.add_argument("--start-delay", type=float, default=2.0, help="LAB_SIMULATOR_DELAY_SECONDS (2)")

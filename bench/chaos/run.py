@@ -41,11 +41,16 @@ class Burst:
     futures: list[Future] = field(default_factory=list)
     began: float = 0.0
     pressed: int = 0
+    answered: int = 0  # presses the portal answered below 5xx: committed, or refused
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def press(self) -> None:
         with self.lock:
             self.pressed += 1
+
+    def answer(self) -> None:
+        with self.lock:
+            self.answered += 1
 
     def items(self, timeout: float) -> list[Item]:
         deadline = time.monotonic() + timeout
@@ -74,7 +79,10 @@ class Chaos(Faults):
             sent = time.time()
             response = send()
             presses.append(Press(sent, time.time(), response.status))
-            if response.status and response.status < 500 or time.time() - began > RETRY_FOR:
+            if response.status and response.status < 500:
+                burst.answer()
+                return presses, response
+            if time.time() - began > RETRY_FOR:
                 return presses, response
             time.sleep(RETRY_AFTER)
 
@@ -167,9 +175,11 @@ class Chaos(Faults):
 
     def wait_to_land(self, burst: Burst, lead: float) -> int:
         """Wait until every press of the burst is out and ``--min-in-flight`` and a margin are in
-        flight, at least ``lead`` s after its first press (at most 3 s); land at once when it is
-        past its peak, before ``lead`` too once that many were in flight: a portal that ends the
-        burst's stops within ``lead`` would otherwise leave only its launches in flight."""
+        flight, and land once half the presses are answered (the portal has committed those, the
+        rest are still in its web tier: the middle of the burst, however fast the portal is) or
+        ``lead`` s after the first press, whichever is sooner (at most 3 s); land at once when it
+        is past its peak, too: a portal ends a burst's stops together, in one step, so waiting for
+        a fixed time would leave only its launches in flight."""
         want = self.args.min_in_flight + IN_FLIGHT_MARGIN
         earliest, latest = burst.began + lead, burst.began + 3.0
         last = peak = 0
@@ -178,12 +188,13 @@ class Chaos(Faults):
             now = time.time()
             out = burst.pressed >= len(burst.futures)
             falling = out and live < last
-            if now >= latest or out and now >= earliest and (live >= want or falling) or falling and peak >= want:
+            middle = out and 2 * burst.answered >= len(burst.futures)
+            if now >= latest or out and (now >= earliest or middle) and (live >= want or falling) or falling and peak >= want:
                 return live
             last = live
             if out:
                 peak = max(peak, live)
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     def resolve(self, items: list[Item], *, driver_fault: bool = False) -> None:
         """Fill in what the ledger says became of each launch and stop."""
@@ -243,7 +254,7 @@ class Chaos(Faults):
         bursts, self.doomed = self.plan_bursts(plan)
         self.fire(bursts[0])
         live = self.wait_to_land(bursts[0], self.args.lead if plan.lead is None else plan.lead)
-        injected = time.time()
+        injected, answered = time.time(), bursts[0].answered
         hold, clear = getattr(self, f"fault_{plan.name.replace('-', '_')}")()
         marked = ""
         if len(bursts) > 1 and plan.name.startswith("agent"):
@@ -258,7 +269,8 @@ class Chaos(Faults):
         outcome = clear()
         cleared = time.time()
         say(
-            f"  landed {injected - bursts[0].began:.1f} s after the first press with {live} in flight; "
+            f"  landed {injected - bursts[0].began:.2f} s after the first press with {live} in flight "
+            f"({answered} of {len(bursts[0].futures)} answered); "
             f"cleared {cleared - injected:.1f} s later: {outcome}"
         )
         items: list[Item] = []
