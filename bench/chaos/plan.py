@@ -27,6 +27,34 @@ RETRY_AFTER, RETRY_FOR = 1.0, 20.0
 IN_FLIGHT_MARGIN = 10
 
 
+@dataclass
+class Landing:
+    """When a fault lands on its burst (``Chaos.wait_to_land`` asks at every look at the ledger).
+
+    Once every press is out and ``want`` sessions are in flight: at ``earliest`` (the first
+    press plus ``--lead``), or sooner once half the presses are answered (the portal has
+    committed those and the rest are still in its web tier: the middle of the burst, however fast
+    the portal is). At once when the count falls past a peak of ``want``: a portal ends a burst's
+    stops together, in one step, so waiting longer would leave only its launches in flight. At
+    ``latest`` whatever the count.
+    """
+
+    want: int
+    earliest: float
+    latest: float
+    last: int = 0
+    peak: int = 0
+
+    def lands(self, *, now: float, live: int, out: bool, half_answered: bool) -> bool:
+        falling = out and live < self.last
+        ready = out and (now >= self.earliest or half_answered) and (live >= self.want or falling)
+        land = now >= self.latest or ready or falling and self.peak >= self.want
+        self.last = live
+        if out:
+            self.peak = max(self.peak, live)
+        return land
+
+
 @dataclass(frozen=True)
 class TemplatePlan:
     slug: str

@@ -22,6 +22,7 @@ from bench.chaos.plan import (
     RETRY_FOR,
     TEMPLATES,
     FaultPlan,
+    Landing,
     say,
     wait_until,
 )
@@ -174,26 +175,14 @@ class Chaos(Faults):
         return burst.pressed - settled
 
     def wait_to_land(self, burst: Burst, lead: float) -> int:
-        """Wait until every press of the burst is out and ``--min-in-flight`` and a margin are in
-        flight, and land once half the presses are answered (the portal has committed those, the
-        rest are still in its web tier: the middle of the burst, however fast the portal is) or
-        ``lead`` s after the first press, whichever is sooner (at most 3 s); land at once when it
-        is past its peak, too: a portal ends a burst's stops together, in one step, so waiting for
-        a fixed time would leave only its launches in flight."""
-        want = self.args.min_in_flight + IN_FLIGHT_MARGIN
-        earliest, latest = burst.began + lead, burst.began + 3.0
-        last = peak = 0
+        """Wait for the moment ``Landing`` picks (at most 3 s after the burst's first press);
+        answer how many sessions were in flight then."""
+        landing = Landing(self.args.min_in_flight + IN_FLIGHT_MARGIN, burst.began + lead, burst.began + 3.0)
         while True:
             live = self.live_in_flight(burst)
-            now = time.time()
             out = burst.pressed >= len(burst.futures)
-            falling = out and live < last
-            middle = out and 2 * burst.answered >= len(burst.futures)
-            if now >= latest or out and (now >= earliest or middle) and (live >= want or falling) or falling and peak >= want:
+            if landing.lands(now=time.time(), live=live, out=out, half_answered=out and 2 * burst.answered >= len(burst.futures)):
                 return live
-            last = live
-            if out:
-                peak = max(peak, live)
             time.sleep(0.02)
 
     def resolve(self, items: list[Item], *, driver_fault: bool = False) -> None:
