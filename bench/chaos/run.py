@@ -180,8 +180,8 @@ class Chaos(Faults):
         landing = Landing(self.args.min_in_flight + IN_FLIGHT_MARGIN, burst.began + lead, burst.began + 3.0)
         while True:
             live = self.live_in_flight(burst)
-            out = burst.pressed >= len(burst.futures)
-            if landing.lands(now=time.time(), live=live, out=out, half_answered=out and 2 * burst.answered >= len(burst.futures)):
+            out, half_answered = burst.pressed >= len(burst.futures), 2 * burst.answered >= len(burst.futures)
+            if landing.lands(now=time.time(), live=live, out=out, half_answered=half_answered):
                 return live
             time.sleep(0.02)
 
