@@ -67,6 +67,35 @@ def test_a_cancelled_queued_session_moves_those_behind_it_up_and_no_other_course
     assert [p["queue_position"] for p in by_group[f"student.{third.student_id}"]] == [2]
 
 
+def test_a_cancel_in_the_middle_of_the_queue_tells_those_behind_it_and_not_those_ahead(sent):
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(4, code="AI101", quota={"instance_count": 0})
+    first, second, third, fourth = [session_launch(student=s, course=course, template=small) for s in students]
+    sent.clear()
+
+    assert session_stop(session_id=second.pk, reason=Reason.of("session.stopped_by", who="s"))
+
+    by_group = {group: message["sessions"] for group, message in sent if group != "cluster"}
+    assert f"student.{first.student_id}" not in by_group  # still first: its page has nothing new to show
+    assert [p["state"] for p in by_group[f"student.{second.student_id}"]] == ["stopped"]
+    assert [p["queue_position"] for p in by_group[f"student.{third.student_id}"]] == [2]
+    assert [p["queue_position"] for p in by_group[f"student.{fourth.student_id}"]] == [3]
+    assert {p["id"] for p in by_group[f"course.{course.pk}"]} == {str(second.pk), str(third.pk), str(fourth.pk)}
+
+
+def test_an_admission_tells_every_session_still_queued_in_its_course(sent):
+    node_with_cards()
+    course, (small, _), students, _ = course_with_students(4, code="AI101", quota={"instance_count": 1})
+    first, *rest = [session_launch(student=s, course=course, template=small) for s in students]
+    sent.clear()
+
+    result = allocation_pass()
+
+    assert list(result.admitted) == [str(first.pk)]
+    by_group = {group: message["sessions"] for group, message in sent if group != "cluster"}
+    assert [p["queue_position"] for s in rest for p in by_group[f"student.{s.student_id}"]] == [1, 2, 3]
+
+
 def test_a_batch_flushed_midway_sends_what_was_committed_so_far_and_the_rest_when_it_ends(sent):
     from labs.services.events import events_batch, events_flush
 
