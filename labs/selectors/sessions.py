@@ -102,10 +102,17 @@ def _events_where_sql(count: int | None, queues_moved: bool) -> str:
     )
     behind = (
         f"SELECT {q('id')} FROM {table(LabSession, 'q')} INNER JOIN ({cancelled}) m ON {m('course')} = {q('course')}"
-        f" WHERE {q('state')} = %s AND ({m('queue_at')} IS NULL OR {m('queue_at')} < {q('queue_at')}"
-        f" OR ({m('queue_at')} = {q('queue_at')} AND {m('id')} < {q('id')}))"
+        f" WHERE {q('state')} = %s AND ({m('queue_at')} IS NULL OR {_ahead_sql('m', 'q')})"
     )
     return f"({changed} OR ({s('state')} = %s AND {s('course')} IN ({admitted})) OR {s('id')} IN ({behind}))"
+
+
+def _ahead_sql(first: str, then: str) -> str:
+    """SQL true when the session aliased ``first`` is ahead of ``then`` in its course's queue: the
+    allocation pass's order, ``queue_at`` then ``id``."""
+    a = lambda name: column(LabSession, name, first)  # noqa: E731
+    b = lambda name: column(LabSession, name, then)  # noqa: E731
+    return f"{a('queue_at')} < {b('queue_at')} OR ({a('queue_at')} = {b('queue_at')} AND {a('id')} < {b('id')})"
 
 
 def sessions_of_student(*, user) -> list[LabSession]:
@@ -332,8 +339,8 @@ def _queue_place_sql() -> str:
     twice, once per figure, as SQLite, which has no ``LATERAL``, reads it). Parameters: the queued
     state (twice on SQLite), the id."""
     sessions = table(LabSession)
-    pk, course, state, queue_at = (column(LabSession, name) for name in ("id", "course", "state", "queue_at"))
-    ahead = f"q.{queue_at} < s.{queue_at} OR (q.{queue_at} = s.{queue_at} AND q.{pk} < s.{pk})"
+    pk, course, state = (column(LabSession, name) for name in ("id", "course", "state"))
+    ahead = _ahead_sql("q", "s")
     queue = f"FROM {sessions} q WHERE q.{course} = s.{course} AND q.{state} = %s"
     if connection.vendor == "postgresql":
         return f"""
