@@ -26,6 +26,13 @@ already cleans up between requests (the database connection goes back to the poo
 ``request_finished``; the locale middleware sets the language on every request). At most
 ``keep`` executors wait idle; one more is shut down.
 
+A request takes its executor when it first sends a call to its thread (``_TakenOnFirstCall``), not
+when it arrives: a page waiting at the gate below holds none, so a burst of requests does not start
+threads (and shut them down again) beyond about twice those the gate lets run (a request gives its
+thread back when it ends, after its answer has gone out). The ``sync_to_async`` wrapper of
+the request's trip is built once, not per request (building one inspects the function: 3 % of a
+web process's time under ``make load``).
+
 At most ``slots`` requests are in their threads at once (``pool_slots()``: as many as the process's
 database pool holds connections); the others wait on the event loop, where waiting costs nothing.
 More threads than connections gained nothing: a request's thread that found none busy waited in
@@ -38,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
@@ -69,6 +76,7 @@ class SyncChainASGIHandler(ASGIHandler):
         self.slots = slots
         # One gate per event loop (a server has one; tests run several, one after another or at once).
         self.gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._respond_in_thread = sync_to_async(self._respond, thread_sensitive=True)
 
     def gate(self) -> contextlib.AbstractAsyncContextManager:
         """Held while a request is in its thread: at most ``slots`` at once on this event loop."""
@@ -83,17 +91,18 @@ class SyncChainASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        executor = self.idle.pop() if self.idle else ThreadPoolExecutor(1, thread_name_prefix="portal-request")
+        executor = _TakenOnFirstCall(self.idle)
         try:
             # asgiref waits for the thread's call to return even when the request is cancelled
             # (the client went away): the executor is free again when this block ends.
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
         finally:
-            if len(self.idle) < self.keep:
-                self.idle.append(executor)
-            else:
-                executor.shutdown(wait=False)
+            if (taken := executor.taken) is not None:
+                if len(self.idle) < self.keep:
+                    self.idle.append(taken)
+                else:
+                    taken.shutdown(wait=False)
 
     async def handle(self, scope, receive, send):
         """Django's ``ASGIHandler.handle`` (5.2) with the signals in the request's one trip to its thread."""
@@ -113,7 +122,7 @@ class SyncChainASGIHandler(ASGIHandler):
 
         async def process_request(request, send):
             async with self.gate():
-                response = await sync_to_async(self._respond, thread_sensitive=True)(request, scope, closed)
+                response = await self._respond_in_thread(request, scope, closed)
             try:
                 await self.send_response(response, send)
             except asyncio.CancelledError:
@@ -163,3 +172,18 @@ class SyncChainASGIHandler(ASGIHandler):
             response.close()
             closed.append(True)
         return response
+
+
+class _TakenOnFirstCall(Executor):
+    """A request's one-thread executor: one of the handler's idle ones (or a new one), taken when
+    the request first sends a call to its thread, then every call of the request on it. On the
+    event loop only (asgiref submits from there), like ``idle``."""
+
+    def __init__(self, idle: list[ThreadPoolExecutor]) -> None:
+        self.idle = idle
+        self.taken: ThreadPoolExecutor | None = None
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self.taken is None:
+            self.taken = self.idle.pop() if self.idle else ThreadPoolExecutor(1, thread_name_prefix="portal-request")
+        return self.taken.submit(fn, *args, **kwargs)

@@ -278,6 +278,44 @@ def test_requests_beyond_the_slots_wait_on_the_event_loop_not_in_threads(setting
     assert most[0] == 2
 
 
+@pytest.mark.django_db(transaction=True)
+def test_requests_waiting_for_a_slot_hold_no_thread(settings):
+    import threading
+    import time
+
+    from django.http import HttpResponse
+    from django.urls import path
+
+    threads = set()
+
+    def view(request):
+        threads.add(threading.get_ident())
+        time.sleep(0.05)
+        return HttpResponse("ok")
+
+    urlpatterns[:] = [path("slow/", view)]
+    settings.ROOT_URLCONF = __name__
+    app = SyncChainASGIHandler(slots=2, keep=8)
+
+    async def one() -> int:
+        communicator = ApplicationCommunicator(app, _scope("/slow/"))
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await communicator.receive_output(timeout=10)
+        await communicator.receive_output(timeout=10)
+        await communicator.wait(timeout=10)
+        return start["status"]
+
+    async def at_once() -> list[int]:
+        return await asyncio.gather(*(one() for _ in range(8)))
+
+    assert asyncio.run(at_once()) == [200] * 8
+    # Each took its thread when it got a slot: the two that ran, and two more taken by the next two
+    # while the first two's answers were going out (their threads are given back when a request
+    # ends). A thread taken on arrival made eight.
+    assert len(threads) <= 2 * 2
+    assert len(app.idle) == len(threads)
+
+
 def test_the_slots_are_the_connections_of_the_database_pool(settings):
     import portal.asgi
     from portal.env import env_database
