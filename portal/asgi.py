@@ -5,6 +5,7 @@ import os
 import django
 
 from portal.collector import collector_tuned
+from portal.daphne_requests import daphne_form_parse_skipped
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
@@ -38,6 +39,9 @@ application = PortalRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Under Daphne, a posted form is parsed once, by Django (portal/daphne_requests.py).
+daphne_form_parse_skipped()
 
 # Everything built so far (Django, the URLconf, the models, the libraries) lives as long as the
 # process: out of the cyclic collector's sight, a full collection no longer walks it on every
