@@ -231,6 +231,23 @@ def test_a_streamed_response_is_closed_once_after_all_of_it_has_been_sent(signal
 # --- no more requests in their threads than the database pool has connections ------------------------------
 
 
+def _statuses_at_once(app, path: str, n: int) -> list[int]:
+    """``n`` GETs of ``path`` sent to ``app`` at once on one event loop; their statuses."""
+
+    async def one() -> int:
+        communicator = ApplicationCommunicator(app, _scope(path))
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await communicator.receive_output(timeout=10)
+        await communicator.receive_output(timeout=10)
+        await communicator.wait(timeout=10)
+        return start["status"]
+
+    async def at_once() -> list[int]:
+        return await asyncio.gather(*(one() for _ in range(n)))
+
+    return asyncio.run(at_once())
+
+
 def _scope(path: str) -> dict:
     return {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
@@ -263,18 +280,7 @@ def test_requests_beyond_the_slots_wait_on_the_event_loop_not_in_threads(setting
     settings.ROOT_URLCONF = __name__
     app = SyncChainASGIHandler(slots=2)
 
-    async def one() -> int:
-        communicator = ApplicationCommunicator(app, _scope("/slow/"))
-        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
-        start = await communicator.receive_output(timeout=10)
-        await communicator.receive_output(timeout=10)
-        await communicator.wait(timeout=10)
-        return start["status"]
-
-    async def at_once() -> list[int]:
-        return await asyncio.gather(*(one() for _ in range(6)))
-
-    assert asyncio.run(at_once()) == [200] * 6
+    assert _statuses_at_once(app, "/slow/", 6) == [200] * 6
     assert most[0] == 2
 
 
@@ -297,18 +303,7 @@ def test_requests_waiting_for_a_slot_hold_no_thread(settings):
     settings.ROOT_URLCONF = __name__
     app = SyncChainASGIHandler(slots=2, keep=8)
 
-    async def one() -> int:
-        communicator = ApplicationCommunicator(app, _scope("/slow/"))
-        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
-        start = await communicator.receive_output(timeout=10)
-        await communicator.receive_output(timeout=10)
-        await communicator.wait(timeout=10)
-        return start["status"]
-
-    async def at_once() -> list[int]:
-        return await asyncio.gather(*(one() for _ in range(8)))
-
-    assert asyncio.run(at_once()) == [200] * 8
+    assert _statuses_at_once(app, "/slow/", 8) == [200] * 8
     # Each took its thread when it got a slot: the two that ran, and two more taken by the next two
     # while the first two's answers were going out (their threads are given back when a request
     # ends). A thread taken on arrival made eight.
