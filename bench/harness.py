@@ -445,6 +445,8 @@ def bench_main(
 # -- CPU use of a run's processes (Linux /proc) ------------------------------------------------------
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# A process's command line is taken as settled (read once, not every sample) a second after it started.
+COMMAND_SETTLED_TICKS = CLOCK_TICKS
 
 
 def proc_stat_fields(text: str) -> tuple[int, int]:
@@ -453,9 +455,26 @@ def proc_stat_fields(text: str) -> tuple[int, int]:
     The command name (field 2) is in parentheses and may itself hold spaces or parentheses, so
     the fields are counted from the last ``)``.
     """
+    ppid, ticks, _ = proc_stat_start(text)
+    return ppid, ticks
+
+
+def proc_stat_start(text: str) -> tuple[int, int, int]:
+    """``(ppid, utime + stime, start time)`` from ``/proc/<pid>/stat``, in clock ticks (the start
+    time after the machine's boot): a pid and its start time name one process, as pids are reused."""
     rest = text[text.rindex(")") + 2 :].split()
-    # rest[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-    return int(rest[1]), int(rest[11]) + int(rest[12])
+    # rest[0] is field 3 (state): ppid is field 4, utime 14, stime 15, starttime 22.
+    return int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[19])
+
+
+def proc_read(path: str) -> bytes:
+    """A small ``/proc`` file's bytes, read without Python's file objects (the meter reads hundreds
+    a sample, on the cores it measures)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 1 << 17)
+    finally:
+        os.close(fd)
 
 
 def machine_busy_ticks(text: str) -> tuple[int, int]:
@@ -511,20 +530,40 @@ class CpuMeter:
         self.ms: dict[str, float] = {}
         self.stopping = threading.Event()
         self.sampler: threading.Thread | None = None
+        self.commands: dict[int, tuple[int, str]] = {}  # pid -> (start time, command line) of settled processes
 
-    @staticmethod
-    def processes() -> dict[int, tuple[int, int, str]]:
-        """Every process: pid -> (ppid, utime + stime in ticks, command line)."""
+    def processes(self) -> dict[int, tuple[int, int, str]]:
+        """Every process: pid -> (ppid, utime + stime in ticks, command line).
+
+        Run every ``sample_period`` on the machine it measures, so it costs as little as it can: the
+        files read with ``os`` calls, and a process's command line read once it is a second old
+        (kept by pid and start time; until then read each time, as a new process may not have set
+        it yet: a PostgreSQL backend names its database once it has logged in, a child execs).
+        """
         table: dict[int, tuple[int, int, str]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
+        try:
+            settled = float(proc_read("/proc/uptime").split()[0]) * CLOCK_TICKS - COMMAND_SETTLED_TICKS
+        except (OSError, ValueError, IndexError):
+            settled = -1.0
+        commands: dict[int, tuple[int, str]] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
                 continue
+            pid = int(name)
             try:
-                ppid, ticks = proc_stat_fields((entry / "stat").read_text())
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                ppid, ticks, started = proc_stat_start(proc_read(f"/proc/{name}/stat").decode(errors="replace"))
+                known = self.commands.get(pid)
+                if known is None or known[0] != started:
+                    command = proc_read(f"/proc/{name}/cmdline").replace(b"\0", b" ").decode(errors="replace")
+                    known = (started, command) if started <= settled else None
+                else:
+                    command = known[1]
             except (OSError, ValueError, IndexError):
                 continue  # ended while being read
-            table[int(entry.name)] = (ppid, ticks, command)
+            if known is not None:
+                commands[pid] = known
+            table[pid] = (ppid, ticks, command)
+        self.commands = commands  # the processes that ended are forgotten
         return table
 
     def read(self) -> tuple[float, dict[str, dict[int, int]], tuple[int, int, int]]:

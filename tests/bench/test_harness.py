@@ -120,6 +120,28 @@ def test_the_cpu_meter_counts_a_matched_process_that_ended_during_the_measuremen
     assert unsampled.ms["burner"] == 0  # gone by the reading: not seen, as before
 
 
+def test_the_cpu_meter_matches_a_young_process_by_the_command_it_takes_after_it_started():
+    """A new PostgreSQL backend names its database only once it has logged in (and a child may exec
+    later): a process's command line is read each sample until it is a second old, then kept."""
+    import os
+
+    from bench.harness import CpuMeter
+
+    marker = f"cpu-meter-{uuid.uuid4().hex}"
+    program = f"import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass  # {marker}"
+    sampled = CpuMeter({}, {"burner": lambda command: marker in command}, sample_period=0.02)
+    sampled.start()
+    # A shell first (its command line holds "$PROGRAM", not the marker), the burner 0.3 s later.
+    late = subprocess.Popen(
+        ["sh", "-c", 'sleep 0.3; exec "$PYTHON" -c "$PROGRAM"'], env={**os.environ, "PYTHON": sys.executable, "PROGRAM": program}
+    )
+    late.wait(timeout=30)
+    sampled.stop()
+
+    assert sampled.ms["burner"] >= 300
+    assert 1 in sampled.commands  # init, started long before: its command line read once and kept
+
+
 def test_the_portal_cpu_per_session_is_each_group_and_their_total_over_the_launches():
     from bench.classstart.run import BEAT, DAPHNE, POSTGRESQL, WORKERS, portal_cpu_ms
 
