@@ -58,6 +58,13 @@ def report(f: dict, args: argparse.Namespace) -> None:
         f"(admitted -> created {fmt_seconds(f['admitted_to_started_p50'])}, "
         f"created -> running {fmt_seconds(f['started_to_running_p50'])})"
     )
+    if f.get("end_admitted") is not None:
+        print(
+            f"  after the last launch's answer: the last session admitted {fmt_after(f['end_admitted'])} (the class in "
+            f"{f['admitting_passes']} allocation passes, the last admitting {f['last_pass_admitted']}), "
+            f"the last create sent {fmt_after(f['end_create_sent'])}, the last running in the portal "
+            f"{fmt_after(f['end_running'])}, seen running through the API {fmt_after(f['end_seen'])}"
+        )
     if "bound_to_ready_p50" in f:
         print(
             f"  on the cluster, p50: create sent -> pod bound to its node {fmt_seconds(f['started_to_bound_p50'])}, "
@@ -101,6 +108,11 @@ def report(f: dict, args: argparse.Namespace) -> None:
                 print(f"; still in the API server at the timeout: {left}")
         print(f"  allocations not released: {f['unreleased_allocations']}")
     print(f"  machine: {fmt_machine(f.get('machine_before'), f.get('machine_after'))}")
+
+
+def fmt_after(seconds: float | None) -> str:
+    """Seconds after a moment, signed (a session admitted before the last launch's answer is negative)."""
+    return "-" if seconds is None else f"{seconds:+.2f} s"
 
 
 def passed(figures: dict) -> bool:

@@ -424,6 +424,42 @@ def stop_class(
     }
 
 
+Stamps = tuple[float | None, float | None, float | None]
+
+
+def stamps_of(course) -> list[Stamps]:
+    """Each session of the class: when the portal admitted it, sent its lab's create and saw it running (epoch seconds)."""
+    from labs.models import LabSession
+
+    rows = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
+    return [tuple(None if at is None else at.timestamp() for at in row) for row in rows]
+
+
+def class_end(events: list[Stamps], *, last_answered: float, last_seen: float | None) -> dict:
+    """Where the time after the last launch's answer went: when the last session was admitted,
+    its lab's create sent and it was running (the portal's timestamps), and seen running through the
+    API (``last_seen``), each in seconds after ``last_answered``; and how many allocation passes
+    admitted the class (sessions admitted at the same instant), the last of them with how many.
+
+    ``events``: per session, epoch seconds admitted, create sent and running (each ``None`` when not yet)."""
+    admitted = [a for a, _, _ in events if a is not None]
+    sent = [s for _, s, _ in events if s is not None]
+    running = [r for _, _, r in events if r is not None]
+
+    def after(times: list[float]) -> float | None:
+        return max(times) - last_answered if times else None
+
+    passes = Counter(admitted)
+    return {
+        "end_admitted": after(admitted),
+        "end_create_sent": after(sent),
+        "end_running": after(running),
+        "end_seen": None if last_seen is None else last_seen - last_answered,
+        "admitting_passes": len(passes),
+        "last_pass_admitted": passes[max(passes)] if passes else 0,
+    }
+
+
 def collect(course, fired, retried, started: float, submitted: float, launches: int, seen_running: dict[int, float]) -> dict:
     """The run's figures. ``seen_running``: student pk -> when the poll of the API first showed the
     session running; the times to running are from it. The split of the start (queued -> admitted
@@ -449,6 +485,7 @@ def collect(course, fired, retried, started: float, submitted: float, launches: 
     )
     last_running = max(seen_running.values(), default=None)
     return {
+        **class_end(stamps_of(course), last_answered=max((f.done_at for f in fired), default=started), last_seen=last_running),
         "accepted": sum(1 for f in fired if f.status == 201),
         "sessions": len(rows),
         "running": running,
