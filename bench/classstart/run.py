@@ -427,14 +427,6 @@ def stop_class(
 Stamps = tuple[float | None, float | None, float | None]
 
 
-def stamps_of(course) -> list[Stamps]:
-    """Each session of the class: when the portal admitted it, sent its lab's create and saw it running (epoch seconds)."""
-    from labs.models import LabSession
-
-    rows = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
-    return [tuple(None if at is None else at.timestamp() for at in row) for row in rows]
-
-
 def class_end(events: list[Stamps], *, last_answered: float, last_seen: float | None) -> dict:
     """Where the time after the last launch's answer went: when the last session was admitted,
     its lab's create sent and it was running (the portal's timestamps), and seen running through the
@@ -479,13 +471,14 @@ def collect(course, fired, retried, started: float, submitted: float, launches: 
     starts = LabSession.objects.filter(course=course).values_list("admitted_at", "started_at", "running_at")
     admitted_to_started = [(s - a).total_seconds() for a, s, _ in starts if a is not None and s is not None]
     started_to_running = [(r - s).total_seconds() for _, s, r in starts if s is not None and r is not None]
+    stamps: list[Stamps] = [tuple(None if at is None else at.timestamp() for at in row) for row in starts]
     running = len(seen_running)
     failures = Counter(
         session.reason for session in LabSession.objects.filter(course=course, state__in=("failed", "stopping", "stopped"))
     )
     last_running = max(seen_running.values(), default=None)
     return {
-        **class_end(stamps_of(course), last_answered=max((f.done_at for f in fired), default=started), last_seen=last_running),
+        **class_end(stamps, last_answered=max((f.done_at for f in fired), default=started), last_seen=last_running),
         "accepted": sum(1 for f in fired if f.status == 201),
         "sessions": len(rows),
         "running": running,
