@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from bench.classstart.report import report
 from bench.classstart.run import class_end
+from tests.bench.test_poll import PORTAL_ARGS, PORTAL_FIGURES
 
 
 def test_the_end_of_a_class_start_is_timed_from_the_last_answer_and_counts_the_admitting_passes():
@@ -40,17 +39,8 @@ def test_a_class_start_that_admitted_nothing_has_no_end_to_time():
 
 
 def test_the_report_prints_the_end_after_the_last_answer(capsys):
-    figures = {
-        "launches": 5, "submit_seconds": 2.0, "http_statuses": "201: 5", "retry_statuses": "", "time_to_all_running": 4.2,
-        "running": 5, "launch_to_running_p50": 2.5, "launch_to_running_p99": 4.0, "queued_to_admitted_p50": 0.4,
-        "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.1, "started_to_running_p50": 1.1,
-        "peak_db_connections": 9, "db_connections_before": 7, "db_connections_opened": 2, "db_connection_limit": 80,
-        "max_connections": 100, "poll_period": 0.1, "polls": 30, "failed_polls": 0, "poll_failure": "", "poll_p50": 0.02,
-        **class_end([(10.0, 10.1, 11.2), (12.5, 12.9, 14.0)], last_answered=12.0, last_seen=14.2),
-    }  # fmt: skip
-    args = argparse.Namespace(servers=1, workers=2, concurrency=4, driver="simulator", start_delay=1.0, threads=32,
-                              web_conn_max_age=None, timeout=60.0)  # fmt: skip
-    report(figures, args)
+    end = class_end([(10.0, 10.1, 11.2), (12.5, 12.9, 14.0)], last_answered=12.0, last_seen=14.2)
+    report({**PORTAL_FIGURES, **end}, PORTAL_ARGS)
     out = capsys.readouterr().out
     assert (
         "after the last launch's answer: the last session admitted +0.50 s (the class in 2 allocation passes, the last "

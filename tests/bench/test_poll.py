@@ -177,20 +177,23 @@ MACHINE_AFTER = {"load_average": [2.25, 1.5, 1.75], "fsync_ms": 4.5}
 POLLING = {"poll_period": 0.1, "polls": 30, "failed_polls": 0, "poll_failure": "", "poll_p50": 0.02}
 
 
+# A class start's figures as bench.classstart reports them, and the arguments of its run.
+PORTAL_FIGURES = {
+    "launches": 16, "submit_seconds": 0.3, "http_statuses": "201: 16", "retry_statuses": "", "time_to_all_running": 1.6,
+    "running": 16, "launch_to_running_p50": 1.5, "launch_to_running_p99": 1.6, "queued_to_admitted_p50": 0.1,
+    "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.01, "started_to_running_p50": 1.2,
+    "peak_db_connections": 9, "db_connections_before": 7, "db_connections_opened": 2, "db_connection_limit": 80,
+    "max_connections": 100, "post_p50": 0.12, "post_p99": 0.31,
+    "machine_before": MACHINE, "machine_after": MACHINE_AFTER, **POLLING,
+}  # fmt: skip
+PORTAL_ARGS = argparse.Namespace(servers=1, workers=2, concurrency=4, driver="simulator", start_delay=1.0, threads=32,
+                                 web_conn_max_age=None, timeout=60.0)  # fmt: skip
+
+
 def test_the_portal_report_carries_load_average_fsync_and_how_running_was_seen(capsys):
     from bench.classstart.report import report
 
-    figures = {
-        "launches": 16, "submit_seconds": 0.3, "http_statuses": "201: 16", "retry_statuses": "", "time_to_all_running": 1.6,
-        "running": 16, "launch_to_running_p50": 1.5, "launch_to_running_p99": 1.6, "queued_to_admitted_p50": 0.1,
-        "admitted_to_running_p50": 1.2, "admitted_to_started_p50": 0.01, "started_to_running_p50": 1.2,
-        "peak_db_connections": 9, "db_connections_before": 7, "db_connections_opened": 2, "db_connection_limit": 80,
-        "max_connections": 100, "post_p50": 0.12, "post_p99": 0.31,
-        "machine_before": MACHINE, "machine_after": MACHINE_AFTER, **POLLING,
-    }  # fmt: skip
-    args = argparse.Namespace(servers=1, workers=2, concurrency=4, driver="simulator", start_delay=1.0, threads=32,
-                              web_conn_max_age=None, timeout=60.0)  # fmt: skip
-    report(figures, args)
+    report(PORTAL_FIGURES, PORTAL_ARGS)
     out = capsys.readouterr().out
     assert "load average 1.25 1.50 1.75 -> 2.25 1.50 1.75" in out
     assert "fsync 4.50 ms" in out
