@@ -3,8 +3,8 @@ one statement (PostgreSQL); one new row from a statement composed once.
 
 Django's ``bulk_update`` builds a ``CASE WHEN pk = ... THEN ...`` per row and field and resolves
 every one of them as an expression: for the controller's rounds (hundreds of labs at a time)
-that costs more CPU than the statement itself. ``rows_update`` sends ``UPDATE ... FROM (VALUES
-...)`` instead, with every value a parameter cast to its column's type.
+that costs more CPU than the statement itself. ``rows_update`` sends ``UPDATE ... FROM unnest(...)``
+instead: each column's values one array parameter, cast to the column's type.
 """
 
 from __future__ import annotations
@@ -29,31 +29,37 @@ def rows_update(model: type[Model], rows: dict[object, dict[str, object]]) -> in
     for pk, values in rows.items():
         if values:
             by_fields[tuple(sorted(values))].append(pk)
-    meta = model._meta
-    table = connection.ops.quote_name(meta.db_table)
-    pk_field = meta.pk
     updated = 0
     for names, pks in by_fields.items():
-        fields = [meta.get_field(name) for name in names]
-        columns = [pk_field, *fields]
-        row_sql = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in columns) + ")"
-        params: list[object] = []
-        for pk in pks:
-            params.append(pk_field.get_db_prep_save(pk, connection))
-            params.extend(f.get_db_prep_save(rows[pk][f.name], connection) for f in fields)
-        aliases = ", ".join(connection.ops.quote_name(f.column) for f in columns)
-        assignments = ", ".join(
-            f"{connection.ops.quote_name(f.column)} = v.{connection.ops.quote_name(f.column)}" for f in fields
-        )
-        pk_column = connection.ops.quote_name(pk_field.column)
-        sql = (
-            f"UPDATE {table} AS t SET {assignments} "
-            f"FROM (VALUES {', '.join([row_sql] * len(pks))}) AS v({aliases}) WHERE t.{pk_column} = v.{pk_column}"
-        )
+        fields, sql = _update_sql(model, names)
+        pk_field = model._meta.pk
+        params = [[pk_field.get_db_prep_save(pk, connection) for pk in pks]]
+        params += [[f.get_db_prep_save(rows[pk][f.name], connection) for pk in pks] for f in fields]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             updated += cursor.rowcount
     return updated
+
+
+@cache
+def _update_sql(model: type[Model], names: tuple[str, ...]) -> tuple[list[Field], str]:
+    """The fields named and ``rows_update``'s statement for them: one array parameter per column, so
+    the text is the same for any number of rows (psycopg parses it once and PostgreSQL can keep
+    its plan, where a ``VALUES`` list of a placeholder per row and column was a new statement,
+    split again in Python, for every batch)."""
+    meta = model._meta
+    quote = connection.ops.quote_name
+    fields = [meta.get_field(name) for name in names]
+    columns = [meta.pk, *fields]
+    arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in columns)
+    aliases = ", ".join(quote(f.column) for f in columns)
+    assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in fields)
+    pk_column = quote(meta.pk.column)
+    sql = (
+        f"UPDATE {quote(meta.db_table)} AS t SET {assignments} "
+        f"FROM unnest({arrays}) AS v({aliases}) WHERE t.{pk_column} = v.{pk_column}"
+    )
+    return fields, sql
 
 
 def row_insert(instance: Model) -> None:

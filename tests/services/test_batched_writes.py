@@ -107,3 +107,23 @@ def test_rows_update_writes_each_rows_own_values_of_every_kind_and_nothing_else(
     assert rows[first].reason_params == {"a": [1]}
     assert (rows[second].selftest_visible_mib, rows[second].selftest_at) == (None, None)
     assert rows[third].selftest_at is None and rows[third].state == "admitted"
+
+
+def test_rows_update_sends_one_statement_whatever_the_number_of_rows(admitted):
+    """Each column's values go as one array: a batch of two and a batch of three send the same
+    statement (psycopg parses it once, PostgreSQL may keep its plan), a column of nulls too."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    at = timezone.now()
+    with CaptureQueriesContext(connection) as two:
+        rows_update(LabSession, {sid: {"selftest_at": at, "selftest_visible_mib": None} for sid in admitted[:2]})
+    with CaptureQueriesContext(connection) as three:
+        rows_update(LabSession, {sid: {"selftest_at": None, "selftest_visible_mib": None} for sid in admitted[1:]})
+
+    assert [q["sql"].split(" FROM ")[0] for q in two.captured_queries] == [
+        q["sql"].split(" FROM ")[0] for q in three.captured_queries
+    ]
+    assert len(two.captured_queries) == len(three.captured_queries) == 1
+    selftests = {str(pk): at for pk, at in LabSession.objects.filter(pk__in=admitted).values_list("pk", "selftest_at")}
+    assert [selftests[sid] for sid in admitted] == [at, None, None, None]
