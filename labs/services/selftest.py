@@ -79,19 +79,45 @@ def selftest_record(*, session_id: str, secret: str, visible_mib: object, probe_
 def selftests_record(visible_mib: dict[str, int]) -> list[SelftestVerdict]:
     """The simulator's labs' self-tests, many at once (the controller, as it binds them): no secret
     (the caller is the portal itself), the same judgement, one read and one write. Sessions that
-    ended meanwhile are left out."""
+    ended meanwhile are left out.
+
+    A class start records hundreds at a time: the rows are read as the few values the judgement
+    needs, not as sessions with their allocation, card and node (which cost the controller more
+    than the rest of a create's answer). A first breach, which marks the card and records a
+    repair event, is judged on the session itself, as ``selftest_record`` judges it."""
     if not visible_mib:
         return []
     verdicts = []
+    judges_visible: dict[int, bool] = {}
     with transaction.atomic():
-        sessions = [s for s in _locked_sessions(list(visible_mib)).order_by("pk") if s.state in OPEN_STATES]
-        judged = []
-        for session in sessions:
-            allocation = getattr(session, "allocation", None)
-            if allocation is not None:
-                verdicts.append(_judge(session, allocation, visible_mib[str(session.pk)], None))
-                judged.append(session)
-        rows_update(LabSession, {s.pk: {name: getattr(s, name) for name in SELFTEST_FIELDS} for s in judged})
+        rows = (
+            LabSession.objects.select_for_update(of=("self",))
+            .filter(pk__in=list(visible_mib), state__in=OPEN_STATES, allocation__isnull=False)
+            .order_by("pk")
+            .values_list(
+                "pk", "selftest_over_cap", "allocation__memory_mib", "allocation__card__node_id", "allocation__card__node__labels"
+            )
+        )
+        now = timezone.now()
+        judged = {}
+        for pk, was_over, cap, node_id, labels in rows:
+            visible = visible_mib[str(pk)]
+            if node_id not in judges_visible:
+                judges_visible[node_id] = get_driver().memory_seen(labels or {}) == "cap"
+            over_cap = judges_visible[node_id] and visible > cap
+            if over_cap and not was_over:
+                session = _locked_sessions([pk]).get()  # locked already, by this transaction
+                verdicts.append(_judge(session, session.allocation, visible, None))
+                judged[pk] = {name: getattr(session, name) for name in SELFTEST_FIELDS}
+                continue
+            verdicts.append(SelftestVerdict(str(pk), cap, visible, None, over_cap))
+            judged[pk] = {
+                "selftest_at": now,
+                "selftest_visible_mib": visible,
+                "selftest_probe_exceeded": None,
+                "selftest_over_cap": was_over or over_cap,
+            }
+        rows_update(LabSession, judged)
     return verdicts
 
 

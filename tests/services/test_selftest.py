@@ -10,7 +10,7 @@ from labs.domain.reasons import Reason
 from labs.drivers import get_driver
 from labs.models import AuditEvent, Card, LabSession, RepairEvent
 from labs.services.controller import reconcile_once
-from labs.services.selftest import card_clear_isolation_suspect, selftest_record
+from labs.services.selftest import card_clear_isolation_suspect, selftest_record, selftests_record
 from labs.services.sessions import session_launch, session_stop
 
 
@@ -145,3 +145,37 @@ def test_a_leaky_simulated_lab_that_sees_the_whole_card_flags_the_session_and_th
         assert state(session) == (card.memory_mib, None, True, True, 1)
     finally:
         get_driver().delete(str(session.pk))
+
+
+def test_many_reports_at_once_are_judged_as_one_is(world, monkeypatch):
+    """``selftests_record`` (the controller's path for simulated labs): each session judged as
+    ``selftest_record`` judges one; a first breach flags the card once, an ended session is left out."""
+    students, course, small = world["students"], world["course"], world["small"]
+    sessions = [session_launch(student=s, course=course, template=small) for s in students[:3]]
+    reconcile_once()
+    within, over, ended = sessions
+    session_stop(session_id=ended.pk, reason=Reason.of("session.stopped_by", who="test"))
+    reconcile_once()
+    reconcile_once()
+    ended.refresh_from_db()
+    assert ended.state == "stopped"
+    cap = 4096
+    verdicts = selftests_record({str(within.pk): cap, str(over.pk): cap + 1, str(ended.pk): cap + 1})
+    assert sorted((v.session_id, v.cap_mib, v.visible_mib, v.over_cap) for v in verdicts) == sorted(
+        [(str(within.pk), cap, cap, False), (str(over.pk), cap, cap + 1, True)]
+    )
+    assert state(within)[:3] == (cap, None, False)
+    assert state(over) == (cap + 1, None, True, True, 1)
+    ended.refresh_from_db()
+    assert ended.selftest_visible_mib == cap  # the report before it ended, from its start
+
+    # Reported again within the cap: still flagged (an operator clears it), no second breach.
+    selftests_record({str(over.pk): cap})
+    assert state(over) == (cap, None, True, True, 1)
+
+    # Where the runtime reports the whole card, seeing more than the cap is no breach.
+    monkeypatch.setattr(type(get_driver()), "memory_seen", lambda self, labels: "card")
+    selftests_record({str(within.pk): 65536})
+    assert state(within)[:3] == (65536, None, False)
+    for session_id in get_driver().list():
+        get_driver().delete(session_id)
