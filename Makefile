@@ -84,7 +84,7 @@ demo: $(VENV)/.installed-runtime $(VAR)/secret_key $(VAR)/agent_token $(VAR)/fie
 ## flows again on SQLite, the demo's database (~1 min); tests/kube runs apart, in one process, so one
 ## control plane serves it all (built by `make controlplane` first: a second's check once built)
 TEST_WORKERS ?= 2
-SQLITE_TESTS := tests/views tests/lti tests/gateway
+SQLITE_TESTS := tests/views tests/lti tests/gateway tests/test_one_of_lookup.py
 test: $(VENV)/.installed-dev $(CHECKOV_VENV)/.installed $(MO_FILES) controlplane
 	$(MAKE) lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py --ignore=tests/kube \

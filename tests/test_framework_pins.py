@@ -272,6 +272,20 @@ PINS = [
         sources={"django.db.models.query:QuerySet.bulk_update": "2369a42464b0fd03"},
     ),
     Pin(
+        override="labs.models.lookups (field__one_of)",
+        section="The one_of lookup",
+        recheck=(
+            "check that In.process_rhs still drops None and raises EmptyResultSet on an empty list, that get_rhs_op "
+            "still writes the operator around the placeholders, and that a relation's lookups are still its own "
+            "(RelatedIn on ForeignObject); run tests/test_one_of_lookup.py on PostgreSQL and SQLite"
+        ),
+        versions={"Django": "5.2.19"},
+        sources={
+            "django.db.models.lookups:In": "27e2479997e290f1",
+            "django.db.models.fields.related_lookups:RelatedIn": "daca64c66268ae16",
+        },
+    ),
+    Pin(
         override="labs.services.rows.row_insert",
         section="The launch's insert",
         recheck=(

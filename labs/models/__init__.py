@@ -1,3 +1,4 @@
+from labs.models import lookups  # noqa: F401  (registers field__one_of)
 from labs.models.catalog import AllowedImage, LabTemplate
 from labs.models.cluster import Card, Node
 from labs.models.gateway import CourseEndpoint, EndpointKey, TokenUsage

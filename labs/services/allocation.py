@@ -285,7 +285,9 @@ def _ledger_write(placed: list[Placed], by_key: dict[str, LabSession]) -> None:
         for d in placed
     )
     if whole:
-        ids = dict(Allocation.objects.filter(session_id__in=[by_key[d.key].pk for d in whole]).values_list("session_id", "pk"))
+        ids = dict(
+            Allocation.objects.filter(session_id__one_of=[by_key[d.key].pk for d in whole]).values_list("session_id", "pk")
+        )
         Allocation.more_cards.through.objects.bulk_create(
             Allocation.more_cards.through(allocation_id=ids[by_key[d.key].pk], card_id=card_id)
             for d in whole
@@ -368,7 +370,7 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         if placed:
             _ledger_write(placed, by_key)
             result.admitted = [d.key for d in placed]
-            LabSession.objects.filter(pk__in=result.admitted, state=SessionState.QUEUED).update(
+            LabSession.objects.filter(pk__one_of=result.admitted, state=SessionState.QUEUED).update(
                 state=SessionState.ADMITTED,
                 admitted_at=timezone.now(),
                 version=F("version") + 1,
@@ -398,9 +400,9 @@ def allocation_pass(*, batch: int | None = None) -> PassResult:
         for (reason, _offered), keys in waiting_by_reason.items():
             result.waiting += len(keys)
             stored = {**reason_fields(reason), "smaller_offer": offers.get(keys[0], {})}
-            stale = list(LabSession.objects.filter(pk__in=keys).exclude(**stored).values_list("pk", flat=True))
+            stale = list(LabSession.objects.filter(pk__one_of=keys).exclude(**stored).values_list("pk", flat=True))
             if stale:
-                LabSession.objects.filter(pk__in=stale).update(**stored, version=F("version") + 1)
+                LabSession.objects.filter(pk__one_of=stale).update(**stored, version=F("version") + 1)
                 changed.extend(stale)
         session_changes_publish(changed)
     return result

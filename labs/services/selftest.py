@@ -92,7 +92,7 @@ def selftests_record(visible_mib: dict[str, int]) -> list[SelftestVerdict]:
     with transaction.atomic():
         rows = (
             LabSession.objects.select_for_update(of=("self",))
-            .filter(pk__in=list(visible_mib), state__in=OPEN_STATES, allocation__isnull=False)
+            .filter(pk__one_of=list(visible_mib), state__in=OPEN_STATES, allocation__isnull=False)
             .order_by("pk")
             .values_list(
                 "pk", "selftest_over_cap", "allocation__memory_mib", "allocation__card__node_id", "allocation__card__node__labels"
@@ -125,7 +125,9 @@ SELFTEST_FIELDS = ["selftest_at", "selftest_visible_mib", "selftest_probe_exceed
 
 
 def _locked_sessions(session_ids: list[str]):
-    return LabSession.objects.select_for_update(of=("self",)).select_related("allocation__card__node").filter(pk__in=session_ids)
+    return (
+        LabSession.objects.select_for_update(of=("self",)).select_related("allocation__card__node").filter(pk__one_of=session_ids)
+    )
 
 
 def _judge(session: LabSession, allocation, visible_mib: int, probe_exceeded: bool | None) -> SelftestVerdict:

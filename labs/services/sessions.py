@@ -112,13 +112,13 @@ def sessions_transition(
         moved = [
             str(pk)
             for pk in LabSession.objects.select_for_update()
-            .filter(pk__in=list(changes), state__in=sources)
+            .filter(pk__one_of=list(changes), state__in=sources)
             .order_by("pk")  # one lock order for every batch: two batches never deadlock
             .values_list("pk", flat=True)
         ]
         if not moved:
             return set()
-        LabSession.objects.filter(pk__in=moved).update(version=F("version") + 1, **common)
+        LabSession.objects.filter(pk__one_of=moved).update(version=F("version") + 1, **common)
         rows_update(LabSession, {sid: changes[sid] for sid in moved})
         _transitioned(moved, to, release=allocations_release)
     return set(moved)
@@ -218,7 +218,7 @@ def sessions_note(reasons: dict[str, Reason], *, state: SessionState) -> set[str
     with transaction.atomic():
         stored = (
             LabSession.objects.select_for_update()
-            .filter(pk__in=list(reasons), state=state)
+            .filter(pk__one_of=list(reasons), state=state)
             .order_by("pk")
             .values_list("pk", "reason_code", "reason_params")
         )
@@ -228,7 +228,7 @@ def sessions_note(reasons: dict[str, Reason], *, state: SessionState) -> set[str
             if (code, params) != (fields["reason_code"], fields["reason_params"]):
                 changed[str(pk)] = fields
         if changed:
-            LabSession.objects.filter(pk__in=list(changed)).update(version=F("version") + 1)
+            LabSession.objects.filter(pk__one_of=list(changed)).update(version=F("version") + 1)
             rows_update(LabSession, changed)
             session_changes_publish(changed, queues_moved=False)
     return set(changed)
@@ -257,13 +257,13 @@ def allocations_release(session_ids: list[str]) -> set[str]:
     now = timezone.now()
     allocations = list(
         Allocation.objects.select_for_update(of=("self",))
-        .filter(session_id__in=session_ids, released_at__isnull=True)
+        .filter(session_id__one_of=session_ids, released_at__isnull=True)
         .select_related(*_USAGE_RELATIONS)
         .order_by("pk")
     )
     if not allocations:
         return set()
-    Allocation.objects.filter(pk__in=[a.pk for a in allocations]).update(released_at=now)
+    Allocation.objects.filter(pk__one_of=[a.pk for a in allocations]).update(released_at=now)
     UsageRecord.objects.bulk_create(record for a in allocations for record in _usage_records(a, now))
     session_events_record("usage.recorded", [a.session_id for a in allocations])
     return {str(a.session_id) for a in allocations}

@@ -183,7 +183,7 @@ def start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tup
     # lease: no other run asks again for it until the lease ends, even if this run stops
     # waiting for the answer (a slow cluster) or its worker dies.
     sessions = list(
-        LabSession.objects.filter(pk__in=session_ids, state=SessionState.STARTING, driver_ref="").select_related(
+        LabSession.objects.filter(pk__one_of=session_ids, state=SessionState.STARTING, driver_ref="").select_related(
             "template", "course", "student", "allocation__card__node"
         )
     )
@@ -191,7 +191,7 @@ def start_creates(session_ids: list[str], by_id: dict[str, Desired]) -> list[tup
     holder = driver_calls.holder
     if sessions:
         dispatch.holder_beat(holder)  # alive before anyone can read the lease
-    LabSession.objects.filter(pk__in=[s.pk for s in sessions]).update(retry_at=lease, lease_holder=holder)
+    LabSession.objects.filter(pk__one_of=[s.pk for s in sessions]).update(retry_at=lease, lease_holder=holder)
     return [(driver_calls.submit(str(session.pk), _create, session), Create(str(session.pk))) for session in sessions]
 
 
@@ -226,7 +226,7 @@ def registrations(session_ids: list[str]) -> list[InstanceCall]:
         return []
     rows = (
         Allocation.objects.filter(
-            session_id__in=session_ids,
+            session_id__one_of=session_ids,
             released_at__isnull=True,
             session__state=SessionState.STARTING,
             cards=1,
@@ -252,12 +252,12 @@ def bind_created(refs: dict[str, str]) -> None:
         # Stopping too, as in ``bind_instance``.
         alive = (
             LabSession.objects.select_for_update()
-            .filter(pk__in=list(refs), state__in=(SessionState.STARTING, SessionState.STOPPING))
+            .filter(pk__one_of=list(refs), state__in=(SessionState.STARTING, SessionState.STOPPING))
             .order_by("pk")
             .values_list("pk", "driver_ref")
         )
         rows_update(LabSession, {pk: {"driver_ref": refs[str(pk)]} for pk, ref in alive if ref != refs[str(pk)]})
-        allocations = Allocation.objects.filter(session_id__in=list(refs), released_at__isnull=True)
+        allocations = Allocation.objects.filter(session_id__one_of=list(refs), released_at__isnull=True)
         rows_update(Allocation, {pk: {"entity_id": refs[str(sid)]} for pk, sid in allocations.values_list("pk", "session_id")})
 
 

@@ -101,7 +101,7 @@ def execute_actions(
     links = dict(
         (str(pk), (kind, secret))
         for pk, kind, secret in LabSession.objects.filter(
-            pk__in=[a.session_id for a in actions if isinstance(a, Running)]
+            pk__one_of=[a.session_id for a in actions if isinstance(a, Running)]
         ).values_list("pk", "template__kind", "secret")
     )
     deletes = [a for a in actions if isinstance(a, Delete) and a.session_id not in busy]
@@ -283,7 +283,7 @@ def _finish(session_ids: list[str], agent_calls: list[InstanceCall]) -> int:
         return 0
     ends: dict[SessionState, dict[str, dict[str, object]]] = {}
     registered: dict[str, InstanceCall] = {}
-    stopping = LabSession.objects.filter(pk__in=session_ids, state=SessionState.STOPPING)
+    stopping = LabSession.objects.filter(pk__one_of=session_ids, state=SessionState.STOPPING)
     for session in stopping.select_related("allocation__card__node").order_by():
         allocation = getattr(session, "allocation", None)
         entity_id = session.driver_ref or (allocation.entity_id if allocation is not None else "")
