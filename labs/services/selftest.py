@@ -103,8 +103,8 @@ def selftests_record(visible_mib: dict[str, int]) -> list[SelftestVerdict]:
         for pk, was_over, cap, node_id, labels in rows:
             visible = visible_mib[str(pk)]
             if node_id not in judges_visible:
-                judges_visible[node_id] = get_driver().memory_seen(labels or {}) == "cap"
-            over_cap = judges_visible[node_id] and visible > cap
+                judges_visible[node_id] = _judges_visible(labels)
+            over_cap = _over_cap(judges_visible[node_id], visible, cap, None)
             if over_cap and not was_over:
                 session = _locked_sessions([pk]).get()  # locked already, by this transaction
                 verdicts.append(_judge(session, session.allocation, visible, None))
@@ -130,14 +130,22 @@ def _locked_sessions(session_ids: list[str]):
     )
 
 
+def _judges_visible(labels: dict | None) -> bool:
+    """Whether the memory a lab sees counts on a node with these labels. Where the runtime reports
+    the whole card (FlexNPU), seeing more than the cap is by design; there only the probe (an
+    allocation past the cap that succeeds) shows a breach."""
+    return get_driver().memory_seen(labels or {}) == "cap"
+
+
+def _over_cap(judges_visible: bool, visible_mib: int, cap: int, probe_exceeded: bool | None) -> bool:
+    return (judges_visible and visible_mib > cap) or probe_exceeded is True
+
+
 def _judge(session: LabSession, allocation, visible_mib: int, probe_exceeded: bool | None) -> SelftestVerdict:
     """Set the self-test fields on ``session`` (the caller saves them); over the cap the first time,
     mark the card suspect and record the breach (in the caller's transaction)."""
     cap = allocation.memory_mib
-    # Where the runtime reports the whole card (FlexNPU), seeing more than the cap is by
-    # design; there only the probe (an allocation past the cap that succeeds) shows a breach.
-    judges_visible = get_driver().memory_seen(allocation.card.node.labels or {}) == "cap"
-    over_cap = (judges_visible and visible_mib > cap) or probe_exceeded is True
+    over_cap = _over_cap(_judges_visible(allocation.card.node.labels), visible_mib, cap, probe_exceeded)
     newly_over = over_cap and not session.selftest_over_cap
     session.selftest_at = timezone.now()
     session.selftest_visible_mib = visible_mib
