@@ -24,20 +24,21 @@ def ledger():
     return {"course": course, "students": students, "holder": usage_ledger(course, templates, students)["holder"]}
 
 
-def _spans(**filters) -> list[tuple]:
-    now = timezone.now().replace(microsecond=0)
+def _spans(now, **filters) -> list[tuple]:
     found = usage_spans(since=now - timedelta(days=1), until=now, now=now, **filters)
     return sorted((s.session_id, s.student_id, s.course_id, s.start, s.end, s.core_percent) for s in found)
 
 
 def test_given_students_it_finds_what_it_finds_without_them(ledger):
-    everyone = _spans()
+    # One moment for every read: an open span ends at ``now``, and reads a second apart ended it differently.
+    now = timezone.now().replace(microsecond=0)
+    everyone = _spans(now)
     assert len(everyone) == 4  # the record, the open allocation, the claimed one's two parts
     people = [*ledger["students"], ledger["holder"]]
     for who in [[p.pk] for p in people] + [[p.pk for p in people[:2]], [people[2].pk, ledger["holder"].pk]]:
-        assert _spans(students=who) == [s for s in everyone if s[1] in who], who
-        assert _spans(students=who, courses=[ledger["course"].pk]) == [s for s in everyone if s[1] in who], who
-        assert _spans(students=who, courses=[ledger["course"].pk + 1000]) == []
+        assert _spans(now, students=who) == [s for s in everyone if s[1] in who], who
+        assert _spans(now, students=who, courses=[ledger["course"].pk]) == [s for s in everyone if s[1] in who], who
+        assert _spans(now, students=who, courses=[ledger["course"].pk + 1000]) == []
 
 
 def test_on_postgresql_the_students_sessions_lead(ledger):
